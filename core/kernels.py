@@ -1,0 +1,167 @@
+"""Pure NumPy kernels of the transformer forward: no state, no Python loops over tokens or heads.
+
+Shapes use T = tokens in the batch, H = query heads, Hkv = key/value heads, D = head dim,
+S = sequences in an attention group, Tq = query tokens per sequence, L = cached keys.
+All arrays are float32 unless stated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    """y = x / sqrt(mean(x^2) + eps) * weight, over the last axis.
+
+    ggml accumulates the sum of squares in double (ggml_float) and scales by a float
+    computed as 1/sqrt(mean + eps); we do the same: float64 sum, float32 scale.
+    """
+    # x: (..., n)
+    ss = np.einsum("...i,...i->...", x, x, dtype=np.float64)  # (...,) in float64
+    mean = ss / x.shape[-1]
+    scale = (1.0 / np.sqrt(mean + eps)).astype(np.float32)
+    y = x * scale[..., None]
+    if weight is not None:
+        y *= weight
+    return y
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax; -inf entries get probability 0."""
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
+    e = np.exp(x - m)
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    """x * sigmoid(x)."""
+    return x / (1.0 + np.exp(-x))
+
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU, tanh approximation (ggml_gelu): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(_GELU_C * x * (1.0 + 0.044715 * x * x)))
+
+
+def softcap(x: np.ndarray, cap: float) -> np.ndarray:
+    """Logit soft-capping: cap * tanh(x / cap)."""
+    return np.tanh(x / cap) * cap
+
+
+@dataclass(frozen=True)
+class RopeConfig:
+    """How positions rotate Q and K.
+
+    n_dims: rotated dims per head (<= head dim); base: theta base; scale: position scale
+    (1/linear factor); neox: rotate halves (GPT-NeoX) instead of adjacent pairs;
+    freq_factors: per-frequency divisors (Llama 3 rope scaling), shape (n_dims/2,) or None.
+    """
+
+    n_dims: int
+    base: float
+    scale: float = 1.0
+    neox: bool = False
+    freq_factors: np.ndarray | None = None
+
+
+def rope_inv_freq(cfg: RopeConfig) -> np.ndarray:
+    """theta_i = base^(-2i/n_dims), i < n_dims/2, as ggml builds it: a float32 running product
+    of theta_scale = powf(base, -2/n_dims) (ggml_rope_cache_init)."""
+    half = cfg.n_dims // 2
+    theta_scale = np.float32(np.power(np.float32(cfg.base), np.float32(-2.0) / np.float32(cfg.n_dims)))
+    inv = np.empty(half, dtype=np.float32)
+    t = np.float32(1.0)
+    for i in range(half):  # n_dims/2 scalar steps once per config, not per token
+        inv[i] = t
+        t = np.float32(t * theta_scale)
+    return inv
+
+
+def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig, inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of angle[t, i] = pos[t] * scale * inv_freq[i] / freq_factor[i]; (T, n_dims/2)."""
+    theta = positions.astype(np.float32)[:, None] * np.float32(cfg.scale) * inv_freq[None, :]
+    if cfg.freq_factors is not None:
+        theta = theta / cfg.freq_factors[None, :].astype(np.float32)
+    # cos/sin in float64 then rounded: the correctly rounded float32 result, as libm's cosf.
+    th = theta.astype(np.float64)
+    return np.cos(th).astype(np.float32), np.sin(th).astype(np.float32)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neox: bool) -> np.ndarray:
+    """Rotate the first n_dims of each head of x (T, H, D) by (cos, sin) (T, n_dims/2)."""
+    half = n_dims // 2
+    c = cos[:, None, :]  # (T, 1, half)
+    s = sin[:, None, :]
+    out = x.copy()
+    if neox:
+        x0 = x[..., :half]
+        x1 = x[..., half:n_dims]
+        out[..., :half] = x0 * c - x1 * s
+        out[..., half:n_dims] = x0 * s + x1 * c
+    else:
+        x0 = x[..., 0:n_dims:2]
+        x1 = x[..., 1:n_dims:2]
+        out[..., 0:n_dims:2] = x0 * c - x1 * s
+        out[..., 1:n_dims:2] = x0 * s + x1 * c
+    return out
+
+
+def llama3_freq_factors(
+    n_dims: int, base: float, factor: float, low_freq_factor: float, high_freq_factor: float, orig_ctx: int
+) -> np.ndarray:
+    """Llama 3 rope scaling as a per-frequency divisor (what convert_hf_to_gguf stores as
+    rope_freqs.weight): 1 for high frequencies, `factor` for low ones, smooth between."""
+    inv = base ** (-np.arange(0, n_dims, 2, dtype=np.float64) / n_dims)
+    wavelen = 2 * math.pi / inv
+    low_wl = orig_ctx / low_freq_factor
+    high_wl = orig_ctx / high_freq_factor
+    out = np.ones_like(inv)
+    out[wavelen > low_wl] = factor
+    mid = (wavelen <= low_wl) & (wavelen >= high_wl)
+    smooth = (orig_ctx / wavelen[mid] - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    out[mid] = 1.0 / ((1 - smooth) / factor + smooth)
+    return out.astype(np.float32)
+
+
+def attention_mask(q_pos: np.ndarray, k_start: int, n_keys: int, window: int | None) -> np.ndarray:
+    """Additive mask (S, Tq, L): 0 where query at q_pos[s, t] may see key position k_start + j.
+
+    Causal (k <= q) and, when window is set, sliding (q - k < window). Padded query rows
+    (q_pos < 0) see nothing and must be discarded by the caller.
+    """
+    k_pos = np.arange(k_start, k_start + n_keys, dtype=np.int64)  # (L,)
+    qp = q_pos[..., None].astype(np.int64)  # (S, Tq, 1)
+    ok = k_pos <= qp
+    if window is not None:
+        ok &= (qp - k_pos) < window
+    return np.where(ok, np.float32(0.0), np.float32(-np.inf))
+
+
+def gqa_attention(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap_val: float | None = None
+) -> np.ndarray:
+    """softmax(q k^T * scale + mask) v with grouped KV heads, one batched matmul.
+
+    q: (S, H, Tq, D); k: (S, Hkv, L, D); v: (S, Hkv, L, Dv); mask: (S, Tq, L).
+    Query head h uses KV head h // (H / Hkv). Returns (S, H, Tq, Dv).
+    """
+    S, H, Tq, D = q.shape
+    Hkv = k.shape[1]
+    G = H // Hkv
+    qg = q.reshape(S, Hkv, G * Tq, D)
+    scores = np.matmul(qg, k.transpose(0, 1, 3, 2))  # (S, Hkv, G*Tq, L)
+    scores *= np.float32(scale)
+    if softcap_val:
+        scores = softcap(scores, softcap_val)
+    scores = scores.reshape(S, Hkv, G, Tq, -1) + mask[:, None, None, :, :]
+    p = softmax(scores, axis=-1).reshape(S, Hkv, G * Tq, -1)
+    out = np.matmul(p, v)  # (S, Hkv, G*Tq, Dv)
+    return out.reshape(S, H, Tq, -1)

@@ -1,0 +1,51 @@
+"""Loading a model: GGUF file -> architecture module -> weights in memory."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from llamacli.core.errors import UnsupportedArchitecture
+from llamacli.core.gguf_file import GGUFFile
+from llamacli.core.models import ARCHITECTURES
+from llamacli.core.models.base import DecoderModel
+from llamacli.core.precision import make_precision
+from llamacli.core.weights import WeightLoader
+
+
+@dataclass
+class LoadStats:
+    seconds: float
+    weight_bytes: int  # float32 weights held in memory
+    rss_bytes: int  # resident set size of the process after loading
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; 0 where unavailable)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def load_model(path: str | os.PathLike[str], numerics: str = "ggml", threads: int = 2) -> tuple[DecoderModel, GGUFFile, LoadStats]:
+    """Open, validate and load a model; raises ModelLoadError subclasses on bad files."""
+    t0 = time.perf_counter()
+    precision = make_precision(numerics)
+    g = GGUFFile(path)
+    arch = g.architecture
+    cls = ARCHITECTURES.get(arch)
+    if cls is None:
+        raise UnsupportedArchitecture(
+            g.path, f"unknown architecture {arch!r} (supported: {', '.join(sorted(ARCHITECTURES))})"
+        )
+    args = cls.read_args(g)
+    loader = WeightLoader(g, threads=threads)
+    try:
+        model = cls(args, g, precision, loader)
+    finally:
+        loader.finish()
+    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes())
+    return model, g, stats

@@ -1,0 +1,273 @@
+"""The decoder-only transformer shared by every architecture module.
+
+An architecture module supplies `ModelArgs` (from GGUF metadata) and, where it differs from
+the Llama block, overrides one of the small hooks below (embedding, attention block, FFN block).
+The forward runs over a unified `Batch`: all tokens of all sequences go through each matmul
+together; attention is grouped (every one-token sequence in one batched matmul, each longer
+sequence chunk on its own), so there is no Python loop over tokens or heads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from llamacli.core import kernels as K
+from llamacli.core.batch import Batch
+from llamacli.core.errors import ModelLoadError
+from llamacli.core.gguf_file import GGUFFile
+from llamacli.core.kv_cache import KVCache
+from llamacli.core.precision import Precision
+from llamacli.core.weights import Linear, WeightLoader
+
+
+@dataclass
+class ModelArgs:
+    """Hyperparameters common to the decoder families we run."""
+
+    arch: str
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    head_dim_v: int
+    n_ff: int
+    norm_eps: float
+    n_ctx_train: int
+    rope: K.RopeConfig
+    rope_swa: K.RopeConfig | None = None  # rope of sliding-window layers, if different
+    sliding_window: int | None = None
+    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window
+    attn_scale: float = 0.0  # multiplies q.k; 0 -> 1/sqrt(head_dim)
+    embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    activation: str = "silu"  # gated FFN activation: "silu" or "gelu"
+    scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.attn_scale:
+            self.attn_scale = 1.0 / math.sqrt(self.head_dim)
+        if not self.swa_layers:
+            self.swa_layers = (False,) * self.n_layer
+
+    def layer_window(self, il: int) -> int | None:
+        return self.sliding_window if self.swa_layers[il] else None
+
+
+def md_get(md: dict[str, Any], path: str, key: str, default: Any = None, required: bool = True) -> Any:
+    """Metadata value or a clear error naming the missing key."""
+    if key in md:
+        return md[key]
+    if default is not None or not required:
+        return default
+    raise ModelLoadError(path, f"missing metadata key {key!r}")
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: np.ndarray
+    wq: Linear
+    wk: Linear
+    wv: Linear
+    wo: Linear
+    ffn_norm: np.ndarray
+    w_gate: Linear
+    w_up: Linear
+    w_down: Linear
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None
+    post_ffn_norm: np.ndarray | None = None
+
+
+@dataclass
+class AttnGroup:
+    """Sequences attended together: S sequences with Tq query tokens each.
+
+    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions.
+    """
+
+    seq_ids: np.ndarray
+    tok_idx: np.ndarray
+    q_pos: np.ndarray
+    masks: dict[int | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+
+    def mask(self, window: int | None) -> tuple[int, np.ndarray]:
+        """(k_start, additive mask (S, Tq, L)) for a layer with this window; cached per group."""
+        if window not in self.masks:
+            q_max = int(self.q_pos.max())
+            k_start = 0 if window is None else max(0, int(self.q_pos.min()) - window + 1)
+            n_keys = q_max + 1 - k_start
+            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window))
+        return self.masks[window]
+
+
+def plan_attention(batch: Batch) -> list[AttnGroup]:
+    """Group the batch's tokens: all one-token sequences together, each longer one alone."""
+    seqs, counts = np.unique(batch.seq_ids, return_counts=True)
+    groups: list[AttnGroup] = []
+    singles = seqs[counts == 1]
+    if singles.size:
+        # index of each single sequence's token in the batch
+        pos_in_batch = np.flatnonzero(np.isin(batch.seq_ids, singles))
+        order = np.argsort(batch.seq_ids[pos_in_batch], kind="stable")
+        idx = pos_in_batch[order]
+        groups.append(AttnGroup(batch.seq_ids[idx], idx[:, None], batch.positions[idx][:, None]))
+    for s in seqs[counts > 1]:
+        idx = np.flatnonzero(batch.seq_ids == s)
+        groups.append(AttnGroup(np.array([s]), idx[None, :], batch.positions[idx][None, :]))
+    return groups
+
+
+class DecoderModel:
+    """Llama-style decoder. Subclasses override hooks for their architecture's differences."""
+
+    arch = ""
+    #: optional per-arch tensors; missing required ones raise ModelLoadError at load
+    has_qk_norm = False
+    has_post_norms = False
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        """Hyperparameters from the file's metadata (each architecture module defines it)."""
+        raise ModelLoadError(g.path, "DecoderModel is abstract")
+
+    def __init__(self, args: ModelArgs, gguf: GGUFFile, precision: Precision, loader: WeightLoader) -> None:
+        self.args = args
+        self.path = gguf.path
+        self.precision = precision
+        self.tok_embd = loader.embedding("token_embd.weight")
+        self.output_norm = loader.vector("output_norm.weight", args.n_embd)
+        self.output = loader.output("output.weight", tied_to="token_embd.weight", embedding=self.tok_embd)
+        self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
+        a = args
+        self._rope = a.rope
+        self._rope_inv = K.rope_inv_freq(a.rope)
+        self._rope_swa = a.rope_swa or a.rope
+        self._rope_swa_inv = K.rope_inv_freq(self._rope_swa)
+
+    # ---- loading -------------------------------------------------------------------------
+    def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
+        p = f"blk.{il}."
+        a = self.args
+        lw = LayerWeights(
+            attn_norm=ld.vector(p + "attn_norm.weight"),
+            wq=ld.linear(p + "attn_q", a.n_embd, a.n_head * a.head_dim),
+            wk=ld.linear(p + "attn_k", a.n_embd, a.n_head_kv * a.head_dim),
+            wv=ld.linear(p + "attn_v", a.n_embd, a.n_head_kv * a.head_dim_v),
+            wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
+            ffn_norm=ld.vector(p + "ffn_norm.weight"),
+            w_gate=ld.linear(p + "ffn_gate", a.n_embd, a.n_ff),
+            w_up=ld.linear(p + "ffn_up", a.n_embd, a.n_ff),
+            w_down=ld.linear(p + "ffn_down", a.n_ff, a.n_embd),
+        )
+        if self.has_qk_norm:
+            lw.q_norm = ld.vector(p + "attn_q_norm.weight")
+            lw.k_norm = ld.vector(p + "attn_k_norm.weight")
+        if self.has_post_norms:
+            lw.post_attn_norm = ld.vector(p + "post_attention_norm.weight")
+            lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
+        return lw
+
+    def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
+        a = self.args
+        return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
+
+    # ---- hooks ---------------------------------------------------------------------------
+    def embed(self, tokens: np.ndarray) -> np.ndarray:
+        """(T,) token ids -> (T, n_embd)."""
+        x = self.tok_embd[tokens]
+        if self.args.embed_scale is not None:
+            x = x * np.float32(self.args.embed_scale)
+        return x
+
+    def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
+        """Gated FFN: down(act(gate(h)) * up(h)); h (T, n_embd)."""
+        pr = self.precision
+        g = pr.linear(h, lw.w_gate)
+        u = pr.linear(h, lw.w_up)
+        act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
+        return pr.linear(act * u, lw.w_down)
+
+    # ---- forward -------------------------------------------------------------------------
+    def forward(self, batch: Batch, cache: KVCache, return_hidden: bool = False) -> np.ndarray:
+        """Run the batch, update the cache; logits (n_out, n_vocab) for batch.output tokens,
+        or the final-normed hidden states (n_out, n_embd) when return_hidden."""
+        a = self.args
+        pr = self.precision
+        if batch.n_tokens == 0:
+            return np.zeros((0, a.n_embd if return_hidden else a.n_vocab), dtype=np.float32)
+        if int(batch.positions.max()) >= cache.n_ctx:
+            raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
+        groups = plan_attention(batch)
+        cs_global = K.rope_cos_sin(batch.positions, self._rope, self._rope_inv)
+        cs_swa = K.rope_cos_sin(batch.positions, self._rope_swa, self._rope_swa_inv)
+        x = self.embed(batch.tokens)  # (T, n_embd)
+        for il, lw in enumerate(self.layers):
+            cos, sin = cs_swa if a.swa_layers[il] else cs_global
+            h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
+            h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
+            if lw.post_attn_norm is not None:
+                h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
+            x = x + h
+            h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
+            h = self.ffn(lw, h)
+            if lw.post_ffn_norm is not None:
+                h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
+            x = x + h
+        cache.commit(batch.seq_ids, batch.positions)
+        sel = x[batch.output]  # (n_out, n_embd)
+        sel = K.rms_norm(sel, self.output_norm, a.norm_eps)
+        if return_hidden:
+            return sel
+        logits = pr.output(sel, self.output)
+        if a.final_softcap:
+            logits = K.softcap(logits, a.final_softcap)
+        return logits
+
+    def attention(
+        self,
+        il: int,
+        lw: LayerWeights,
+        h: np.ndarray,
+        batch: Batch,
+        cache: KVCache,
+        groups: list[AttnGroup],
+        cos: np.ndarray,
+        sin: np.ndarray,
+    ) -> np.ndarray:
+        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache."""
+        a = self.args
+        pr = self.precision
+        T = h.shape[0]
+        q = pr.linear(h, lw.wq).reshape(T, a.n_head, a.head_dim)
+        k = pr.linear(h, lw.wk).reshape(T, a.n_head_kv, a.head_dim)
+        v = pr.linear(h, lw.wv).reshape(T, a.n_head_kv, a.head_dim_v)
+        if lw.q_norm is not None:
+            q = K.rms_norm(q, lw.q_norm, a.norm_eps)
+            k = K.rms_norm(k, lw.k_norm, a.norm_eps)
+        rope = self._rope_swa if a.swa_layers[il] else self._rope
+        q = K.apply_rope(q, cos, sin, rope.n_dims, rope.neox)
+        k = K.apply_rope(k, cos, sin, rope.n_dims, rope.neox)
+        scale = a.attn_scale
+        if a.scale_q:
+            q = q * np.float32(scale)
+            scale = 1.0
+        cache.write(il, batch.seq_ids, batch.positions, pr.kv(k), pr.kv(v))
+        out = np.empty((T, a.n_head, a.head_dim_v), dtype=np.float32)
+        window = a.layer_window(il)
+        for g in groups:
+            k_start, mask = g.mask(window)
+            kc, vc = cache.view(il, g.seq_ids, k_start, k_start + mask.shape[-1])
+            qg = q[g.tok_idx].transpose(0, 2, 1, 3)  # (S, H, Tq, D)
+            o = pr.attention(qg, kc, vc, mask, scale, a.attn_softcap)  # (S, H, Tq, Dv)
+            out[g.tok_idx] = o.transpose(0, 2, 1, 3)
+        return pr.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)
