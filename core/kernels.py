@@ -16,13 +16,13 @@ import numpy as np
 def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
     """y = x / sqrt(mean(x^2) + eps) * weight, over the last axis.
 
-    ggml accumulates the sum of squares in double (ggml_float) and scales by a float
-    computed as 1/sqrt(mean + eps); we do the same: float64 sum, float32 scale.
+    As ggml: squares in float32, their sum in float64, then mean, eps, sqrt and reciprocal
+    in float32 (docs/numerics.md 2.3).
     """
     # x: (..., n)
-    ss = np.einsum("...i,...i->...", x, x, dtype=np.float64)  # (...,) in float64
-    mean = ss / x.shape[-1]
-    scale = (1.0 / np.sqrt(mean + eps)).astype(np.float32)
+    ss = np.sum(np.square(x), axis=-1, dtype=np.float64)  # (...,)
+    mean = (ss / x.shape[-1]).astype(np.float32)
+    scale = np.float32(1.0) / np.sqrt(mean + np.float32(eps))
     y = x * scale[..., None]
     if weight is not None:
         y *= weight
@@ -30,11 +30,12 @@ def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax; -inf entries get probability 0."""
+    """Numerically stable softmax; -inf entries get probability 0 (all 0 if all are -inf)."""
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0).astype(x.dtype)
     e = np.exp(x - m)
-    e /= np.sum(e, axis=axis, keepdims=True)
+    total = np.sum(e, axis=axis, keepdims=True)
+    e /= np.where(total > 0, total, 1.0).astype(x.dtype)  # a fully masked row stays all 0
     return e
 
 
@@ -72,31 +73,36 @@ class RopeConfig:
     freq_factors: np.ndarray | None = None
 
 
-def rope_inv_freq(cfg: RopeConfig) -> np.ndarray:
-    """theta_i = base^(-2i/n_dims), i < n_dims/2, as ggml builds it: a float32 running product
-    of theta_scale = powf(base, -2/n_dims) (ggml_rope_cache_init)."""
+def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the rotation angles, each (T, n_dims/2).
+
+    As ggml_rope_cache_init: theta_0 = pos, theta_{i+1} = f32(theta_i * theta_scale) with
+    theta_scale = powf(base, -2/n_dims) (a running float32 product, not pos * base^(-2i/n)),
+    then divided by the Llama-3 frequency factor and multiplied by freq_scale.
+    """
     half = cfg.n_dims // 2
     theta_scale = np.float32(np.power(np.float32(cfg.base), np.float32(-2.0) / np.float32(cfg.n_dims)))
-    inv = np.empty(half, dtype=np.float32)
-    t = np.float32(1.0)
-    for i in range(half):  # n_dims/2 scalar steps once per config, not per token
-        inv[i] = t
-        t = np.float32(t * theta_scale)
-    return inv
-
-
-def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig, inv_freq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of angle[t, i] = pos[t] * scale * inv_freq[i] / freq_factor[i]; (T, n_dims/2)."""
-    theta = positions.astype(np.float32)[:, None] * np.float32(cfg.scale) * inv_freq[None, :]
+    theta = np.empty((positions.shape[0], half), dtype=np.float32)  # (T, half)
+    t = positions.astype(np.float32)
+    for i in range(half):  # n_dims/2 vector steps over all positions
+        theta[:, i] = t
+        t = t * theta_scale
     if cfg.freq_factors is not None:
-        theta = theta / cfg.freq_factors[None, :].astype(np.float32)
-    # cos/sin in float64 then rounded: the correctly rounded float32 result, as libm's cosf.
+        theta /= cfg.freq_factors[None, :half].astype(np.float32)
+    if cfg.scale != 1.0:
+        theta *= np.float32(cfg.scale)
+    # cos/sin in float64 then rounded: the float32 result libm's sincosf gives (to ~1 ulp).
     th = theta.astype(np.float64)
     return np.cos(th).astype(np.float32), np.sin(th).astype(np.float32)
 
 
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neox: bool) -> np.ndarray:
-    """Rotate the first n_dims of each head of x (T, H, D) by (cos, sin) (T, n_dims/2)."""
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neox: bool, fma: bool = False) -> np.ndarray:
+    """Rotate the first n_dims of each head of x (T, H, D) by (cos, sin) (T, n_dims/2).
+
+    Pairs are (x[i], x[i + n_dims/2]) for NeoX, (x[2i], x[2i+1]) otherwise. With fma, the
+    rotation rounds like ggml's compiled code: out0 = fma(x0, cos, -f32(x1 sin)),
+    out1 = fma(x0 or x1, ..., f32(...)) (one rounding of the product-sum).
+    """
     half = n_dims // 2
     c = cos[:, None, :]  # (T, 1, half)
     s = sin[:, None, :]
@@ -104,13 +110,21 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neo
     if neox:
         x0 = x[..., :half]
         x1 = x[..., half:n_dims]
-        out[..., :half] = x0 * c - x1 * s
-        out[..., half:n_dims] = x0 * s + x1 * c
+        i0, i1 = slice(0, half), slice(half, n_dims)
     else:
         x0 = x[..., 0:n_dims:2]
         x1 = x[..., 1:n_dims:2]
-        out[..., 0:n_dims:2] = x0 * c - x1 * s
-        out[..., 1:n_dims:2] = x0 * s + x1 * c
+        i0, i1 = slice(0, n_dims, 2), slice(1, n_dims, 2)
+    if fma:
+        f64 = np.float64
+        out[..., i0] = (x0.astype(f64) * c - (x1 * s)).astype(np.float32)
+        if neox:
+            out[..., i1] = (x0.astype(f64) * s + (x1 * c)).astype(np.float32)
+        else:
+            out[..., i1] = (x1.astype(f64) * c + (x0 * s)).astype(np.float32)
+    else:
+        out[..., i0] = x0 * c - x1 * s
+        out[..., i1] = x0 * s + x1 * c
     return out
 
 

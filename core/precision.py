@@ -52,6 +52,9 @@ class Precision:
             np.matmul(xr, ow.w[i : i + _OUTPUT_BLOCK].T, out=out[:, i : i + _OUTPUT_BLOCK])
         return out
 
+    def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
+        return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox)
+
     def gelu(self, x: np.ndarray) -> np.ndarray:
         return K.gelu(x)
 
@@ -74,6 +77,52 @@ class GGMLPrecision(Precision):
 
     def kv(self, x: np.ndarray) -> np.ndarray:
         return N.round_f16(x)
+
+    def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
+        return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox, fma=True)
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        """ggml's GELU: through a table indexed by the f16 input, giving f16 values;
+        x <= -10 -> 0 and x >= 10 -> x (docs/numerics.md 2.8)."""
+        y = _gelu_f16_table()[x.astype(np.float16).view(np.uint16)]
+        y = np.where(x >= 10.0, x, y)
+        return np.where(x <= -10.0, np.float32(0.0), y)
+
+    def attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None
+    ) -> np.ndarray:
+        """The non-flash-attention path (docs/numerics.md 2.6): Q rounded to f16 for KQ (K, V
+        are already f16 values from the cache), softmax with a float64 sum, probabilities
+        rounded to f16 before the V product."""
+        S, H, Tq, D = q.shape
+        Hkv = k.shape[1]
+        G = H // Hkv
+        qg = N.round_f16(q).reshape(S, Hkv, G * Tq, D)
+        w = np.matmul(qg, k.transpose(0, 1, 3, 2))  # (S, Hkv, G*Tq, L)
+        if scale != 1.0:
+            w *= np.float32(scale)
+        if softcap:
+            w = K.softcap(w, softcap)
+        w = w.reshape(S, Hkv, G, Tq, -1) + mask[:, None, None, :, :]
+        m = np.max(w, axis=-1, keepdims=True)
+        m = np.where(np.isfinite(m), m, np.float32(0.0))
+        e = np.exp(w - m)
+        inv = (1.0 / np.sum(e, axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
+        p = N.round_f16(e * inv).reshape(S, Hkv, G * Tq, -1)
+        return np.matmul(p, v).reshape(S, H, Tq, -1)
+
+
+_GELU_TABLE: np.ndarray | None = None
+
+
+def _gelu_f16_table() -> np.ndarray:
+    """f32(f16(gelu(h))) for every f16 bit pattern h (65536 entries), built once."""
+    global _GELU_TABLE
+    if _GELU_TABLE is None:
+        h = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _GELU_TABLE = K.gelu(h).astype(np.float16).astype(np.float32)
+    return _GELU_TABLE
 
 
 def make_precision(mode: str) -> Precision:

@@ -150,9 +150,7 @@ class DecoderModel:
         self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
         a = args
         self._rope = a.rope
-        self._rope_inv = K.rope_inv_freq(a.rope)
         self._rope_swa = a.rope_swa or a.rope
-        self._rope_swa_inv = K.rope_inv_freq(self._rope_swa)
 
     # ---- loading -------------------------------------------------------------------------
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
@@ -208,8 +206,8 @@ class DecoderModel:
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
         groups = plan_attention(batch)
-        cs_global = K.rope_cos_sin(batch.positions, self._rope, self._rope_inv)
-        cs_swa = K.rope_cos_sin(batch.positions, self._rope_swa, self._rope_swa_inv)
+        cs_global = K.rope_cos_sin(batch.positions, self._rope)
+        cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)
         for il, lw in enumerate(self.layers):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
@@ -255,8 +253,8 @@ class DecoderModel:
             q = K.rms_norm(q, lw.q_norm, a.norm_eps)
             k = K.rms_norm(k, lw.k_norm, a.norm_eps)
         rope = self._rope_swa if a.swa_layers[il] else self._rope
-        q = K.apply_rope(q, cos, sin, rope.n_dims, rope.neox)
-        k = K.apply_rope(k, cos, sin, rope.n_dims, rope.neox)
+        q = pr.rope(q, cos, sin, rope)
+        k = pr.rope(k, cos, sin, rope)
         scale = a.attn_scale
         if a.scale_q:
             q = q * np.float32(scale)

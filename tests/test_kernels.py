@@ -1,0 +1,146 @@
+"""Kernels against naive float64 references written loop by loop."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from llamacli.core import kernels as K
+
+rng = np.random.default_rng(1234)
+
+
+def test_rms_norm_matches_float64_reference() -> None:
+    x = rng.standard_normal((7, 96)).astype(np.float32) * 3
+    w = rng.standard_normal(96).astype(np.float32)
+    y = K.rms_norm(x, w, 1e-6)
+    ref = np.empty((7, 96))
+    for i in range(7):
+        r = x[i].astype(np.float64)
+        ref[i] = r / math.sqrt(sum(v * v for v in r) / 96 + 1e-6) * w
+    np.testing.assert_allclose(y, ref, rtol=2e-6, atol=1e-6)
+    assert y.dtype == np.float32
+
+
+def test_softmax_handles_masked_rows() -> None:
+    x = np.array([[1.0, 2.0, -np.inf], [-np.inf, -np.inf, -np.inf]], dtype=np.float32)
+    p = K.softmax(x)
+    e = np.exp([1.0 - 2.0, 0.0])
+    np.testing.assert_allclose(p[0, :2], e / e.sum(), rtol=1e-6)
+    assert p[0, 2] == 0.0
+    assert np.all(p[1] == 0)
+
+
+def test_silu_and_gelu_against_formulas() -> None:
+    x = np.linspace(-8, 8, 101).astype(np.float32)
+    xd = x.astype(np.float64)
+    np.testing.assert_allclose(K.silu(x), xd / (1 + np.exp(-xd)), rtol=1e-6, atol=1e-7)
+    g = 0.5 * xd * (1 + np.tanh(math.sqrt(2 / math.pi) * (xd + 0.044715 * xd**3)))
+    np.testing.assert_allclose(K.gelu(x), g, rtol=1e-5, atol=1e-6)
+
+
+def test_softcap() -> None:
+    x = np.array([-100.0, 0.0, 3.0, 100.0], dtype=np.float32)
+    np.testing.assert_allclose(K.softcap(x, 30.0), 30 * np.tanh(x.astype(np.float64) / 30), rtol=1e-6)
+
+
+def _rope_ref(x: np.ndarray, pos: np.ndarray, n_dims: int, base: float, neox: bool, scale: float = 1.0,
+              factors: np.ndarray | None = None) -> np.ndarray:
+    out = x.astype(np.float64).copy()
+    T, H, D = x.shape
+    for t in range(T):
+        for h in range(H):
+            for i in range(n_dims // 2):
+                theta = pos[t] * base ** (-2 * i / n_dims)
+                if factors is not None:
+                    theta /= factors[i]
+                theta *= scale
+                c, s = math.cos(theta), math.sin(theta)
+                a, b = (i, i + n_dims // 2) if neox else (2 * i, 2 * i + 1)
+                x0, x1 = float(x[t, h, a]), float(x[t, h, b])
+                out[t, h, a] = x0 * c - x1 * s
+                out[t, h, b] = x0 * s + x1 * c
+    return out
+
+
+@pytest.mark.parametrize("neox", [False, True])
+@pytest.mark.parametrize("fma", [False, True])
+def test_rope_normal_and_neox(neox: bool, fma: bool) -> None:
+    x = rng.standard_normal((5, 3, 16)).astype(np.float32)
+    pos = np.array([0, 1, 7, 100, 600])
+    cfg = K.RopeConfig(n_dims=16, base=10000.0, scale=0.5, neox=neox)
+    c, s = K.rope_cos_sin(pos, cfg)
+    y = K.apply_rope(x, c, s, 16, neox, fma=fma)
+    # the iterative float32 theta of ggml differs from the exact angle by ~1e-7 relative
+    np.testing.assert_allclose(y, _rope_ref(x, pos, 16, 10000.0, neox, 0.5), atol=2e-4)
+
+
+def test_rope_partial_dims_and_freq_factors() -> None:
+    x = rng.standard_normal((3, 2, 16)).astype(np.float32)
+    pos = np.array([3, 50, 900])
+    ff = np.array([1.0, 1.0, 2.0, 4.0], dtype=np.float32)
+    cfg = K.RopeConfig(n_dims=8, base=500000.0, neox=False, freq_factors=ff)
+    c, s = K.rope_cos_sin(pos, cfg)
+    y = K.apply_rope(x, c, s, 8, False)
+    np.testing.assert_allclose(y, _rope_ref(x, pos, 8, 500000.0, False, factors=ff), atol=2e-4)
+    np.testing.assert_array_equal(y[..., 8:], x[..., 8:])  # dims past n_dims untouched
+
+
+def test_rope_theta_is_ggml_running_product() -> None:
+    # theta_{i+1} = f32(theta_i * theta_scale), starting from the position (docs/numerics.md 2.5)
+    cfg = K.RopeConfig(n_dims=8, base=10000.0, neox=True)
+    pos = np.array([617])
+    c, _ = K.rope_cos_sin(pos, cfg)
+    ts = np.float32(np.power(np.float32(10000.0), np.float32(-2.0) / np.float32(8)))
+    t = np.float32(617)
+    for i in range(4):
+        assert c[0, i] == np.float32(math.cos(float(t)))
+        t = np.float32(t * ts)
+
+
+def test_llama3_freq_factors_bands() -> None:
+    ff = K.llama3_freq_factors(128, 500000.0, 8.0, 1.0, 4.0, 8192)
+    assert ff.shape == (64,)
+    assert ff[0] == 1.0 and ff[-1] == 8.0  # high frequencies untouched, low ones scaled by 8
+    assert np.all(np.diff(ff) >= 0)
+
+
+def _attn_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, qpos: np.ndarray, scale: float,
+              window: int | None) -> np.ndarray:
+    S, H, Tq, D = q.shape
+    Hkv, L = k.shape[1], k.shape[2]
+    out = np.zeros((S, H, Tq, v.shape[-1]))
+    for s in range(S):
+        for h in range(H):
+            kh = h // (H // Hkv)
+            for t in range(Tq):
+                sc = []
+                for j in range(L):
+                    ok = j <= qpos[s, t] and (window is None or qpos[s, t] - j < window)
+                    sc.append(float(q[s, h, t] @ k[s, kh, j]) * scale if ok else -np.inf)
+                sc = np.array(sc)
+                p = np.exp(sc - sc.max())
+                p /= p.sum()
+                out[s, h, t] = p @ v[s, kh].astype(np.float64)
+    return out
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_gqa_attention_causal_and_sliding(window: int | None) -> None:
+    S, H, Hkv, Tq, L, D = 2, 4, 2, 3, 6, 8
+    q = rng.standard_normal((S, H, Tq, D)).astype(np.float32)
+    k = rng.standard_normal((S, Hkv, L, D)).astype(np.float32)
+    v = rng.standard_normal((S, Hkv, L, D)).astype(np.float32)
+    qpos = np.array([[3, 4, 5], [0, 1, 2]])
+    mask = K.attention_mask(qpos, 0, L, window)
+    y = K.gqa_attention(q, k, v, mask, 0.3)
+    np.testing.assert_allclose(y, _attn_ref(q, k, v, qpos, 0.3, window), rtol=1e-5, atol=1e-5)
+
+
+def test_attention_mask_window_boundary() -> None:
+    # llama.cpp masks a key when pos_q - pos_k >= window
+    m = K.attention_mask(np.array([[10]]), 0, 11, 4)
+    visible = np.flatnonzero(m[0, 0] == 0)
+    assert visible.tolist() == [7, 8, 9, 10]
