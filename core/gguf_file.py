@@ -146,6 +146,8 @@ class GGUFFile:
             raise ModelLoadError(self.path, "no such file")
         if os.path.isdir(self.path):
             raise ModelLoadError(self.path, "is a directory, not a GGUF file")
+        if os.path.getsize(self.path) < 24:
+            raise ModelLoadError(self.path, f"not a GGUF file (only {os.path.getsize(self.path)} bytes)")
         try:
             self.data = np.memmap(self.path, dtype=np.uint8, mode="r")
         except (OSError, ValueError) as e:
