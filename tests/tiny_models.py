@@ -1,0 +1,402 @@
+"""Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
+
+Architectures: llama, qwen2, qwen3, gemma3; variants F32, F16, Q8_0, Q4_K (the 2-D weight
+matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
+llama3-style `rope_freqs.weight` frequency factors.
+
+    from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
+    path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
+
+The same (arch, variant) always gives byte-identical files (fixed seeds, no timestamps), so the
+llama.cpp fixtures in tests/fixtures/tiny/ (made by scripts/oracle_fixtures.py) stay valid.
+Writing one model takes a few milliseconds (the vocabularies are built once per process).
+
+Shapes are real but tiny: the input dimension of every matrix is a multiple of 256 (K-quants),
+GQA everywhere, gemma3 follows the real model (QK norms, post-attention/post-FFW norms, tied
+output, +1 already folded into the norm weights (post-norm weights ~4 so the layers, not the
+token's own scaled embedding, dominate the residual stream), head_dim * n_head != n_embd, 6 layers so the
+default sliding-window pattern gives 5 sliding layers and 1 global layer, window 8 tokens).
+
+Vocabularies llama.cpp accepts:
+- llama, gemma3: SPM (`tokenizer.ggml.model` = "llama"), special tokens first, the 256 byte
+  tokens `<0x00>`..`<0xFF>` (type BYTE), then word pieces (`▁` = space) learnt by a small
+  deterministic BPE over a fixed English text, with scores = -rank.
+- qwen2, qwen3: GPT-2 byte-level BPE (`gpt2`, pre-tokenizer `qwen2`): the 256 byte-level
+  characters in GPT-2 order, merged pieces, `merges`, and `<|endoftext|>`, `<|im_start|>`,
+  `<|im_end|>` as control tokens at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as QT
+from gguf import TokenType
+
+ARCHES = ("llama", "qwen2", "qwen3", "gemma3")
+VARIANTS = ("F32", "F16", "Q8_0", "Q4_K")
+EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
+ALL_MODELS: list[tuple[str, str]] = [(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS)
+
+_WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32}
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    arch: str
+    n_embd: int = 256
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 64
+    n_ff: int = 512
+    n_ctx_train: int = 256
+    rms_eps: float = 1e-5
+    rope_base: float = 10000.0
+    sliding_window: int = 0            # gemma3 only
+    tied_output: bool = False
+    qkv_bias: bool = False             # qwen2
+    qk_norm: bool = False              # qwen3, gemma3
+    rope_freqs: bool = False           # llama3-style frequency factors
+    spm: bool = True                   # SPM vocab (else GPT-2 BPE)
+    seed: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
+    """The hyperparameters of a tiny model (what the GGUF metadata says)."""
+    if arch not in ARCHES:
+        raise ValueError(f"unknown tiny arch {arch!r}")
+    if variant not in _WEIGHT_TYPE or (variant == "F32_ROPE_FREQS" and arch != "llama"):
+        raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+    seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
+    if arch == "llama":
+        return TinyConfig(arch, n_layer=2, rope_base=10000.0, rms_eps=1e-5, tied_output=False,
+                          rope_freqs=(variant == "F32_ROPE_FREQS"), seed=seed)
+    if arch == "qwen2":
+        return TinyConfig(arch, n_layer=2, rope_base=1000000.0, rms_eps=1e-6, tied_output=True,
+                          qkv_bias=True, spm=False, seed=seed)
+    if arch == "qwen3":
+        return TinyConfig(arch, n_layer=3, rope_base=1000000.0, rms_eps=1e-6, tied_output=False,
+                          qk_norm=True, spm=False, seed=seed)
+    # gemma3: head_dim * n_head (512) != n_embd (256), one KV head like the 270M model
+    return TinyConfig(arch, n_layer=6, n_head=4, n_head_kv=1, head_dim=128, n_ff=512,
+                      rope_base=1000000.0, rms_eps=1e-6, tied_output=True, qk_norm=True,
+                      sliding_window=8, seed=seed)
+
+
+# ----------------------------------------------------------------------------- vocabularies
+
+_CORPUS = (
+    "the quick brown fox jumps over the lazy dog. a model reads the text and writes the next "
+    "token. hello world! this is a tiny test of the tokenizer and the model. one two three four "
+    "five six seven eight nine ten. numbers like 12345 and 2024 are split into digits. "
+    "the cat sat on the mat and the dog ate the bone. we test greedy decoding, sampling, "
+    "caching and sliding windows. it is what it is. there and then, here and now. "
+    "when in doubt, print it out. is it in the cache or not? the end."
+)
+
+
+def _bpe_learn(words: dict[tuple[str, ...], int], n_merges: int) -> list[tuple[str, str]]:
+    """Plain BPE: repeatedly merge the most frequent adjacent pair (ties: lexicographic)."""
+    merges: list[tuple[str, str]] = []
+    words = dict(words)
+    for _ in range(n_merges):
+        counts: dict[tuple[str, str], int] = {}
+        for w, c in words.items():
+            for a, b in zip(w, w[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + c
+        if not counts:
+            break
+        best = min(counts, key=lambda p: (-counts[p], p))
+        if counts[best] < 2:
+            break
+        merges.append(best)
+        new: dict[tuple[str, ...], int] = {}
+        for w, c in words.items():
+            out: list[str] = []
+            i = 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new[tuple(out)] = new.get(tuple(out), 0) + c
+        words = new
+    return merges
+
+
+@functools.lru_cache(maxsize=None)
+def _spm_vocab(arch: str) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int, ...], dict]:
+    """SPM vocab: (tokens, scores, token_types, special ids)."""
+    if arch == "gemma3":
+        specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
+        ids = {"pad": 0, "eos": 1, "bos": 2, "unk": 3}
+        types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL, TokenType.UNKNOWN,
+                 TokenType.CONTROL, TokenType.CONTROL]
+    else:
+        specials = ["<unk>", "<s>", "</s>"]
+        ids = {"unk": 0, "bos": 1, "eos": 2}
+        types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL]
+    tokens = list(specials)
+    scores = [0.0] * len(specials)
+    ttypes = [int(t) for t in types]
+    for b in range(256):
+        tokens.append(f"<0x{b:02X}>")
+        scores.append(0.0)
+        ttypes.append(int(TokenType.BYTE))
+    # word pieces: characters of the corpus, then BPE merges; "▁" marks a preceding space
+    words: dict[tuple[str, ...], int] = {}
+    for w in _CORPUS.split(" "):
+        key = tuple("\u2581" + w)
+        words[key] = words.get(key, 0) + 1
+    chars = sorted({ch for w in words for ch in w})
+    pieces = list(chars) + [a + b for a, b in _bpe_learn(words, 260)]
+    seen = set(tokens)
+    rank = 0
+    for p in pieces:
+        if p in seen:
+            continue
+        seen.add(p)
+        tokens.append(p)
+        scores.append(-float(rank))
+        ttypes.append(int(TokenType.NORMAL))
+        rank += 1
+    return tuple(tokens), tuple(scores), tuple(ttypes), ids
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs)))
+
+
+@functools.lru_cache(maxsize=None)
+def _bpe_vocab() -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...], dict]:
+    """GPT-2 byte-level vocab: (tokens, token_types, merges, special ids)."""
+    b2u = _bytes_to_unicode()
+    tokens = [b2u[b] for b in sorted(b2u, key=lambda b: ord(b2u[b]))]  # GPT-2 order
+    # pre-tokenize roughly like GPT-2 (leading space attached to the word)
+    words: dict[tuple[str, ...], int] = {}
+    for i, w in enumerate(_CORPUS.split(" ")):
+        text = (" " if i else "") + w
+        key = tuple(b2u[b] for b in text.encode("utf-8"))
+        words[key] = words.get(key, 0) + 1
+    merges = _bpe_learn(words, 300)
+    seen = set(tokens)
+    for a, b in merges:
+        if a + b not in seen:
+            seen.add(a + b)
+            tokens.append(a + b)
+    ttypes = [int(TokenType.NORMAL)] * len(tokens)
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    ids = {}
+    for s in specials:
+        ids[s] = len(tokens)
+        tokens.append(s)
+        ttypes.append(int(TokenType.CONTROL))
+    ids = {"bos": ids["<|endoftext|>"], "eos": ids["<|im_end|>"], "pad": ids["<|endoftext|>"],
+           "endoftext": ids["<|endoftext|>"]}
+    return tuple(tokens), tuple(ttypes), tuple(f"{a} {b}" for a, b in merges), ids
+
+
+def vocab_size(arch: str) -> int:
+    return len(_spm_vocab(arch)[0]) if tiny_config(arch).spm else len(_bpe_vocab()[0])
+
+
+def special_ids(arch: str) -> dict:
+    return dict(_spm_vocab(arch)[3]) if tiny_config(arch).spm else dict(_bpe_vocab()[3])
+
+
+# ----------------------------------------------------------------------------- weights
+
+def _f16_bits(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float16).view(np.uint8).reshape(*np.shape(x), 2)
+
+
+def _random_q4_k(rng: np.random.Generator, n_out: int, n_in: int, std: float) -> np.ndarray:
+    """Random valid Q4_K blocks, as a (n_out, n_in // 256 * 144) uint8 array.
+
+    d ~ std/147 * U(0.5, 1.5), dmin = f16(7.5 * d), 6-bit scales sc ~ U[16, 63], mins m within
+    +-3 of sc, random nibbles: each 32-value sub-block is about d*sc*(q - 7.5), zero mean.
+    """
+    nb = n_in // 256
+    shape = (n_out, nb)
+    d = (std / 147.0 * rng.uniform(0.5, 1.5, size=shape)).astype(np.float16)
+    dmin = (d.astype(np.float32) * 7.5).astype(np.float16)
+    sc = rng.integers(16, 64, size=shape + (8,), dtype=np.uint8)
+    m = np.clip(sc.astype(np.int16) + rng.integers(-3, 4, size=shape + (8,)), 0, 63).astype(np.uint8)
+    scales = np.zeros(shape + (12,), dtype=np.uint8)
+    scales[..., 0:4] = (sc[..., 0:4] & 63) | ((sc[..., 4:8] >> 4) << 6)
+    scales[..., 4:8] = (m[..., 0:4] & 63) | ((m[..., 4:8] >> 4) << 6)
+    scales[..., 8:12] = (sc[..., 4:8] & 0xF) | ((m[..., 4:8] & 0xF) << 4)
+    qs = rng.integers(0, 256, size=shape + (128,), dtype=np.uint8)
+    block = np.concatenate([_f16_bits(d), _f16_bits(dmin), scales, qs], axis=-1)  # (n_out, nb, 144)
+    return np.ascontiguousarray(block.reshape(n_out, nb * 144))
+
+
+def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: int, n_in: int,
+                std: float, qtype: QT) -> None:
+    """A 2-D weight with GGUF ne = [n_in, n_out] (numpy shape (n_out, n_in))."""
+    if qtype == QT.Q4_K:
+        w.add_tensor(name, _random_q4_k(rng, n_out, n_in, std), raw_dtype=QT.Q4_K)
+        return
+    x = (rng.standard_normal((n_out, n_in)) * std).astype(np.float32)
+    if qtype == QT.F32:
+        w.add_tensor(name, x)
+    elif qtype == QT.F16:
+        w.add_tensor(name, x.astype(np.float16))
+    elif qtype == QT.Q8_0:
+        w.add_tensor(name, gguf.quants.quantize(x, QT.Q8_0), raw_dtype=QT.Q8_0)
+    else:  # pragma: no cover
+        raise ValueError(qtype)
+
+
+def _add_norm(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n: int, scale: float = 1.0) -> None:
+    w.add_tensor(name, (scale * (1.0 + 0.1 * rng.standard_normal(n))).astype(np.float32))
+
+
+def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
+    """Write the tiny (arch, variant) model to `path` and return it as a Path."""
+    cfg = tiny_config(arch, variant)
+    qtype = _WEIGHT_TYPE[variant]
+    path = Path(path)
+    rng = np.random.default_rng(cfg.seed)
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}-{variant}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(cfg.n_head)
+    w.add_head_count_kv(cfg.n_head_kv)
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    if arch != "gemma3":
+        w.add_rope_dimension_count(cfg.head_dim)
+    if cfg.sliding_window:
+        w.add_sliding_window(cfg.sliding_window)
+    ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
+             "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
+             "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32}[variant]
+    w.add_file_type(int(ftype))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+
+    # vocabulary
+    if cfg.spm:
+        tokens, scores, ttypes, ids = _spm_vocab(arch)
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(list(tokens))
+        w.add_token_scores(list(scores))
+        w.add_token_types(list(ttypes))
+        w.add_bos_token_id(ids["bos"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_unk_token_id(ids["unk"])
+        if "pad" in ids:
+            w.add_pad_token_id(ids["pad"])
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(False)
+        if arch == "gemma3":
+            w.add_add_space_prefix(False)
+    else:
+        tokens, ttypes, merges, ids = _bpe_vocab()
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("qwen2")
+        w.add_token_list(list(tokens))
+        w.add_token_types(list(ttypes))
+        w.add_token_merges(list(merges))
+        w.add_bos_token_id(ids["bos"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_pad_token_id(ids["pad"])
+        w.add_add_bos_token(False)
+    n_vocab = len(tokens)
+
+    E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    # gemma3 scales the embeddings by sqrt(n_embd) = 16 and ties the output: keep the residual
+    # stream from being dominated by the token's own embedding (else top-1 = input token)
+    emb_std = 0.15 if arch == "gemma3" else 0.25
+    # tensors (norms F32, matrices in the variant's type)
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, emb_std, qtype)
+    # output norm with random signs: with a tied output the logit of the input token would
+    # otherwise get a large self term e.(e + ...) and greedy decoding would repeat one token
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    if not cfg.tied_output:
+        _add_matrix(w, "output.weight", rng, n_vocab, E, emb_std, qtype)
+    if cfg.rope_freqs:
+        # llama3-style factors: 1 for high frequencies, up to 8 for the lowest ones
+        ff = np.ones(D // 2, dtype=np.float32)
+        ff[D // 4:] = np.linspace(1.0, 8.0, D // 2 - D // 4, dtype=np.float32)
+        w.add_tensor("rope_freqs.weight", ff)
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+        if cfg.qkv_bias:
+            for nm, n in (("attn_q", H * D), ("attn_k", HKV * D), ("attn_v", HKV * D)):
+                w.add_tensor(p + nm + ".bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
+        if cfg.qk_norm:
+            _add_norm(w, p + "attn_q_norm.weight", rng, D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, D)
+        _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        if arch == "gemma3":
+            _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
+        if arch == "gemma3":
+            _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def fixture_tokens(arch: str, n: int = 40) -> list[int]:
+    """The fixed token sequence the tiny fixtures evaluate: BOS (where the arch adds one)
+    then deterministic pseudo-random ordinary token ids."""
+    rng = np.random.default_rng(1234)
+    cfg = tiny_config(arch)
+    if cfg.spm:
+        tokens, _, ttypes, ids = _spm_vocab(arch)
+        normal = [i for i, t in enumerate(ttypes) if t in (int(TokenType.NORMAL), int(TokenType.BYTE))]
+        head = [ids["bos"]]
+    else:
+        tokens, ttypes, _, ids = _bpe_vocab()
+        normal = [i for i, t in enumerate(ttypes) if t == int(TokenType.NORMAL)]
+        head = []
+    body = rng.choice(np.array(normal), size=n - len(head), replace=True).tolist()
+    return head + [int(t) for t in body]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+    import tempfile
+    import time
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp())
+    for a, v in ALL_MODELS:
+        t = time.perf_counter()
+        p = write_tiny_model(a, v, out / f"{a}-{v}.gguf")
+        print(f"{p} {p.stat().st_size/1e6:.2f} MB {time.perf_counter()-t:.3f}s")
