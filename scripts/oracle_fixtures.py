@@ -25,7 +25,7 @@ tests/fixtures/demo/
                     greedy_ids[i]); FA runs as fa__NAME__ids / fa__NAME__logits.
     last_logits.npz full float32 [262144] logits of the last prompt position for 3 prompts
                     (keys = prompt names).
-    scan200.npz     a ~200-token prompt evaluated with logits for every position:
+    scan200.npz     a ~210-token prompt evaluated with logits for every position:
                     tokens int32 [n], top1 int32 [n], margin float32 [n] (top1 - top2 logit),
                     top5_ids int32 [n, 5], top5_logits float32 [n, 5].
 
@@ -87,7 +87,7 @@ Life for a lighthouse keeper was demanding and often lonely. The keeper trimmed 
 
 In the twentieth century, electricity, radio beacons and eventually satellite navigation changed everything. One by one, lighthouses were automated, and the last keepers left their towers. Today, many of these buildings have been turned into museums, guest houses or nature reserves, and visitors climb the spiral stairs to look out over the sea. Yet on stormy nights, the old lights still turn, sweeping their beams across the water, a reminder of the long partnership between people and the sea. When we stand at the top of such a tower and watch the beam pass over the waves, we can still imagine"""
 
-SCAN_TEXT = """Photosynthesis is the process by which green plants, algae and some bacteria convert light energy into chemical energy. In the chloroplasts of plant cells, pigments such as chlorophyll absorb sunlight, mostly in the blue and red parts of the spectrum. This energy is used to split water molecules, releasing oxygen as a by-product, and to produce the energy carriers ATP and NADPH. In a second stage, known as the Calvin cycle, the plant uses these carriers to fix carbon dioxide from the air into sugars. The sugars are then used to build starch, cellulose and other molecules that the plant needs to grow. Because almost every food chain on Earth begins with organisms that photosynthesise, this process supports nearly all life on the planet, and it is also responsible for the oxygen in the atmosphere that animals breathe."""
+SCAN_TEXT = """Photosynthesis is the process by which green plants, algae and some bacteria convert light energy into chemical energy. In the chloroplasts of plant cells, pigments such as chlorophyll absorb sunlight, mostly in the blue and red parts of the spectrum. This energy is used to split water molecules, releasing oxygen as a by-product, and to produce the energy carriers ATP and NADPH. In a second stage, known as the Calvin cycle, the plant uses these carriers to fix carbon dioxide from the air into sugars. The sugars are then used to build starch, cellulose and other molecules that the plant needs to grow. Because almost every food chain on Earth begins with organisms that photosynthesise, this process supports nearly all life on the planet, and it is also responsible for the oxygen in the atmosphere that animals breathe. Scientists study photosynthesis not only to understand how plants work, but also to design artificial systems that could capture sunlight and turn it into clean fuels. Some researchers are trying to improve the efficiency of crops by changing the enzymes involved, in the hope of growing more food on less land."""
 
 PROMPTS: list[tuple[str, str]] = [
     ("english", "Once upon a time, in a small village at the edge of a great forest, there lived"),
@@ -101,9 +101,10 @@ PROMPTS: list[tuple[str, str]] = [
     ("chat", "<start_of_turn>user\nWrite a haiku about the sea.<end_of_turn>\n<start_of_turn>model\n"),
     ("numbers", "The first ten prime numbers are 2, 3, 5, 7,"),
     ("long600", LONG_TEXT),
+    ("long600_list", LONG_TEXT + " the keepers at work.\n\nHere are ten facts from the text above:\n1."),
 ]
 FULL_LOGIT_PROMPTS = ("english", "code", "long600")
-FA_PROMPTS = ("english", "chinese", "long600")
+FA_PROMPTS = ("english", "chinese", "long600_list")
 
 
 def _logits_last(llm) -> np.ndarray:
@@ -224,7 +225,7 @@ def make_demo() -> None:
     run(llm_fa, set(FA_PROMPTS), "fa__", meta["fa_on"])
     llm_fa.close()
 
-    # per-position scan of a ~200-token prompt (all logits)
+    # per-position scan of a ~210-token prompt (all logits)
     llm_all = llama_cpp.Llama(str(model), n_ctx=256, n_threads=N_THREADS, n_threads_batch=N_THREADS,
                               seed=0, logits_all=True, verbose=False)
     toks = llm_all.tokenize(SCAN_TEXT.encode("utf-8"), add_bos=True, special=True)
