@@ -8,6 +8,9 @@ into the test cache; the test skips when offline).
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 import shutil
 import tarfile
 import tempfile
@@ -87,3 +90,45 @@ def test_llama_cpp_vectors(name: str) -> None:
 def test_every_vector_file_is_covered() -> None:
     names = sorted(p.name[len("ggml-vocab-") : -len(".gguf.inp")] for p in vocab_dir().glob("*.gguf.inp"))
     assert names == sorted(VOCABS)
+
+
+# --- a larger corpus against llama.cpp, recorded by tests/fixtures/tokenizer/make_fixtures.py
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tokenizer"
+RECORDED = [
+    "aquila", "baichuan", "bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon", "gemma-4",
+    "gpt-2", "gpt-neox", "llama-bpe", "llama-spm", "mpt", "phi-3", "qwen2", "qwen35", "refact", "starcoder",
+]
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict:
+    with gzip.open(FIXTURES / "vocabs.json.gz", "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _corpus() -> list[bytes]:
+    items = json.loads((FIXTURES / "corpus.json").read_text(encoding="utf-8"))
+    return [bytes.fromhex(t["hex"]) if isinstance(t, dict) else t.encode("utf-8") for t in items]
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_corpus(name: str, recorded: dict) -> None:
+    tok = load_tokenizer(read_metadata(vocab_dir() / f"ggml-vocab-{name}.gguf"))
+    want = recorded[name]
+    texts = _corpus()
+    for flags, expected in want["tokenize"].items():
+        add_special, parse_special = flags[0] == "1", flags[1] == "1"
+        bad = [(t, w, g) for t, w in zip(texts, expected) if (g := tok.tokenize(t, add_special, parse_special)) != w]
+        assert not bad, f"{flags}: {len(bad)} texts differ, first: {bad[0]!r}"
+    v = tok.vocab
+    got = {"bos": v.bos, "eos": v.eos, "eot": v.eot, "sep": v.sep, "pad": v.pad}
+    assert {k: -1 if x is None else x for k, x in got.items()} == want["specials"]
+    assert sorted(v.eog_ids) == want["eog"]
+    assert hashlib.sha256(json.dumps([int(a) for a in v.attrs]).encode()).hexdigest() == want["attrs_digest"]
+    for special, digest in zip((False, True), want["pieces_digest"]):
+        h = hashlib.sha256()
+        for i in range(tok.n_vocab):
+            p = tok.token_to_piece(i, special)
+            h.update(len(p).to_bytes(4, "little") + p)
+        assert h.hexdigest() == digest, f"pieces (special={special}) differ"
