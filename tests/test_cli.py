@@ -1,0 +1,86 @@
+"""The `llama` command as a user runs it: a real subprocess, stdout/stderr and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def llama(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "llamacli", *args], input=stdin, capture_output=True, text=True,
+        timeout=timeout, env=env, cwd=ROOT,
+    )
+
+
+def test_version_and_help() -> None:
+    r = llama("--version")
+    assert r.returncode == 0 and r.stdout.startswith("llama (llamacli)")
+    r = llama("complete", "--help")
+    assert r.returncode == 0 and "--n-predict" in r.stdout
+
+
+def test_missing_model_is_one_line_exit_2(tmp_path: Path) -> None:
+    r = llama("complete", "-m", str(tmp_path / "nope.gguf"), "-p", "hi")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no such file" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_not_a_gguf_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"this is not a model file at all, just text" * 10)
+    r = llama("complete", "-m", str(bad), "-p", "hi")
+    assert r.returncode == 2 and "not a GGUF file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_truncated_gguf_exit_2(tmp_path: Path, demo_model: str) -> None:
+    bad = tmp_path / "cut.gguf"
+    with open(demo_model, "rb") as f:
+        bad.write_bytes(f.read(5_000_000))
+    r = llama("complete", "-m", str(bad), "-p", "hi")
+    assert r.returncode == 2 and "truncated" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_usage_error_exit_1() -> None:
+    r = llama("complete", "--n-predict", "many")
+    assert r.returncode == 1
+    assert "Traceback" not in r.stderr
+
+
+def test_prompt_longer_than_context_exit_1(demo_model: str) -> None:
+    r = llama("complete", "-m", demo_model, "-p", "word " * 100, "-c", "32", "-n", "1")
+    assert r.returncode == 1 and "context" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_complete_json_greedy(demo_model: str) -> None:
+    r = llama("complete", "-m", demo_model, "-p", "The capital of France is", "-n", "8", "--temp", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert obj["prompt_tokens"][0] == 2  # BOS, as llama.cpp adds it for Gemma
+    assert len(obj["tokens"]) == 8
+    assert obj["content"] and obj["timings"]["predicted_n"] == 8
+    # greedy is deterministic: the same command gives the same tokens
+    again = json.loads(llama("complete", "-m", demo_model, "-p", "The capital of France is", "-n", "8", "--temp", "0", "--json").stdout)
+    assert again["tokens"] == obj["tokens"]
+
+
+def test_complete_reads_piped_prompt(demo_model: str) -> None:
+    r = llama("complete", "-m", demo_model, "-n", "4", "--temp", "0", "--json", stdin="The capital of France is")
+    piped = json.loads(r.stdout)
+    r2 = llama("complete", "-m", demo_model, "-p", "The capital of France is", "-n", "4", "--temp", "0", "--json")
+    assert piped["prompt_tokens"] == json.loads(r2.stdout)["prompt_tokens"]
+
+
+def test_seeded_sampling_is_reproducible(demo_model: str) -> None:
+    args = ("complete", "-m", demo_model, "-p", "Once upon a time", "-n", "12", "--temp", "1.0", "--seed", "42", "--json")
+    a, b = json.loads(llama(*args).stdout), json.loads(llama(*args).stdout)
+    assert a["tokens"] == b["tokens"] and a["seed"] == 42
