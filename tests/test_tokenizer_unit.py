@@ -66,9 +66,9 @@ def test_unknown_pre_tokenizer_is_named() -> None:
         load_tokenizer(bpe_metadata([], [], pre="no-such-pre"))
 
 
-def test_pre_tokenizer_without_port_is_named() -> None:
-    with pytest.raises(TokenizerError, match="'kimi-k2'"):
-        load_tokenizer(bpe_metadata([], [], pre="kimi-k2"))
+def test_unsupported_model_is_named() -> None:
+    with pytest.raises(TokenizerError, match="'hybriddna'"):
+        load_tokenizer(bpe_metadata([], [], **{"tokenizer.ggml.model": "hybriddna"}))
 
 
 def test_missing_merges() -> None:
@@ -131,6 +131,9 @@ def test_byte_alphabet_round_trips() -> None:
         ("STARCODER", "a 12", ["a", " ", "1", "2"]),
         ("DEEPSEEK_CODER", "ab\ncd", ["ab", "\n", "cd"]),
         ("GEMMA4", "a b\n\nc", ["a b", "\n\n", "c"]),
+        ("KIMI_K2", "中文abc's 1234", ["中文", "abc's", " ", "123", "4"]),
+        ("AFMOE", "x 1234567", ["x", " ", "1", "234", "567"]),
+        ("TINY_AYA", "ab1234", ["ab", "1", "234"]),
     ],
 )
 def test_pretokenizer_splits(pre: str, text: str, words: list[str]) -> None:

@@ -35,8 +35,11 @@ QWEN35 = (
     + _TAIL
 )
 NEWLINES = "[^\\n]+|[\\n]+"
-# llama.cpp has custom code for these that we have not reproduced
-_UNSUPPORTED = {"\\p{Han}+", "\\p{AFMoE_digits}", "\\d{1,3}(?=(?:\\d{3})*\\b)"}
+KIMI_K2 = "\\p{Han}+"  # stands for the whole Kimi-K2 pattern (unicode_regex_split_custom_kimi_k2)
+DIGIT_GROUPS = ("\\p{AFMoE_digits}", "\\d{1,3}(?=(?:\\d{3})*\\b)")  # unicode_regex_split_custom_afmoe
+# unicode_cpt_is_han
+_HAN: U.Ranges = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+                  (0x2B820, 0x2CEAF), (0x2CEB0, 0x2EBEF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)]
 
 
 def _cls(ranges: U.Ranges) -> str:
@@ -74,14 +77,41 @@ def _custom(regex: str) -> str | None:
         return f"{_CONTRACTIONS_CI}|{not_crlf_ln}?{LMc}+|{Nc}| ?{not_wlmn}+[\\r\\n]*{tail}"
     if regex == NEWLINES:
         return "[^\\n]+|\\n+"
+    if regex == KIMI_K2:
+        # Han runs first; letter words exclude Han and take an optional contraction; the
+        # C++ never backtracks out of the letter branch once it has decided to enter it.
+        han = _cls(_HAN)
+        letters = _cls(U.subtract(L, _HAN))
+        return (f"{han}+|{not_crlf_ln}?{letters}+(?:{_CONTRACTIONS_CI})?|{Nc}{{1,3}}"
+                f"| ?{not_wln}+[\\r\\n]*{tail}")
     return None
+
+
+def _digit_groups(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    """unicode_regex_split_custom_afmoe on one piece: each run of \\p{N} splits as its
+    length mod 3 first, then threes; text before a run joins the run's first group."""
+    prev = start
+    for m in _number_run().finditer(text, start, end):
+        a, b = m.span()
+        cut = a + (b - a) % 3
+        if cut == a:
+            cut += 3
+        while cut <= b:
+            out.append((prev, cut))
+            prev = cut
+            cut += 3
+    if prev < end:
+        out.append((prev, end))
+
+
+@lru_cache(maxsize=None)
+def _number_run() -> re.Pattern[str]:
+    return re.compile(_cls(list(U.category_ranges(U.NUMBER))) + "+")
 
 
 @lru_cache(maxsize=None)
 def compile_regex(regex: str) -> tuple[re.Pattern[str], bool]:
     """(pattern, covers_all): covers_all when every character is always inside a match."""
-    if regex in _UNSUPPORTED:
-        raise TokenizerError(f"pre-tokenizer regex {regex!r} needs llama.cpp custom code we do not have")
     custom = _custom(regex)
     if custom is not None:
         return re.compile(custom), True
@@ -97,9 +127,9 @@ class PreTokenizer:
     byte_encode: bool
 
     def __post_init__(self) -> None:
-        compiled = [compile_regex(r) for r in self.regexes]
-        self._patterns = [p for p, _ in compiled]
-        self._single_cover = len(compiled) == 1 and compiled[0][1]
+        compiled = [None if r in DIGIT_GROUPS else compile_regex(r) for r in self.regexes]
+        self._patterns = [c[0] if c else None for c in compiled]
+        self._single_cover = len(compiled) == 1 and compiled[0] is not None and compiled[0][1]
 
     def split(self, text: str) -> list[str]:
         """The words of `text` (code points; byte-level encoding is the caller's job)."""
@@ -111,6 +141,11 @@ class PreTokenizer:
         for pat in self._patterns:
             out: list[tuple[int, int]] = []
             append = out.append
+            if pat is None:
+                for start, end in pieces:
+                    _digit_groups(text, start, end, out)
+                pieces = out
+                continue
             for start, end in pieces:
                 prev = start
                 for m in pat.finditer(text, start, end):

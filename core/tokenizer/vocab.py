@@ -173,7 +173,9 @@ def _load(md: Mapping[str, Any]) -> Vocab:
     if kind == "bpe":
         merges = md.get(_K + "merges")
         if merges is None:
-            raise TokenizerError("cannot find tokenizer merges (tokenizer.ggml.merges) in the model")
+            if pre != "kimi-k2":  # llama.cpp lets Kimi-K2 go without merges
+                raise TokenizerError("cannot find tokenizer merges (tokenizer.ggml.merges) in the model")
+            merges = []
         if model == "gemma4":
             pre = "gemma4"
         spec = pretypes.lookup(pre)
