@@ -2,7 +2,7 @@
 llama_detokenize in src/llama-vocab.cpp).
 
 `load_tokenizer(metadata)` picks the model from `tokenizer.ggml.model`: `llama` is SPM,
-`gpt2` (and `gemma4`) BPE, `bert` WPM. Text goes through the special-token partition first,
+`gpt2` (and `gemma4`) BPE, `bert` WPM, `t5` UGM. Text goes through the special-token partition first,
 then each raw fragment through the model's encoder, with BOS/EOS/SEP framing per model.
 """
 
@@ -17,6 +17,7 @@ from llamacli.core.tokenizer.bpe import BpeEncoder
 from llamacli.core.tokenizer.partition import SpecialPartitioner
 from llamacli.core.tokenizer.pretokenize import pretokenizer_for
 from llamacli.core.tokenizer.spm import SPACE, SpmEncoder
+from llamacli.core.tokenizer.ugm import UgmEncoder
 from llamacli.core.tokenizer.unicode import CHAR_TO_BYTE, decode_utf8, encode_utf8
 from llamacli.core.tokenizer.vocab import (
     ATTR_BYTE,
@@ -86,6 +87,10 @@ class Tokenizer:
             out.append(self._require(v.bos, "BOS"))
         if v.kind == "spm":
             self._spm(fragments, out)
+        elif v.kind == "ugm":
+            assert isinstance(self._encoder, UgmEncoder)
+            for frag in fragments:
+                out += [frag] if isinstance(frag, int) else self._encoder.encode_bytes(frag)
         else:
             for frag in fragments:
                 if isinstance(frag, int):
@@ -201,4 +206,6 @@ def load_tokenizer(md: Mapping[str, Any]) -> Tokenizer:
         return Tokenizer(vocab, BpeEncoder(vocab, pre))
     if vocab.kind == "wpm":
         return Tokenizer(vocab, WpmEncoder(vocab))
+    if vocab.kind == "ugm":
+        return Tokenizer(vocab, UgmEncoder(vocab))
     raise TokenizerError(f"tokenizer model {vocab.model!r} is not supported")
