@@ -195,7 +195,8 @@ def test_spm_space_prefix_and_byte_fallback() -> None:
 
 
 def test_user_defined_tokens_split_always_control_only_when_parsing() -> None:
-    md = spm_metadata([("<ctl>", 0.0, 3), ("<ud>", 0.0, 4), ("▁x", -1.0, 1)], **{"tokenizer.ggml.add_space_prefix": False})
+    pieces = [("<ctl>", 0.0, 3), ("<ud>", 0.0, 4), ("▁x", -1.0, 1)]
+    md = spm_metadata(pieces, **{"tokenizer.ggml.add_space_prefix": False})
     tok = load_tokenizer(md)
     ids = tok.vocab.token_to_id
     assert ids["<ud>"] in tok.tokenize("a<ud>b", add_special=False)
@@ -215,7 +216,8 @@ def test_rstrip_tokens_eat_following_whitespace() -> None:
 def test_longest_special_token_wins() -> None:
     md = spm_metadata([("<a>", 0.0, 4), ("<a><b>", 0.0, 4)], **{"tokenizer.ggml.add_space_prefix": False})
     tok = load_tokenizer(md)
-    assert tok.tokenize("<a><b><a>", add_special=False) == [tok.vocab.token_to_id["<a><b>"], tok.vocab.token_to_id["<a>"]]
+    ids = tok.vocab.token_to_id
+    assert tok.tokenize("<a><b><a>", add_special=False) == [ids["<a><b>"], ids["<a>"]]
 
 
 # --- detokenize -----------------------------------------------------------------------------

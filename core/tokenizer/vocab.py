@@ -223,14 +223,14 @@ def _load(md: Mapping[str, Any]) -> Vocab:
     flags["add_sep"] = _opt_bool(md, _K + "add_sep_token", flags.get("add_sep", False))
     if pre_type == "GEMMA4":
         flags["add_bos"] = True
-    lower = _opt_bool(md, _K + "normalizer.lowercase", flags.pop("normalizer_lowercase", True))
+    lower = _opt_bool(md, _K + "normalizer.lowercase", True)
     strip = _opt_bool(md, _K + "normalizer.strip_accents", lower)
 
     _detect_special(special, attrs, tokens, token_to_id)
     eog = _eog_ids(special, attrs, tokens, token_to_id)
     special_ids = [int(i) for i in np.nonzero(attrs & (ATTR_CONTROL | ATTR_USER_DEFINED | ATTR_UNKNOWN))[0]]
-    special_ids.sort(key=lambda i: -len(tokens[i]))
-    _strip_attrs(md, attrs, special_ids, token_to_id, pre)
+    special_ids.sort(key=lambda i: -len(tokens[i].encode("utf-8")))  # longest (in bytes) first
+    _strip_attrs(md, attrs, special_ids, token_to_id)
 
     charsmap = md.get(_K + "precompiled_charsmap")
     return Vocab(
@@ -315,9 +315,7 @@ def _eog_ids(
     return eog
 
 
-def _strip_attrs(
-    md: Mapping[str, Any], attrs: np.ndarray, special_ids: list[int], token_to_id: dict[str, int], pre: str
-) -> None:
+def _strip_attrs(md: Mapping[str, Any], attrs: np.ndarray, special_ids: list[int], token_to_id: dict[str, int]) -> None:
     """Per-model LSTRIP/RSTRIP attributes (the end of llama_vocab::impl::load)."""
     name = str(md.get("general.name") or "").lower()
     arch = str(md.get("general.architecture") or "")
