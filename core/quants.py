@@ -373,3 +373,28 @@ def dequantize(
     _check_type(qtype, name)
     out = np.empty(tuple(int(s) for s in shape), dtype=np.float32)
     return dequantize_into(out, raw, qtype, name=name)
+
+
+def dequantize_rows(
+    raw: np.ndarray,
+    qtype: GGMLQuantizationType | int,
+    shape: tuple[int, ...],
+    rows: np.ndarray | list[int],
+    *,
+    name: str = "<tensor>",
+) -> np.ndarray:
+    """Rows `rows` of a 2-D tensor of numpy shape `shape` = (n_rows, n_cols), decoded to float32
+    (len(rows), n_cols): an embedding lookup (ggml_get_rows) without decoding the whole matrix.
+    Each row is a whole number of blocks, so the result equals dequantize(...)[rows] bit for bit."""
+    qt = _check_type(qtype, name)
+    n_rows, n_cols = (int(s) for s in shape)
+    block_size, type_size = GGML_QUANT_SIZES[qt]
+    data = _as_bytes(raw)
+    if n_cols % block_size or data.size != n_rows * (n_cols // block_size) * type_size:
+        raise ModelLoadError(name, f"{qt.name} data of {data.size} bytes does not hold shape {shape}")
+    idx = np.asarray(rows, dtype=np.int64)
+    if idx.size and (idx.min() < -n_rows or idx.max() >= n_rows):
+        raise IndexError(f"{name}: row index out of range for {n_rows} rows")
+    picked = data.reshape(n_rows, -1)[idx]  # (len(rows), row bytes)
+    out = np.empty(idx.shape + (n_cols,), dtype=np.float32)
+    return dequantize_into(out, picked, qt, name=name)

@@ -13,7 +13,7 @@ from gguf.quants import dequantize as gguf_dequantize
 
 from llamacli.core import quants
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
-from llamacli.core.quants import SUPPORTED_TYPES, block_info, dequantize, dequantize_into
+from llamacli.core.quants import SUPPORTED_TYPES, block_info, dequantize, dequantize_into, dequantize_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quants"
 QUANTIZED = sorted((t for t in SUPPORTED_TYPES if GGML_QUANT_SIZES[t][0] > 1), key=int)
@@ -259,3 +259,19 @@ def test_dequantize_into_rejects_bad_out() -> None:
         dequantize_into(np.empty(32, np.float64), np.zeros(34, np.uint8), QT.Q8_0)
     with pytest.raises(ValueError):
         dequantize_into(np.empty((64, 2), np.float32)[:, 0], np.zeros(68, np.uint8), QT.Q8_0)
+
+
+@pytest.mark.parametrize("qtype", [QT.Q8_0, QT.Q6_K, QT.F16, QT.F32], ids=lambda t: t.name)
+def test_dequantize_rows_is_a_row_selection(qtype: QT) -> None:
+    bs, ts = GGML_QUANT_SIZES[qtype]
+    n_cols = 512
+    if bs == 1:
+        raw = np.random.default_rng(9).standard_normal((6, n_cols)).astype(np.float16 if qtype == QT.F16 else np.float32)
+    else:
+        raw = random_blocks(qtype, 6 * n_cols // bs, seed=9).reshape(6, -1)
+    whole = dequantize(raw, qtype, (6, n_cols))
+    rows = [5, 0, 5, -1]
+    np.testing.assert_array_equal(bits(dequantize_rows(raw, qtype, (6, n_cols), rows)), bits(whole[rows]))
+    assert dequantize_rows(raw, qtype, (6, n_cols), np.array([[1, 2]])).shape == (1, 2, n_cols)
+    with pytest.raises(IndexError):
+        dequantize_rows(raw, qtype, (6, n_cols), [6])
