@@ -204,9 +204,10 @@ def round_f16(x: np.ndarray) -> np.ndarray:
     """x rounded to fp16 and back (ggml_cpu_fp32_to_fp16: F16C, round to nearest even).
 
     Equal to x.astype(float16).astype(float32) (checked over every non-NaN float32; NaN stays
-    NaN, its payload is not emulated) but about 2x faster: |x| + c - c with c = 2^(e + 13) rounds |x| in [2^e, 2^(e+1)) to the fp16
-    quantum 2^(e - 10), half to even, in float32 arithmetic; e is clamped below at -14 (fp16
-    subnormals: quantum 2^-24) and above at 16 (everything there overflows anyway)."""
+    NaN, its payload is not emulated) but about 2x faster: |x| + c - c with c = 2^(e + 13)
+    rounds |x| in [2^e, 2^(e+1)) to the fp16 quantum 2^(e - 10), half to even, in float32
+    arithmetic; e is clamped below at -14 (fp16 subnormals: quantum 2^-24) and above at 16
+    (everything there overflows anyway)."""
     x = np.asarray(x, dtype=np.float32)
     c = x.view(np.uint32) & np.uint32(0x7F800000)  # 2^e as float32 bits
     np.maximum(c, np.uint32(0x38800000), out=c)  # e >= -14

@@ -20,6 +20,7 @@ of float32).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -36,6 +37,8 @@ _CHUNK_VALUES = 1 << 19
 _KVALUES_IQ4NL = np.array(
     [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int8
 )
+
+_KVALUES_IQ4NL_F32 = _KVALUES_IQ4NL.astype(np.float32)
 
 # Shifts that bring bit pair k (k = 0..3) of a byte to the bottom.
 _SHIFT_2BIT = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
@@ -237,7 +240,7 @@ def _dq_q6_K(blocks: np.ndarray, out: np.ndarray) -> None:
 def _dq_iq4_nl(blocks: np.ndarray, out: np.ndarray) -> None:
     # block_iq4_nl: d f16 | qs[16]; y = d * kvalues[nibble], low nibbles first
     n = blocks.shape[0]
-    out.reshape(n, 2, 16)[...] = _KVALUES_IQ4NL[_nibbles(blocks[:, 2:18])]
+    np.take(_KVALUES_IQ4NL_F32, _nibbles(blocks[:, 2:18]), out=out.reshape(n, 2, 16))
     out *= _f16(blocks, 0)
 
 
@@ -250,7 +253,7 @@ def _dq_iq4_xs(blocks: np.ndarray, out: np.ndarray) -> None:
     sh = np.ascontiguousarray(blocks[:, 2:4]).view("<u2")  # (n, 1)
     high = (sh >> (2 * np.arange(8, dtype=np.uint16))) & 3  # (n, 8)
     ls = (ls | (high.astype(np.uint8) << 4)).astype(np.int8) - np.int8(32)
-    out.reshape(n, 8, 2, 16)[...] = _KVALUES_IQ4NL[_nibbles(blocks[:, 8:136].reshape(n, 8, 16))]
+    np.take(_KVALUES_IQ4NL_F32, _nibbles(blocks[:, 8:136].reshape(n, 8, 16)), out=out.reshape(n, 8, 2, 16))
     out.reshape(n, 8, 32)[...] *= (_f16(blocks, 0) * ls)[:, :, None]
 
 
@@ -258,13 +261,19 @@ def _dq_f32(blocks: np.ndarray, out: np.ndarray) -> None:
     out[...] = blocks.view(np.float32)
 
 
+@lru_cache(maxsize=1)
+def _f16_table() -> np.ndarray:
+    """float32 value of each of the 65536 fp16 bit patterns, as ggml_compute_fp16_to_fp32 gives
+    it: exact, except that it goes through a float multiply, which makes signalling NaNs quiet
+    (NumPy's cast keeps them signalling), so the quiet bit is set on every NaN."""
+    table = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    table.view(np.uint32)[np.isnan(table)] |= np.uint32(0x00400000)
+    return table
+
+
 def _dq_f16(blocks: np.ndarray, out: np.ndarray) -> None:
-    out[...] = blocks.view(np.float16)  # fp16 -> fp32 is exact
-    # ggml_compute_fp16_to_fp32 goes through a float multiply, which makes signalling NaNs
-    # quiet; NumPy keeps them signalling. Set the quiet bit to match.
-    nan = np.isnan(out)
-    if nan.any():
-        out.view(np.uint32)[nan] |= np.uint32(0x00400000)
+    # A gather from a 256 KiB table is ~2.5x faster than NumPy's fp16 -> fp32 cast.
+    np.take(_f16_table(), blocks.view(np.uint16)[:, 0], out=out[:, 0])
 
 
 def _dq_bf16(blocks: np.ndarray, out: np.ndarray) -> None:

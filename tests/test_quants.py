@@ -79,7 +79,8 @@ def naive_block(qtype: QT, b: np.ndarray) -> list[np.float32]:
         d = _h(b, 0)
         m = _h(b, 2) if qtype in (QT.Q4_1, QT.Q5_1) else f32(0)
         qh = int.from_bytes(bytes(b[4:8] if qtype == QT.Q5_1 else b[2:6]), "little")
-        qs = {QT.Q4_0: b[2:18], QT.Q4_1: b[4:20], QT.Q5_0: b[6:22], QT.Q5_1: b[8:24], QT.IQ4_NL: b[2:18]}[qtype]
+        start = {QT.Q4_0: 2, QT.Q4_1: 4, QT.Q5_0: 6, QT.Q5_1: 8, QT.IQ4_NL: 2}[qtype]
+        qs = b[start : start + 16]
         y = [f32(0)] * 32
         for j in range(16):
             x0, x1 = int(qs[j]) & 0x0F, int(qs[j]) >> 4
@@ -263,10 +264,11 @@ def test_dequantize_into_rejects_bad_out() -> None:
 
 @pytest.mark.parametrize("qtype", [QT.Q8_0, QT.Q6_K, QT.F16, QT.F32], ids=lambda t: t.name)
 def test_dequantize_rows_is_a_row_selection(qtype: QT) -> None:
-    bs, ts = GGML_QUANT_SIZES[qtype]
+    bs = GGML_QUANT_SIZES[qtype][0]
     n_cols = 512
     if bs == 1:
-        raw = np.random.default_rng(9).standard_normal((6, n_cols)).astype(np.float16 if qtype == QT.F16 else np.float32)
+        dtype = np.float16 if qtype == QT.F16 else np.float32
+        raw = np.random.default_rng(9).standard_normal((6, n_cols)).astype(dtype)
     else:
         raw = random_blocks(qtype, 6 * n_cols // bs, seed=9).reshape(6, -1)
     whole = dequantize(raw, qtype, (6, n_cols))
