@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-import typer.main
 from typer.testing import CliRunner
 
 WIDTH = 100
@@ -12,8 +11,9 @@ WIDTH = 100
 
 def command_help(args: list[str]) -> str:
     """`llama ARGS --help` as plain text at WIDTH columns."""
-    from llamacli.cli import app
+    from llamacli.cli import app, register_all
 
+    register_all()
     env = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1", "TERM": "dumb"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -29,8 +29,9 @@ def command_help(args: list[str]) -> str:
 
 
 def render_cli_reference() -> str:
-    from llamacli.cli import app
+    from llamacli.cli import app, register_all
 
+    register_all()
     names = sorted(c.name or c.callback.__name__ for c in app.registered_commands)  # type: ignore[union-attr]
     parts = [
         "# CLI reference\n",

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType
 
 from llamacli.core import kernels as K
 from llamacli.core.batch import Batch

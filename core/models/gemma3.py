@@ -14,7 +14,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from llamacli.core import kernels as K
 from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.models.base import DecoderModel, ModelArgs
 from llamacli.core.models.llama import common_args

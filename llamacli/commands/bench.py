@@ -1,0 +1,48 @@
+"""`llama bench`: throughput beside llama.cpp's (llama-bench)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from llamacli.cli import app, guarded
+from llamacli.options import ModelOpt, NumericsOpt
+
+
+@app.command()
+@guarded
+def bench(
+    model: Optional[str] = ModelOpt,
+    n_prompt: int = typer.Option(
+        512, "-p", "--n-prompt", help="Prompt tokens of the pp test."
+    ),
+    n_gen: int = typer.Option(
+        128, "-n", "--n-gen", help="Generated tokens of the tg test."
+    ),
+    parallel: str = typer.Option(
+        "1,4,8,16", "--parallel", help="Sequence counts for aggregate decode."
+    ),
+    reps: int = typer.Option(
+        2, "-r", "--repetitions", help="Repetitions of the pp test (best is kept)."
+    ),
+    reference: bool = typer.Option(
+        True,
+        "--reference/--no-reference",
+        help="Also run llama.cpp (llama-cpp-python) when installed.",
+    ),
+    numerics: str = NumericsOpt,
+    threads: int = typer.Option(
+        2, "-t", "--threads", help="Threads for llama.cpp and for loading."
+    ),
+) -> None:
+    """Prompt processing and generation speed, like llama-bench, beside llama.cpp's."""
+    from llamacli.benchmark import run_bench
+
+    try:
+        seqs = [int(s) for s in parallel.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(
+            f"--parallel must be a comma-separated list of integers, got {parallel!r}"
+        ) from None
+    run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads)

@@ -1,0 +1,41 @@
+"""Options and helpers shared by several commands (names follow llama.cpp's tools)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+ModelOpt = typer.Option(
+    None,
+    "-m",
+    "--model",
+    help="GGUF model file (default: the demo model, Gemma 3 270M, if installed).",
+)
+NumericsOpt = typer.Option(
+    "ggml",
+    "--numerics",
+    help="ggml: emulate llama.cpp's CPU roundings (token-exact); f32: plain float32 maths.",
+)
+ThreadsOpt = typer.Option(
+    2, "-t", "--threads", help="Threads used to dequantize weights at load."
+)
+
+
+def read_prompt(prompt: Optional[str], file: Optional[str]) -> str:
+    if prompt is not None and file is not None:
+        raise typer.BadParameter("give the prompt with -p or -f, not both")
+    if file is not None:
+        with open(file, "rb") as f:
+            return f.read().decode("utf-8", errors="replace")
+    if prompt is not None:
+        if not sys.stdin.isatty():
+            piped = sys.stdin.read()
+            return prompt + piped if piped else prompt
+        return prompt
+    if not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped:
+            return piped
+    raise typer.BadParameter("no prompt: pass -p TEXT, -f FILE or pipe text on stdin")
