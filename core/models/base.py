@@ -198,10 +198,23 @@ class DecoderModel:
     def forward(self, batch: Batch, cache: KVCache, return_hidden: bool = False) -> np.ndarray:
         """Run the batch, update the cache; logits (n_out, n_vocab) for batch.output tokens,
         or the final-normed hidden states (n_out, n_embd) when return_hidden."""
+        h = self.forward_hidden(batch, cache)
+        return h if return_hidden else self.logits(h)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Vocabulary logits (n, n_vocab) of final-normed hidden states (n, n_embd)."""
+        if hidden.shape[0] == 0:
+            return np.zeros((0, self.args.n_vocab), dtype=np.float32)
+        out = self.precision.output(hidden, self.output)
+        if self.args.final_softcap:
+            out = K.softcap(out, self.args.final_softcap)
+        return out
+
+    def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
+        """Run the batch, update the cache; final-normed hidden states of the output rows."""
         a = self.args
-        pr = self.precision
         if batch.n_tokens == 0:
-            return np.zeros((0, a.n_embd if return_hidden else a.n_vocab), dtype=np.float32)
+            return np.zeros((0, a.n_embd), dtype=np.float32)
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
         groups = plan_attention(batch)
@@ -221,14 +234,27 @@ class DecoderModel:
                 h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
             x = x + h
         cache.commit(batch.seq_ids, batch.positions)
-        sel = x[batch.output]  # (n_out, n_embd)
-        sel = K.rms_norm(sel, self.output_norm, a.norm_eps)
-        if return_hidden:
-            return sel
-        logits = pr.output(sel, self.output)
-        if a.final_softcap:
-            logits = K.softcap(logits, a.final_softcap)
-        return logits
+        return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
+        """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the
+        rest down, rotating their keys back by n_discard positions (as llama.cpp's K-shift)."""
+        n = int(cache.lengths[seq])
+        src = slice(n_keep + n_discard, n)
+        dst = slice(n_keep, n - n_discard)
+        m = n - n_keep - n_discard
+        if m <= 0:
+            cache.truncate(seq, n_keep)
+            return
+        delta = np.full(m, -n_discard, dtype=np.int64)
+        for il in range(self.args.n_layer):
+            rope = self._rope_swa if self.args.swa_layers[il] else self._rope
+            cos, sin = K.rope_cos_sin(delta, rope)
+            k = cache.k[il][seq, :, src].transpose(1, 0, 2)  # (m, Hkv, D)
+            k = self.precision.kv(K.apply_rope(k, cos, sin, rope.n_dims, rope.neox))
+            cache.k[il][seq, :, dst] = k.transpose(1, 0, 2)
+            cache.v[il][seq, :, dst] = cache.v[il][seq, :, src]
+        cache.lengths[seq] = n - n_discard
 
     def attention(
         self,

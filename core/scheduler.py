@@ -1,0 +1,86 @@
+"""The scheduling decision of one engine step, as a pure function (no model, no threads).
+
+Every step makes one unified batch: first the next token of every generating slot (so that
+decoding never waits on a long prompt), then prompt chunks of the slots in prefill, oldest
+task first, until the token budget is spent. A long prompt is thus processed in chunks
+across steps while the other slots keep generating (chunked prefill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """What the scheduler needs to know about a busy slot."""
+
+    slot_id: int
+    generating: bool  # True: needs one decode token; False: in prefill
+    n_prompt_left: int = 0  # prefill: prompt tokens not yet in the cache
+    order: int = 0  # arrival order of its task (lower first)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    slot_id: int
+    n_tokens: int  # decode: 1; prefill: the next n prompt tokens
+    decode: bool
+
+
+def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
+    """Chunks for one forward pass of at most `budget` tokens.
+
+    Decode tokens always fit first (budget permitting, oldest first); prefill slots then share
+    what is left in arrival order, each taking as much as it needs.
+    """
+    if budget < 1:
+        raise ValueError("the batch budget must be at least 1 token")
+    out: list[Chunk] = []
+    left = budget
+    for s in sorted((s for s in slots if s.generating), key=lambda s: s.order):
+        if left == 0:
+            break
+        out.append(Chunk(s.slot_id, 1, True))
+        left -= 1
+    for s in sorted((s for s in slots if not s.generating and s.n_prompt_left > 0), key=lambda s: s.order):
+        if left == 0:
+            break
+        n = min(left, s.n_prompt_left)
+        out.append(Chunk(s.slot_id, n, False))
+        left -= n
+    return out
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass(frozen=True)
+class IdleSlot:
+    slot_id: int
+    cached: tuple[int, ...] | list[int]  # tokens in its cache
+    last_used: float  # when it last finished a task
+
+
+def choose_slot(idle: list[IdleSlot], prompt: list[int], similarity: float) -> tuple[int, int]:
+    """(slot id, reusable prefix length) for a new prompt, as llama-server picks: the idle slot
+    whose cached tokens share the longest prefix, if that prefix is at least `similarity` of
+    the prompt; otherwise the least recently used idle slot."""
+    if not idle:
+        raise ValueError("no idle slot")
+    best, best_lcp = None, -1
+    if similarity > 0 and prompt:
+        for s in idle:
+            lcp = common_prefix(list(s.cached), prompt)
+            if lcp > best_lcp and lcp / len(prompt) >= similarity:
+                best, best_lcp = s, lcp
+    if best is None:
+        best = min(idle, key=lambda s: s.last_used)
+        best_lcp = common_prefix(list(best.cached), prompt)
+    return best.slot_id, best_lcp

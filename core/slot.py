@@ -1,0 +1,64 @@
+"""A slot: one sequence of the KV cache and the task that currently owns it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from llamacli.core.sampling import Sampler
+from llamacli.core.stop import StopMatcher
+from llamacli.core.tasks import Task, TokenProb
+from llamacli.core.tokenizer import IncrementalDecoder
+
+
+@dataclass
+class Slot:
+    id: int
+    n_ctx: int  # cells of this slot's sequence
+    cached: list[int] = field(default_factory=list)  # tokens whose K/V are in the cache, in order
+    last_used: float = 0.0
+    task: Task | None = None
+    # --- per task state -------------------------------------------------------------------
+    generating: bool = False  # False while the prompt is being processed
+    n_past: int = 0  # prompt tokens already in the cache
+    n_cached: int = 0  # prompt tokens reused from a previous task
+    next_token: int = -1  # sampled, to be fed at the next step
+    sampler: Sampler | None = None
+    decoder: IncrementalDecoder | None = None
+    stop: StopMatcher | None = None
+    generated: list[int] = field(default_factory=list)
+    probs: list[list[TokenProb]] = field(default_factory=list)
+    truncated: bool = False
+    order: int = 0
+    t_start: float = 0.0
+    t_prompt_done: float = 0.0
+    hidden: list[np.ndarray] = field(default_factory=list)  # embedding tasks: per-chunk hidden states
+
+    @property
+    def busy(self) -> bool:
+        return self.task is not None
+
+    @property
+    def prompt(self) -> list[int]:
+        assert self.task is not None
+        return self.task.prompt_tokens
+
+    @property
+    def n_prompt_left(self) -> int:
+        return len(self.prompt) - self.n_past if self.task is not None and not self.generating else 0
+
+    def release(self) -> None:
+        """Back to idle; the cached tokens stay for prompt reuse."""
+        self.task = None
+        self.generating = False
+        self.sampler = None
+        self.decoder = None
+        self.stop = None
+        self.generated = []
+        self.probs = []
+        self.hidden = []
+        self.next_token = -1
+        self.truncated = False
+        self.last_used = time.monotonic()

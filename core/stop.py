@@ -1,0 +1,64 @@
+"""Stop strings: find a complete one in the generated text, and hold back only the tail that
+could still grow into one, so that a partial stop string is never streamed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def partial_stop_len(text: str, stops: list[str]) -> int:
+    """Length of the longest suffix of `text` that is a proper prefix of some stop string."""
+    best = 0
+    for s in stops:
+        for n in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:n]):
+                best = n
+                break
+    return best
+
+
+@dataclass
+class StopMatcher:
+    """Tracks the generated text of one task.
+
+    `push(piece)` returns the text that is safe to stream now. When a stop string appears,
+    `stopped_word` is set and the text from it on is dropped.
+    """
+
+    stops: list[str]
+    text: str = ""  # everything generated so far (up to a stop string)
+    sent: int = 0  # characters of `text` already returned
+    stopped_word: str = ""
+    _max_len: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.stops = [s for s in self.stops if s]
+        self._max_len = max((len(s) for s in self.stops), default=0)
+
+    def push(self, piece: str) -> str:
+        if self.stopped_word:
+            return ""
+        start = max(0, len(self.text) - self._max_len + 1)
+        self.text += piece
+        if self.stops:
+            hit = -1
+            for s in self.stops:  # earliest occurrence of any stop string wins
+                i = self.text.find(s, start)
+                if i >= 0 and (hit < 0 or i < hit):
+                    hit, self.stopped_word = i, s
+            if hit >= 0:
+                self.text = self.text[:hit]
+                out = self.text[self.sent :]
+                self.sent = len(self.text)
+                return out
+        hold = partial_stop_len(self.text, self.stops)
+        end = len(self.text) - hold
+        out = self.text[self.sent : end] if end > self.sent else ""
+        self.sent = max(self.sent, end)
+        return out
+
+    def flush(self) -> str:
+        """At the end of generation: whatever was held back (no stop string completed)."""
+        out = self.text[self.sent :]
+        self.sent = len(self.text)
+        return out

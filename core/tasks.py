@@ -1,0 +1,111 @@
+"""Tasks the drivers submit to the engine, and the results it streams back."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from llamacli.core.result_stream import ResultStream
+from llamacli.core.sampling import SamplingParams
+
+_ids = itertools.count()
+
+
+def next_task_id() -> int:
+    return next(_ids)
+
+
+@dataclass
+class TaskParams:
+    """Per-request options (llama-server's /completion names and defaults)."""
+
+    n_predict: int = -1  # -1: until EOS or the context is full
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    stop: list[str] = field(default_factory=list)
+    cache_prompt: bool = True
+    n_keep: int = 0  # tokens of the prompt kept by a context shift (-1: all)
+    n_probs: int = 0
+    post_sampling_probs: bool = False
+    ignore_eos: bool = False
+    id_slot: int = -1  # -1: the engine chooses
+    t_max_predict_ms: float = 0.0  # 0: no time limit on generation
+
+
+@dataclass
+class Timings:
+    """llama-server's `timings` object."""
+
+    prompt_n: int = 0
+    prompt_ms: float = 0.0
+    predicted_n: int = 0
+    predicted_ms: float = 0.0
+    cache_n: int = 0
+
+    def to_dict(self) -> dict[str, float]:
+        d: dict[str, float] = asdict(self)
+        d["prompt_per_token_ms"] = self.prompt_ms / self.prompt_n if self.prompt_n else 0.0
+        d["prompt_per_second"] = 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms else 0.0
+        d["predicted_per_token_ms"] = self.predicted_ms / self.predicted_n if self.predicted_n else 0.0
+        d["predicted_per_second"] = 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms else 0.0
+        return d
+
+
+@dataclass
+class TokenProb:
+    id: int
+    prob: float  # probability (post_sampling_probs) or natural-log probability
+
+
+@dataclass
+class Partial:
+    """One streamed step: text that is now final (may be "" while a stop string or a UTF-8
+    character is pending) and the token(s) it came from."""
+
+    content: str
+    tokens: list[int]
+    probs: list[list[TokenProb]] = field(default_factory=list)  # per token: top n_probs
+    chosen_probs: list[float] = field(default_factory=list)  # per token: its own probability
+
+
+@dataclass
+class Final:
+    """The end of a task: the whole answer and why it stopped."""
+
+    content: str
+    tokens: list[int]
+    prompt_tokens: list[int]
+    stop_type: str  # "eos", "limit", "word", "cancelled", "error"
+    stopping_word: str = ""
+    truncated: bool = False  # the context filled up (or shifted) during generation
+    tokens_cached: int = 0  # prompt tokens reused from the slot's cache
+    timings: Timings = field(default_factory=Timings)
+    id_slot: int = -1
+    error: Exception | None = None
+    embedding: Any = None  # np.ndarray for embedding tasks
+
+    @property
+    def finish_reason(self) -> str:
+        """OpenAI's name for why generation stopped."""
+        return {"eos": "stop", "word": "stop", "limit": "length"}.get(self.stop_type, self.stop_type)
+
+
+Result = Partial | Final
+
+
+@dataclass
+class Task:
+    """A completion (or embedding) request for the engine."""
+
+    prompt_tokens: list[int]
+    params: TaskParams = field(default_factory=TaskParams)
+    kind: str = "completion"  # "completion" or "embedding"
+    pooling: str = "mean"  # for embeddings
+    id: int = field(default_factory=next_task_id)
+    results: ResultStream[Result] = field(default_factory=ResultStream)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        """Ask the engine to stop this task; its stream ends with a `cancelled` Final."""
+        self.cancelled.set()
