@@ -30,10 +30,15 @@ def rss_bytes() -> int:
         return 0
 
 
-def load_model(path: str | os.PathLike[str], numerics: str = "ggml", threads: int = 2) -> tuple[DecoderModel, GGUFFile, LoadStats]:
-    """Open, validate and load a model; raises ModelLoadError subclasses on bad files."""
+def load_model(
+    path: str | os.PathLike[str], numerics: str = "ggml", threads: int = 2, batch_invariant: bool = False
+) -> tuple[DecoderModel, GGUFFile, LoadStats]:
+    """Open, validate and load a model; raises ModelLoadError subclasses on bad files.
+
+    batch_invariant: every sequence's results independent of what else is in the batch
+    (slower decoding; see core/matmul.py)."""
     t0 = time.perf_counter()
-    precision = make_precision(numerics)
+    precision = make_precision(numerics, threads, batch_invariant)
     g = GGUFFile(path)
     arch = g.architecture
     cls = ARCHITECTURES.get(arch)

@@ -13,19 +13,25 @@ import numpy as np
 
 from llamacli.core import kernels as K
 from llamacli.core import numerics as N
+from llamacli.core.matmul import MatmulPool
 from llamacli.core.weights import Linear, OutputWeight
 
 NUMERICS_MODES = ("ggml", "f32")
 
-# Row-block size of the vocabulary projection when several rows are wanted: blocks of
-# the (n_vocab, n_embd) matrix stay in cache while every row of x uses them.
-_OUTPUT_BLOCK = 2048
-
-
 class Precision:
-    """float32 maths; the base of the ggml mode, which overrides the rounding hooks."""
+    """float32 maths; the base of the ggml mode, which overrides the rounding hooks.
+
+    Matmuls go through a MatmulPool: multi-threaded and batch-invariant (core/matmul.py).
+    """
 
     name = "f32"
+
+    def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
+        self.mm = MatmulPool(threads, batch_invariant)
+
+    @property
+    def batch_invariant(self) -> bool:
+        return self.mm.batch_invariant
 
     def act(self, x: np.ndarray, weight_qtype: object) -> np.ndarray:
         """The activation as the matmul with a weight of this type sees it."""
@@ -36,21 +42,14 @@ class Precision:
         return x
 
     def linear(self, x: np.ndarray, lin: Linear) -> np.ndarray:
-        y = self.act(x, lin.qtype) @ lin.w
+        y = self.mm.linear(self.act(x, lin.qtype), lin.w)
         if lin.b is not None:
             y += lin.b
         return y
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
-        xr = self.act(x, ow.qtype)
-        if x.shape[0] < 4:
-            return xr @ ow.w.T
-        n_vocab = ow.w.shape[0]
-        out = np.empty((x.shape[0], n_vocab), dtype=np.float32)
-        for i in range(0, n_vocab, _OUTPUT_BLOCK):
-            np.matmul(xr, ow.w[i : i + _OUTPUT_BLOCK].T, out=out[:, i : i + _OUTPUT_BLOCK])
-        return out
+        return self.mm.project(self.act(x, ow.qtype), ow.w)
 
     def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
         return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox)
@@ -125,9 +124,9 @@ def _gelu_f16_table() -> np.ndarray:
     return _GELU_TABLE
 
 
-def make_precision(mode: str) -> Precision:
+def make_precision(mode: str, threads: int | None = None, batch_invariant: bool = False) -> Precision:
     if mode == "ggml":
-        return GGMLPrecision()
+        return GGMLPrecision(threads, batch_invariant)
     if mode == "f32":
-        return Precision()
+        return Precision(threads, batch_invariant)
     raise ValueError(f"unknown numerics mode {mode!r} (choose from {', '.join(NUMERICS_MODES)})")

@@ -109,18 +109,22 @@ class AttnGroup:
         return self.masks[window]
 
 
-def plan_attention(batch: Batch) -> list[AttnGroup]:
-    """Group the batch's tokens: all one-token sequences together, each longer one alone."""
+def plan_attention(batch: Batch, per_sequence: bool = False) -> list[AttnGroup]:
+    """Group the batch's tokens for attention.
+
+    Fast: all one-token sequences in one batched matmul (keys padded to the longest), each
+    longer sequence alone. per_sequence: every sequence alone, over exactly its own keys, so
+    its result does not depend on the others (padding keys changes how BLAS sums).
+    """
     seqs, counts = np.unique(batch.seq_ids, return_counts=True)
     groups: list[AttnGroup] = []
-    singles = seqs[counts == 1]
+    singles = seqs[counts == 1] if not per_sequence else seqs[:0]
     if singles.size:
-        # index of each single sequence's token in the batch
         pos_in_batch = np.flatnonzero(np.isin(batch.seq_ids, singles))
         order = np.argsort(batch.seq_ids[pos_in_batch], kind="stable")
         idx = pos_in_batch[order]
         groups.append(AttnGroup(batch.seq_ids[idx], idx[:, None], batch.positions[idx][:, None]))
-    for s in seqs[counts > 1]:
+    for s in seqs if per_sequence else seqs[counts > 1]:
         idx = np.flatnonzero(batch.seq_ids == s)
         groups.append(AttnGroup(np.array([s]), idx[None, :], batch.positions[idx][None, :]))
     return groups
@@ -217,7 +221,7 @@ class DecoderModel:
             return np.zeros((0, a.n_embd), dtype=np.float32)
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
-        groups = plan_attention(batch)
+        groups = plan_attention(batch, per_sequence=self.precision.batch_invariant)
         cs_global = K.rope_cos_sin(batch.positions, self._rope)
         cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)
