@@ -19,6 +19,7 @@ class Batch:
     seq_ids: np.ndarray
     positions: np.ndarray
     output: np.ndarray = field(default=None)  # type: ignore[assignment]  # bool (T,)
+    decode: np.ndarray | None = None  # bool (T,): one-token generation steps (engine batches)
 
     def __post_init__(self) -> None:
         self.tokens = np.asarray(self.tokens, dtype=np.int64).reshape(-1)

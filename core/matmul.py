@@ -14,7 +14,11 @@ so we:
     the weight, one block per thread (NumPy releases the GIL inside matmul);
   - pad the rows up to a multiple of the BLAS kernel's row tile, so every row sits in a full
     tile; the tile is found once per process by a short probe (24 for OpenBLAS's
-    Haswell/SkylakeX sgemm kernels).
+    Haswell/SkylakeX sgemm kernels);
+  - place each row at a row index whose "class" does not depend on the batch: the kernel
+    sums rows differently by their index within a period (OpenBLAS: index % 12 < 6 or not),
+    so a prompt chunk starting at position p goes to an index = p (mod period), and a
+    one-token decode row to an index of the class of index 0 (`RowLayout`).
 The vocabulary projection only feeds sampling, so it is parallel but not padded.
 The price is decode speed: a one-token step computes a full row tile (docs/benchmarks.md).
 """
@@ -35,6 +39,78 @@ def _limit_blas() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1, user_api="blas")
+
+
+@lru_cache(maxsize=1)
+def row_classes() -> tuple[int, tuple[int, ...]]:
+    """(period, class of each index in one period): rows whose indices share a class are
+    summed identically by the kernel (given full tiles)."""
+    tile = row_tile()
+    rng = np.random.default_rng(11)
+    k, n = 640, 64
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    v = rng.standard_normal(k).astype(np.float32)
+    span = 4 * tile
+    x = rng.standard_normal((span, k)).astype(np.float32)
+    results = []
+    for p in range(span):
+        xp = x.copy()
+        xp[p] = v
+        results.append((xp @ w)[p])
+    reps: list[int] = []
+    cls: list[int] = []
+    for p in range(span):
+        for ci, r in enumerate(reps):
+            if np.array_equal(results[r], results[p]):
+                cls.append(ci)
+                break
+        else:
+            reps.append(p)
+            cls.append(len(reps) - 1)
+    for period in range(1, span // 2 + 1):
+        if all(cls[i] == cls[i % period] for i in range(span)):
+            return period, tuple(cls[:period])
+    return span, tuple(cls)
+
+
+class RowLayout:
+    """Where each batch row goes in the padded matmul input (batch-invariant mode)."""
+
+    def __init__(self, index: np.ndarray, n_rows: int) -> None:
+        self.index = index  # (T,) row index in the padded input
+        self.n_rows = n_rows  # padded row count, a multiple of the tile
+
+    @classmethod
+    def build(cls, seq_ids: np.ndarray, positions: np.ndarray, decode: np.ndarray | None, tile: int) -> "RowLayout":
+        """Runs of consecutive positions of one sequence start at an index = their first
+        position (mod period); decode rows fill the indices of class 0."""
+        period, classes = row_classes()
+        slots0 = [i for i in range(period) if classes[i] == classes[0]]
+        t = seq_ids.shape[0]
+        index = np.empty(t, dtype=np.int64)
+        cursor = 0
+        i = 0
+        while i < t:
+            if decode is not None and decode[i]:
+                base, off = divmod(cursor, period)
+                nxt = next((s for s in slots0 if s >= off), None)
+                if nxt is None:
+                    base, nxt = base + 1, slots0[0]
+                index[i] = base * period + nxt
+                cursor = int(index[i]) + 1
+                i += 1
+                continue
+            j = i + 1
+            while j < t and seq_ids[j] == seq_ids[i] and positions[j] == positions[j - 1] + 1 and not (
+                decode is not None and decode[j]
+            ):
+                j += 1
+            start = cursor + (int(positions[i]) - cursor) % period
+            index[i:j] = np.arange(start, start + (j - i))
+            cursor = start + (j - i)
+            i = j
+        n_rows = -(-max(cursor, 1) // tile) * tile
+        return cls(index, n_rows)
 
 
 @lru_cache(maxsize=1)
@@ -68,6 +144,7 @@ class MatmulPool:
         self.batch_invariant = batch_invariant
         self.threads = max(1, threads if threads else min(os.cpu_count() or 1, 8))
         self.tile = 1
+        self.layout: RowLayout | None = None  # set per batch by the model (invariant mode)
         self._pool: ThreadPoolExecutor | None = None
         if batch_invariant:
             _limit_blas()
@@ -95,19 +172,18 @@ class MatmulPool:
         if not self.batch_invariant:
             return x @ w
         t = x.shape[0]
-        tp = -(-t // self.tile) * self.tile
-        if tp != t:
-            xp = np.zeros((tp, x.shape[1]), dtype=np.float32)
-            xp[:t] = x
-        else:
-            xp = np.ascontiguousarray(x, dtype=np.float32)
-        out = np.empty((tp, w.shape[1]), dtype=np.float32)
+        lay = self.layout
+        if lay is None or lay.index.shape[0] != t:
+            lay = RowLayout(np.arange(t), -(-t // self.tile) * self.tile)
+        xp = np.zeros((lay.n_rows, x.shape[1]), dtype=np.float32)
+        xp[lay.index] = x
+        out = np.empty((lay.n_rows, w.shape[1]), dtype=np.float32)
 
         def part(a: int, b: int) -> None:
             out[:, a:b] = xp @ w[:, a:b]
 
         self._run(self._split(w.shape[1]), part)
-        return out[:t]
+        return out[lay.index]
 
     def project(self, x: np.ndarray, w_rows: np.ndarray, block: int = 2048) -> np.ndarray:
         """x (T, K) @ w_rows.T where w_rows is (N, K) row-major (the vocabulary matrix)."""

@@ -13,7 +13,8 @@ import numpy as np
 
 from llamacli.core import kernels as K
 from llamacli.core import numerics as N
-from llamacli.core.matmul import MatmulPool
+from llamacli.core.batch import Batch
+from llamacli.core.matmul import MatmulPool, RowLayout
 from llamacli.core.weights import Linear, OutputWeight
 
 NUMERICS_MODES = ("ggml", "f32")
@@ -32,6 +33,11 @@ class Precision:
     @property
     def batch_invariant(self) -> bool:
         return self.mm.batch_invariant
+
+    def begin_batch(self, batch: Batch) -> None:
+        """Lay out the batch's rows for batch-invariant matmuls (no-op in fast mode)."""
+        if self.mm.batch_invariant:
+            self.mm.layout = RowLayout.build(batch.seq_ids, batch.positions, batch.decode, self.mm.tile)
 
     def act(self, x: np.ndarray, weight_qtype: object) -> np.ndarray:
         """The activation as the matmul with a weight of this type sees it."""

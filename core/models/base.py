@@ -222,6 +222,7 @@ class DecoderModel:
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
         groups = plan_attention(batch, per_sequence=self.precision.batch_invariant)
+        self.precision.begin_batch(batch)
         cs_global = K.rope_cos_sin(batch.positions, self._rope)
         cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)

@@ -1,0 +1,449 @@
+"""The engine: N slots over one model, a task queue, and one loop thread doing continuous
+batching. Drivers (the chat REPL, the HTTP adapter, `llama complete`) only submit tasks and
+read their result streams.
+
+One step of the loop:
+  1. admit queued tasks into idle slots (best cached-prefix match, else least recently used);
+  2. `scheduler.schedule`: one decode token per generating slot, then prompt chunks;
+  3. one `model.forward_hidden` over that unified batch;
+  4. per slot: sample, detokenize, check stop conditions, stream the result;
+  5. release finished slots (their cached tokens stay for prompt reuse).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from llamacli.core.batch import Batch
+from llamacli.core.errors import ContextOverflow, InvalidRequest, LlamaError
+from llamacli.core.models.base import DecoderModel
+from llamacli.core.pooling import pool
+from llamacli.core.sampling import Sampler
+from llamacli.core.scheduler import IdleSlot, SlotState, choose_slot, schedule
+from llamacli.core.slot import Slot
+from llamacli.core.slot_store import SaveResult, restore_slot, save_slot, slot_path
+from llamacli.core.stop import StopMatcher
+from llamacli.core.tasks import Final, Partial, Task, Timings
+from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
+
+R = TypeVar("R")
+
+
+@dataclass
+class EngineConfig:
+    """Engine-wide settings (llama-server's flags, already parsed)."""
+
+    n_ctx: int = 4096  # total context, shared by the slots
+    n_parallel: int = 1
+    n_batch: int = 512  # most tokens in one forward pass
+    slot_prompt_similarity: float = 0.10
+    context_shift: bool = False
+    kv_unified: bool = False  # every slot may use all n_ctx cells (memory grows with n_parallel)
+    n_predict_max: int = -1  # server-wide cap on n_predict (-1: none)
+
+    @property
+    def n_ctx_slot(self) -> int:
+        return self.n_ctx if self.kv_unified else max(1, self.n_ctx // max(1, self.n_parallel))
+
+
+@dataclass
+class Metrics:
+    """Counters behind /metrics (llama-server's `llamacpp:` names)."""
+
+    prompt_tokens_total: int = 0
+    prompt_seconds_total: float = 0.0
+    tokens_predicted_total: int = 0
+    tokens_predicted_seconds_total: float = 0.0
+    n_decode_total: int = 0
+    n_busy_slots_total: int = 0
+    n_tokens_max: int = 0
+    requests_processing: int = 0
+    requests_deferred: int = 0
+
+
+class Engine:
+    def __init__(self, model: DecoderModel, tokenizer: Tokenizer, config: EngineConfig | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config or EngineConfig()
+        c = self.config
+        if c.n_parallel < 1:
+            raise InvalidRequest("n_parallel must be at least 1")
+        if c.n_batch < 1:
+            raise InvalidRequest("n_batch must be at least 1")
+        self.n_ctx_slot = c.n_ctx_slot
+        self.cache = model.new_cache(c.n_parallel, self.n_ctx_slot)
+        self.slots = [Slot(i, self.n_ctx_slot) for i in range(c.n_parallel)]
+        self.metrics = Metrics()
+        self._queue: deque[Task] = deque()
+        self._calls: deque[tuple[Callable[[], Any], Future[Any]]] = deque()
+        self._cond = threading.Condition()
+        self._running = False
+        self._thread: threading.Thread | None = None
+        self._order = 0
+        self.eog_ids = frozenset(tokenizer.vocab.eog_ids)
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def start(self) -> "Engine":
+        with self._cond:
+            if self._running:
+                return self
+            self._running = True
+        self._thread = threading.Thread(target=self._loop, name="llama-engine", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, cancel: bool = True) -> None:
+        """Stop the loop thread; with cancel, running and queued tasks end as `cancelled`."""
+        with self._cond:
+            if cancel:
+                for t in list(self._queue):
+                    t.cancel()
+                for s in self.slots:
+                    if s.task is not None:
+                        s.task.cancel()
+            self._running = False
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        for t in list(self._queue):
+            self._finish_queued(t, "cancelled")
+        self._queue.clear()
+        for s in self.slots:
+            if s.task is not None:
+                self._finish(s, "cancelled")
+
+    def __enter__(self) -> "Engine":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ---- in-process API -------------------------------------------------------------------
+    def submit(self, task: Task) -> Task:
+        """Queue a task; read `task.results` (blocking or async) for its Partials and Final."""
+        if not task.prompt_tokens:
+            raise InvalidRequest("the prompt is empty")
+        if task.params.id_slot >= self.config.n_parallel:
+            raise InvalidRequest(f"id_slot {task.params.id_slot} does not exist (slots: {self.config.n_parallel})")
+        if len(task.prompt_tokens) >= self.n_ctx_slot:
+            raise ContextOverflow(len(task.prompt_tokens), self.n_ctx_slot)
+        if task.params.sampling is not None:
+            task.params.sampling.validate()
+        with self._cond:
+            self._queue.append(task)
+            self._cond.notify_all()
+        return task
+
+    def run(self, task: Task) -> Final:
+        """Submit and wait for the Final result (raises its error, if any)."""
+        self.submit(task)
+        final: Final | None = None
+        for r in task.results:
+            if isinstance(r, Final):
+                final = r
+        assert final is not None
+        if final.error is not None:
+            raise final.error
+        return final
+
+    def call(self, fn: Callable[[], R]) -> R:
+        """Run fn on the loop thread between two steps (for cache operations) and return its value."""
+        fut: Future[R] = Future()
+        with self._cond:
+            if not self._running:
+                return fn()
+            self._calls.append((fn, fut))
+            self._cond.notify_all()
+        return fut.result()
+
+    @property
+    def n_queued(self) -> int:
+        return len(self._queue)
+
+    # ---- the loop -------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._running and not self._calls and not self._has_work():
+                    self._cond.wait()
+                if not self._running:
+                    return
+                calls = list(self._calls)
+                self._calls.clear()
+            for fn, fut in calls:
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # noqa: BLE001 - handed to the caller
+                    fut.set_exception(e)
+            try:
+                self.step()
+            except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
+                for s in self.slots:
+                    if s.task is not None:
+                        self._finish(s, "error", error=e)
+
+    def _has_work(self) -> bool:
+        return bool(self._queue) and any(not s.busy for s in self.slots) or any(s.busy for s in self.slots)
+
+    def step(self) -> bool:
+        """One scheduling step; False when there was nothing to do."""
+        self._admit()
+        for s in self.slots:
+            if s.task is not None and s.task.cancelled.is_set():
+                self._finish(s, "cancelled")
+        for s in self.slots:
+            if s.task is not None and s.generating and len(s.cached) >= self.n_ctx_slot:
+                self._context_full(s)
+        states = [
+            SlotState(s.id, s.generating, s.n_prompt_left, s.order)
+            for s in self.slots
+            if s.task is not None and (s.generating or s.n_prompt_left > 0)
+        ]
+        chunks = schedule(states, self.config.n_batch)
+        if not chunks:
+            return False
+        toks: list[int] = []
+        seqs: list[int] = []
+        pos: list[int] = []
+        out: list[bool] = []
+        dec: list[bool] = []
+        rows: list[tuple[Slot, int, int, bool]] = []  # slot, first row in batch, n rows, decode
+        for ch in chunks:
+            s = self.slots[ch.slot_id]
+            start = len(toks)
+            if ch.decode:
+                new = [s.next_token]
+            else:
+                new = s.prompt[s.n_past : s.n_past + ch.n_tokens]
+            base = len(s.cached)
+            toks.extend(new)
+            seqs.extend([s.id] * len(new))
+            pos.extend(range(base, base + len(new)))
+            embedding = s.task is not None and s.task.kind == "embedding"
+            last_of_prompt = not ch.decode and s.n_past + ch.n_tokens == len(s.prompt)
+            flags = [embedding] * len(new)
+            if ch.decode or last_of_prompt:
+                flags[-1] = True
+            out.extend(flags)
+            dec.extend([ch.decode] * len(new))
+            rows.append((s, start, len(new), ch.decode))
+        batch = Batch(np.array(toks), np.array(seqs), np.array(pos), np.array(out), np.array(dec))
+        hidden = self.model.forward_hidden(batch, self.cache)  # (n_out, n_embd)
+        self.metrics.n_decode_total += 1
+        self.metrics.n_busy_slots_total += sum(1 for s in self.slots if s.busy)
+        self.metrics.n_tokens_max = max(self.metrics.n_tokens_max, int(max(pos)) + 1)
+        # map output rows back to slots
+        out_index = np.cumsum(np.array(out)) - 1  # batch row -> hidden row
+        want_logits: list[tuple[Slot, int]] = []
+        for s, start, n, decode in rows:
+            s.cached.extend(toks[start : start + n])
+            if decode:
+                want_logits.append((s, int(out_index[start])))
+                continue
+            s.n_past += n
+            if s.task is not None and s.task.kind == "embedding":
+                s.hidden.append(hidden[out_index[start] : out_index[start + n - 1] + 1])
+                if s.n_past == len(s.prompt):
+                    self._finish_embedding(s)
+            elif s.n_past == len(s.prompt):
+                s.t_prompt_done = time.perf_counter()
+                want_logits.append((s, int(out_index[start + n - 1])))
+        if want_logits:
+            logits = self.model.logits(hidden[[r for _, r in want_logits]])
+            for (s, _), lg in zip(want_logits, logits):
+                self._sample(s, lg)
+        return True
+
+    # ---- admission ------------------------------------------------------------------------
+    def _admit(self) -> None:
+        with self._cond:
+            queued = list(self._queue)
+        for task in queued:
+            if task.cancelled.is_set():
+                self._remove_queued(task)
+                self._finish_queued(task, "cancelled")
+                continue
+            idle = [s for s in self.slots if not s.busy]
+            if task.params.id_slot >= 0:
+                idle = [s for s in idle if s.id == task.params.id_slot]
+            if not idle:
+                continue
+            self._remove_queued(task)
+            cand = [IdleSlot(s.id, s.cached, s.last_used) for s in idle]
+            sid, lcp = choose_slot(cand, task.prompt_tokens, self.config.slot_prompt_similarity)
+            self._start(self.slots[sid], task, lcp)
+        self.metrics.requests_deferred = len(self._queue)
+        self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
+
+    def _remove_queued(self, task: Task) -> None:
+        with self._cond:
+            try:
+                self._queue.remove(task)
+            except ValueError:
+                pass
+
+    def _start(self, s: Slot, task: Task, lcp: int) -> None:
+        p = task.params
+        n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
+        n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
+        self.cache.truncate(s.id, n_reuse)
+        del s.cached[n_reuse:]
+        s.task = task
+        s.generating = False
+        s.n_past = n_reuse
+        s.n_cached = n_reuse
+        s.generated = []
+        s.probs = []
+        s.hidden = []
+        s.truncated = False
+        self._order += 1
+        s.order = self._order
+        s.t_start = time.perf_counter()
+        if task.kind == "completion":
+            s.sampler = Sampler(p.sampling, eog_ids=self.eog_ids if p.ignore_eos else frozenset(), n_vocab=self.model.args.n_vocab)
+            s.sampler.accept_prompt(task.prompt_tokens)
+            s.decoder = IncrementalDecoder(self.tokenizer)
+            s.stop = StopMatcher(list(p.stop))
+
+    # ---- per-token processing --------------------------------------------------------------
+    def _sample(self, s: Slot, logits: np.ndarray) -> None:
+        assert s.task is not None and s.sampler is not None and s.decoder is not None and s.stop is not None
+        p = s.task.params
+        if not s.generating:
+            s.generating = True
+        tok = s.sampler.sample(logits)
+        s.sampler.accept(tok)
+        if tok in self.eog_ids and not p.ignore_eos:
+            self._finish(s, "eos")
+            return
+        s.generated.append(tok)
+        probs = s.sampler.last_probs(p.n_probs) if p.n_probs > 0 else []
+        chosen = s.sampler.last_chosen_prob() if p.n_probs > 0 else None
+        text = s.stop.push(s.decoder.feed(tok))
+        s.task.results.put(Partial(text, [tok], [probs] if p.n_probs else [], [chosen] if chosen is not None else []))
+        if s.stop.stopped_word:
+            self._finish(s, "word")
+            return
+        limit = p.n_predict
+        if self.config.n_predict_max >= 0 and (limit < 0 or limit > self.config.n_predict_max):
+            limit = self.config.n_predict_max
+        if limit >= 0 and len(s.generated) >= limit:
+            self._finish(s, "limit")
+            return
+        if p.t_max_predict_ms > 0 and (time.perf_counter() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms:
+            self._finish(s, "limit")
+            return
+        s.next_token = tok
+
+    def _context_full(self, s: Slot) -> None:
+        """The slot's sequence has no free cell: shift (drop half after n_keep) or stop."""
+        assert s.task is not None
+        s.truncated = True
+        if not self.config.context_shift:
+            self._finish(s, "limit")
+            return
+        n_keep = s.task.params.n_keep
+        n_keep = len(s.prompt) if n_keep < 0 else n_keep
+        bos = 1 if (s.cached and s.cached[0] == self.tokenizer.vocab.bos) else 0
+        n_keep = min(n_keep + bos, len(s.cached) - 1)
+        n_left = len(s.cached) - n_keep
+        n_discard = max(1, n_left // 2)
+        self.model.shift_cache(self.cache, s.id, n_keep, n_discard)
+        del s.cached[n_keep : n_keep + n_discard]
+
+    # ---- endings --------------------------------------------------------------------------
+    def _finish(self, s: Slot, stop_type: str, error: Exception | None = None, embedding: np.ndarray | None = None) -> None:
+        task = s.task
+        assert task is not None
+        now = time.perf_counter()
+        t = Timings(cache_n=s.n_cached)
+        t.prompt_n = s.n_past - s.n_cached
+        done = s.t_prompt_done if s.generating else now
+        t.prompt_ms = (done - s.t_start) * 1e3
+        t.predicted_n = len(s.generated)
+        t.predicted_ms = (now - done) * 1e3 if s.generating else 0.0
+        content = ""
+        if s.stop is not None and s.decoder is not None:
+            if stop_type != "word":
+                tail = s.stop.push(s.decoder.flush()) + s.stop.flush()
+                if tail:
+                    task.results.put(Partial(tail, []))
+            content = s.stop.text
+        m = self.metrics
+        m.prompt_tokens_total += t.prompt_n
+        m.prompt_seconds_total += t.prompt_ms / 1e3
+        m.tokens_predicted_total += t.predicted_n
+        m.tokens_predicted_seconds_total += t.predicted_ms / 1e3
+        task.results.put(
+            Final(
+                content=content,
+                tokens=list(s.generated),
+                prompt_tokens=list(task.prompt_tokens),
+                stop_type=stop_type,
+                stopping_word=s.stop.stopped_word if s.stop is not None else "",
+                truncated=s.truncated,
+                tokens_cached=s.n_cached,
+                timings=t,
+                id_slot=s.id,
+                error=error,
+                embedding=embedding,
+            )
+        )
+        task.results.close()
+        s.release()  # cells written so far stay valid: s.cached matches the cache
+
+    def _finish_embedding(self, s: Slot) -> None:
+        assert s.task is not None
+        h = np.concatenate(s.hidden) if s.hidden else np.zeros((0, self.model.args.n_embd), np.float32)
+        seq_ids = np.zeros(h.shape[0], dtype=np.int64)
+        emb = h if s.task.pooling == "none" else pool(h, seq_ids, s.task.pooling)[0]
+        self._finish(s, "eos", embedding=emb)
+
+    def _finish_queued(self, task: Task, stop_type: str) -> None:
+        task.results.put(Final("", [], list(task.prompt_tokens), stop_type))
+        task.results.close()
+
+    # ---- slot cache operations (run them through `call`) -----------------------------------
+    def slot_tokens(self, slot_id: int) -> list[int]:
+        return list(self.slots[slot_id].cached)
+
+    def save_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
+        """Write an idle slot's cached tokens and K/V to directory/filename."""
+        s = self._idle_slot(slot_id)
+        return save_slot(self.cache, s.id, s.cached, slot_path(directory, filename))
+
+    def restore_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
+        """Load a saved prompt cache into an idle slot (a later prompt can reuse it)."""
+        s = self._idle_slot(slot_id)
+        tokens, res = restore_slot(self.cache, s.id, slot_path(directory, filename))
+        s.cached = tokens
+        return res
+
+    def erase_slot(self, slot_id: int) -> int:
+        s = self._idle_slot(slot_id)
+        n = len(s.cached)
+        self.cache.clear(s.id)
+        s.cached.clear()
+        return n
+
+    def _idle_slot(self, slot_id: int) -> Slot:
+        if not 0 <= slot_id < len(self.slots):
+            raise InvalidRequest(f"slot {slot_id} does not exist")
+        s = self.slots[slot_id]
+        if s.busy:
+            raise SlotBusy(f"slot {slot_id} is processing a task")
+        return s
+
+
+class SlotBusy(LlamaError):
+    """A slot operation needs an idle slot."""
