@@ -20,9 +20,9 @@ class Runtime:
     stats: LoadStats
 
 
-def open_model(path: str | None, numerics: str = "ggml", threads: int = 2) -> Runtime:
+def open_model(path: str | None, numerics: str = "ggml", threads: int = 2, batch_invariant: bool = False) -> Runtime:
     """Load the model at `path` (or the demo model) with its tokenizer."""
     resolved = resolve_model(path)
-    model, g, stats = load_model(resolved, numerics=numerics, threads=threads)
+    model, g, stats = load_model(resolved, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     tok = load_tokenizer(g.metadata)
     return Runtime(resolved, model, g, tok, stats)

@@ -51,53 +51,58 @@ def complete(
     threads: int = ThreadsOpt,
 ) -> None:
     """Continue a raw prompt (no chat template), like llama.cpp's llama-completion."""
-    from llamacli.core.generate import generate
-    from llamacli.core.sampling import DEFAULT_SEED, Sampler, SamplingParams
+    import secrets
+
+    from llamacli.core.engine import Engine, EngineConfig
+    from llamacli.core.sampling import SamplingParams
+    from llamacli.core.tasks import Final, Task, TaskParams
     from llamacli.runtime import open_model
 
     text = read_prompt(prompt, file)
     rt = open_model(model, numerics=numerics, threads=threads)
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
     toks = rt.tokenizer.tokenize(text, add_special=True, parse_special=True)
-    sampler = Sampler(
-        SamplingParams(
-            temperature=temp,
-            top_k=top_k,
-            top_p=top_p,
-            min_p=min_p,
-            seed=DEFAULT_SEED if seed < 0 else seed,
-        )
+    seed = seed if seed >= 0 else secrets.randbits(32)
+    sampling = SamplingParams(
+        temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed
     )
-
-    def stream(piece: str) -> None:
-        sys.stdout.write(piece)
-        sys.stdout.flush()
-
-    res = generate(
+    params = TaskParams(n_predict=n_predict, sampling=sampling, ignore_eos=ignore_eos)
+    engine = Engine(
         rt.model,
         rt.tokenizer,
-        toks,
-        sampler,
-        n_predict=n_predict,
-        n_ctx=n_ctx,
-        n_batch=batch_size,
-        ignore_eos=ignore_eos,
-        on_text=None if as_json else stream,
+        EngineConfig(n_ctx=n_ctx, n_parallel=1, n_batch=batch_size),
     )
+    final: Final | None = None
+    with engine:
+        task = engine.submit(Task(toks, params))
+        try:
+            for r in task.results:
+                if isinstance(r, Final):
+                    final = r
+                elif not as_json and r.content:
+                    sys.stdout.write(r.content)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            task.cancel()
+            raise
+    assert final is not None
+    if final.error is not None:
+        raise final.error
     if as_json:
         obj = {
-            "prompt_tokens": res.prompt_tokens,
-            "tokens": res.tokens,
-            "content": res.content,
-            "stop_type": res.stop_type,
-            "seed": sampler.seed,
-            "timings": res.timings.to_dict(),
+            "prompt_tokens": final.prompt_tokens,
+            "tokens": final.tokens,
+            "content": final.content,
+            "stop_type": final.stop_type,
+            "truncated": final.truncated,
+            "seed": seed,
+            "timings": final.timings.to_dict(),
         }
         print(json.dumps(obj, ensure_ascii=False))
     else:
         sys.stdout.write("\n")
-        t = res.timings.to_dict()
+        t = final.timings.to_dict()
         err.print(
-            f"[dim]prompt {res.timings.prompt_n} tok, {t['prompt_per_second']:.1f} tok/s | "
-            f"generated {res.timings.predicted_n} tok, {t['predicted_per_second']:.1f} tok/s[/]"
+            f"[dim]prompt {final.timings.prompt_n} tok, {t['prompt_per_second']:.1f} tok/s | "
+            f"generated {final.timings.predicted_n} tok, {t['predicted_per_second']:.1f} tok/s[/]"
         )
