@@ -428,6 +428,14 @@ def test_dry_vocab_breakers_from_pieces() -> None:
     assert vocab.breakers([":", " sat"]) is br  # cached
 
 
+def test_dry_breakers_without_vocabulary_is_a_clear_error() -> None:
+    with pytest.raises(InvalidRequest, match="vocabulary"):
+        Sampler(SamplingParams(dry_multiplier=0.8))
+    Sampler(
+        SamplingParams(dry_multiplier=0.8, dry_sequence_breakers=[])
+    )  # none to resolve
+
+
 def test_sampler_order_names_and_letters() -> None:
     assert parse_samplers("edskypmxt") == SamplingParams().sampler_names()
     assert parse_samplers(["Top-K", "nucleus", "temp", "minp"]) == (
@@ -464,6 +472,7 @@ def test_sampler_order_names_and_letters() -> None:
         ("seed", 2**33),
         ("logit_bias", [(-1, 1.0)]),
         ("logit_bias", [(1, "x")]),
+        ("logit_bias", [(1, True)]),
         ("dry_sequence_breakers", "\n"),
     ],
 )
@@ -508,3 +517,20 @@ def test_default_chain_is_fast_on_a_large_vocab() -> None:
         s.accept(s.sample(lg))
     per_call = (time.perf_counter() - t0) / 10
     assert per_call < 0.02  # ~1 ms on a laptop core; generous for loaded CI machines
+
+
+def test_dry_vocab_from_our_tokenizer_matches_llama_cpp() -> None:
+    """DryVocab.from_tokenizer reads the token texts and tail tokenizations llama.cpp's DRY
+    uses (detokenize of one token with special text, leading space dropped; no BOS)."""
+    from llamacli.core.gguf_file import read_metadata
+    from llamacli.core.tokenizer import load_tokenizer
+    from test_tokenizer_vectors import vocab_dir  # the shared ggml-vocab download
+
+    tok = load_tokenizer(read_metadata(vocab_dir() / "ggml-vocab-llama-spm.gguf"))
+    vocab = DryVocab.from_tokenizer(tok)
+    case = CASES["dry_0.8_1.75_2_64_4"]
+    for t, v in case["pieces"].items():
+        assert vocab.token_pieces[int(t)] == base64.b64decode(v), t
+    for other in (c for c in CASES.values() if c["name"].startswith("dry_")):
+        for tail, ids in other["tails"].items():
+            assert vocab.tokenize(tail.encode("latin-1")) == ids, tail

@@ -92,24 +92,38 @@ def process_breakers(
 
 class DryVocab:
     """A vocabulary as DRY needs it: token texts (llama.cpp's `detokenize({id}, special=true)`)
-    and tokenize(bytes) without BOS or special-token parsing. Processed breakers are cached."""
+    and tokenize(bytes) without BOS or special-token parsing. The texts may be given as a
+    callable, called on the first breaker list; processed breakers are cached per list."""
 
     def __init__(
         self,
-        token_pieces: Sequence[bytes] | Mapping[int, bytes],
+        token_pieces: Sequence[bytes]
+        | Mapping[int, bytes]
+        | Callable[[], Sequence[bytes]],
         tokenize: Callable[[bytes], list[int]],
     ) -> None:
-        self.token_pieces = token_pieces
+        self._pieces = token_pieces
         self.tokenize = tokenize
         self._cache: dict[tuple[str, ...], Breakers] = {}
 
     @classmethod
     def from_tokenizer(cls, tok: TokenizerLike) -> DryVocab:
-        pieces = [tok.detokenize_bytes([i], False, True) for i in range(tok.n_vocab)]
+        """Token texts read from the tokenizer when DRY first needs them (a few seconds on
+        a 262k vocabulary, once per tokenizer)."""
+
+        def pieces() -> list[bytes]:
+            return [tok.detokenize_bytes([i], False, True) for i in range(tok.n_vocab)]
+
         return cls(
             pieces,
             lambda text: tok.tokenize(text, add_special=False, parse_special=False),
         )
+
+    @property
+    def token_pieces(self) -> Sequence[bytes] | Mapping[int, bytes]:
+        if callable(self._pieces):
+            self._pieces = self._pieces()
+        return self._pieces
 
     def breakers(self, strings: Sequence[str]) -> Breakers:
         key = tuple(strings)

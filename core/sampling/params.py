@@ -191,7 +191,11 @@ class SamplingParams:
                 raise InvalidRequest(
                     f"logit_bias entries must be (token id, bias) pairs, got {item!r}"
                 )
-            if not isinstance(item[1], (int, float)) or math.isnan(float(item[1])):
+            if (
+                item[1] is True
+                or not isinstance(item[1], (int, float))
+                or math.isnan(float(item[1]))
+            ):
                 raise InvalidRequest(
                     f"logit_bias for token {item[0]} must be a number, got {item[1]!r}"
                 )

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling.candidates import F32, Candidates, top_indices
 from llamacli.core.sampling.dry import Dry, DryVocab, TokenizerLike
 from llamacli.core.sampling.filters import (
@@ -81,8 +82,9 @@ def build_chain(
             )
             if not dry.disabled and any(p.dry_sequence_breakers):
                 if dry_vocab is None:
-                    raise ValueError(
-                        "DRY sequence breakers need the vocabulary: pass dry_vocab"
+                    raise InvalidRequest(
+                        "DRY sequence breakers need the model vocabulary, which this engine did"
+                        " not give the sampler (Sampler.for_tokenizer or dry_vocab=)"
                     )
                 dry.breakers = dry_vocab.breakers(p.dry_sequence_breakers)
             steps.append(dry)
