@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -31,7 +31,7 @@ from llamacli.core.scheduler import IdleSlot, SlotState, choose_slot, schedule
 from llamacli.core.slot import Slot
 from llamacli.core.slot_store import SaveResult, restore_slot, save_slot, slot_path
 from llamacli.core.stop import StopMatcher
-from llamacli.core.tasks import Final, Partial, Task, Timings
+from llamacli.core.tasks import Final, Partial, Task, Timings, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
 
 R = TypeVar("R")
@@ -46,12 +46,18 @@ class EngineConfig:
     n_batch: int = 512  # most tokens in one forward pass
     slot_prompt_similarity: float = 0.10
     context_shift: bool = False
-    kv_unified: bool = False  # every slot may use all n_ctx cells (memory grows with n_parallel)
+    kv_unified: bool = (
+        False  # every slot may use all n_ctx cells (memory grows with n_parallel)
+    )
     n_predict_max: int = -1  # server-wide cap on n_predict (-1: none)
 
     @property
     def n_ctx_slot(self) -> int:
-        return self.n_ctx if self.kv_unified else max(1, self.n_ctx // max(1, self.n_parallel))
+        return (
+            self.n_ctx
+            if self.kv_unified
+            else max(1, self.n_ctx // max(1, self.n_parallel))
+        )
 
 
 @dataclass
@@ -70,7 +76,12 @@ class Metrics:
 
 
 class Engine:
-    def __init__(self, model: DecoderModel, tokenizer: Tokenizer, config: EngineConfig | None = None) -> None:
+    def __init__(
+        self,
+        model: DecoderModel,
+        tokenizer: Tokenizer,
+        config: EngineConfig | None = None,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config or EngineConfig()
@@ -97,7 +108,9 @@ class Engine:
             if self._running:
                 return self
             self._running = True
-        self._thread = threading.Thread(target=self._loop, name="llama-engine", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="llama-engine", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -134,7 +147,9 @@ class Engine:
         if not task.prompt_tokens:
             raise InvalidRequest("the prompt is empty")
         if task.params.id_slot >= self.config.n_parallel:
-            raise InvalidRequest(f"id_slot {task.params.id_slot} does not exist (slots: {self.config.n_parallel})")
+            raise InvalidRequest(
+                f"id_slot {task.params.id_slot} does not exist (slots: {self.config.n_parallel})"
+            )
         if len(task.prompt_tokens) >= self.n_ctx_slot:
             raise ContextOverflow(len(task.prompt_tokens), self.n_ctx_slot)
         if task.params.sampling is not None:
@@ -187,13 +202,19 @@ class Engine:
                     fut.set_exception(e)
             try:
                 self.step()
-            except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
+            except (
+                Exception
+            ) as e:  # a bug or a model error: fail the running tasks, keep serving
                 for s in self.slots:
                     if s.task is not None:
                         self._finish(s, "error", error=e)
 
     def _has_work(self) -> bool:
-        return bool(self._queue) and any(not s.busy for s in self.slots) or any(s.busy for s in self.slots)
+        return (
+            bool(self._queue)
+            and any(not s.busy for s in self.slots)
+            or any(s.busy for s in self.slots)
+        )
 
     def step(self) -> bool:
         """One scheduling step; False when there was nothing to do."""
@@ -217,7 +238,9 @@ class Engine:
         pos: list[int] = []
         out: list[bool] = []
         dec: list[bool] = []
-        rows: list[tuple[Slot, int, int, bool]] = []  # slot, first row in batch, n rows, decode
+        rows: list[
+            tuple[Slot, int, int, bool]
+        ] = []  # slot, first row in batch, n rows, decode
         for ch in chunks:
             s = self.slots[ch.slot_id]
             start = len(toks)
@@ -237,7 +260,9 @@ class Engine:
             out.extend(flags)
             dec.extend([ch.decode] * len(new))
             rows.append((s, start, len(new), ch.decode))
-        batch = Batch(np.array(toks), np.array(seqs), np.array(pos), np.array(out), np.array(dec))
+        batch = Batch(
+            np.array(toks), np.array(seqs), np.array(pos), np.array(out), np.array(dec)
+        )
         hidden = self.model.forward_hidden(batch, self.cache)  # (n_out, n_embd)
         self.metrics.n_decode_total += 1
         self.metrics.n_busy_slots_total += sum(1 for s in self.slots if s.busy)
@@ -280,7 +305,9 @@ class Engine:
                 continue
             self._remove_queued(task)
             cand = [IdleSlot(s.id, s.cached, s.last_used) for s in idle]
-            sid, lcp = choose_slot(cand, task.prompt_tokens, self.config.slot_prompt_similarity)
+            sid, lcp = choose_slot(
+                cand, task.prompt_tokens, self.config.slot_prompt_similarity
+            )
             self._start(self.slots[sid], task, lcp)
         self.metrics.requests_deferred = len(self._queue)
         self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
@@ -295,7 +322,9 @@ class Engine:
     def _start(self, s: Slot, task: Task, lcp: int) -> None:
         p = task.params
         n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
-        n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
+        n_reuse = min(
+            n_reuse, len(task.prompt_tokens) - 1
+        )  # evaluate at least one token
         self.cache.truncate(s.id, n_reuse)
         del s.cached[n_reuse:]
         s.task = task
@@ -310,14 +339,22 @@ class Engine:
         s.order = self._order
         s.t_start = time.perf_counter()
         if task.kind == "completion":
-            s.sampler = Sampler(p.sampling, eog_ids=self.eog_ids if p.ignore_eos else frozenset(), n_vocab=self.model.args.n_vocab)
+            sampling = replace(
+                p.sampling, ignore_eos=p.sampling.ignore_eos or p.ignore_eos
+            )
+            s.sampler = Sampler.for_tokenizer(sampling, self.tokenizer, self.n_ctx_slot)
             s.sampler.accept_prompt(task.prompt_tokens)
             s.decoder = IncrementalDecoder(self.tokenizer)
             s.stop = StopMatcher(list(p.stop))
 
     # ---- per-token processing --------------------------------------------------------------
     def _sample(self, s: Slot, logits: np.ndarray) -> None:
-        assert s.task is not None and s.sampler is not None and s.decoder is not None and s.stop is not None
+        assert (
+            s.task is not None
+            and s.sampler is not None
+            and s.decoder is not None
+            and s.stop is not None
+        )
         p = s.task.params
         if not s.generating:
             s.generating = True
@@ -327,20 +364,42 @@ class Engine:
             self._finish(s, "eos")
             return
         s.generated.append(tok)
-        probs = s.sampler.last_probs(p.n_probs) if p.n_probs > 0 else []
-        chosen = s.sampler.last_chosen_prob() if p.n_probs > 0 else None
+        post = p.post_sampling_probs
+        probs = (
+            [
+                TokenProb(i, pr)
+                for i, pr in s.sampler.last_probs(p.n_probs, post_sampling=post)
+            ]
+            if p.n_probs > 0
+            else []
+        )
+        chosen = (
+            s.sampler.last_chosen_prob(post_sampling=post) if p.n_probs > 0 else None
+        )
         text = s.stop.push(s.decoder.feed(tok))
-        s.task.results.put(Partial(text, [tok], [probs] if p.n_probs else [], [chosen] if chosen is not None else []))
+        s.task.results.put(
+            Partial(
+                text,
+                [tok],
+                [probs] if p.n_probs else [],
+                [chosen] if chosen is not None else [],
+            )
+        )
         if s.stop.stopped_word:
             self._finish(s, "word")
             return
         limit = p.n_predict
-        if self.config.n_predict_max >= 0 and (limit < 0 or limit > self.config.n_predict_max):
+        if self.config.n_predict_max >= 0 and (
+            limit < 0 or limit > self.config.n_predict_max
+        ):
             limit = self.config.n_predict_max
         if limit >= 0 and len(s.generated) >= limit:
             self._finish(s, "limit")
             return
-        if p.t_max_predict_ms > 0 and (time.perf_counter() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms:
+        if (
+            p.t_max_predict_ms > 0
+            and (time.perf_counter() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms
+        ):
             self._finish(s, "limit")
             return
         s.next_token = tok
@@ -362,7 +421,13 @@ class Engine:
         del s.cached[n_keep : n_keep + n_discard]
 
     # ---- endings --------------------------------------------------------------------------
-    def _finish(self, s: Slot, stop_type: str, error: Exception | None = None, embedding: np.ndarray | None = None) -> None:
+    def _finish(
+        self,
+        s: Slot,
+        stop_type: str,
+        error: Exception | None = None,
+        embedding: np.ndarray | None = None,
+    ) -> None:
         task = s.task
         assert task is not None
         now = time.perf_counter()
@@ -404,7 +469,11 @@ class Engine:
 
     def _finish_embedding(self, s: Slot) -> None:
         assert s.task is not None
-        h = np.concatenate(s.hidden) if s.hidden else np.zeros((0, self.model.args.n_embd), np.float32)
+        h = (
+            np.concatenate(s.hidden)
+            if s.hidden
+            else np.zeros((0, self.model.args.n_embd), np.float32)
+        )
         seq_ids = np.zeros(h.shape[0], dtype=np.int64)
         emb = h if s.task.pooling == "none" else pool(h, seq_ids, s.task.pooling)[0]
         self._finish(s, "eos", embedding=emb)

@@ -260,3 +260,19 @@ def test_many_threads_submitting(tiny) -> None:  # type: ignore[no-untyped-def]
         for t in th:
             t.join()
     assert len(results) == 6 and all(len(r.tokens) == 4 for r in results)
+
+
+def test_n_probs_and_ignore_eos(tiny) -> None:  # type: ignore[no-untyped-def]
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 8)
+    with Engine(model, tok, EngineConfig(n_ctx=128, n_parallel=1)) as eng:
+        parts, final = collect(eng.submit(Task(prompt, greedy(5, n_probs=3, ignore_eos=True))))
+    steps = [p for p in parts if p.tokens]
+    assert len(steps) == 5
+    for p in steps:
+        assert len(p.probs[0]) == 3
+        ps = [tp.prob for tp in p.probs[0]]
+        assert ps == sorted(ps, reverse=True) and 0 < sum(ps) <= 1.0001
+        assert p.probs[0][0].id == p.tokens[0]  # greedy: the chosen token is the most probable
+        assert p.chosen_probs[0] == pytest.approx(ps[0])
+    assert not any(t in eng.eog_ids for t in final.tokens)
