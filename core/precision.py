@@ -89,9 +89,11 @@ class GGMLPrecision(Precision):
     def gelu(self, x: np.ndarray) -> np.ndarray:
         """ggml's GELU: through a table indexed by the f16 input, giving f16 values;
         x <= -10 -> 0 and x >= 10 -> x (docs/numerics.md 2.8)."""
-        y = _gelu_f16_table()[x.astype(np.float16).view(np.uint16)]
-        y = np.where(x >= 10.0, x, y)
-        return np.where(x <= -10.0, np.float32(0.0), y)
+        y = np.take(_gelu_f16_table(), x.astype(np.float16).view(np.uint16))
+        if np.abs(x).max(initial=0.0) >= 10.0:  # rare: the pass-through and zero ranges
+            y = np.where(x >= 10.0, x, y)
+            y = np.where(x <= -10.0, np.float32(0.0), y)
+        return y
 
     def attention(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None

@@ -28,7 +28,9 @@ class LlamaCppBench:
 
         self.L = L
         L.llama_backend_init()
-        L.llama_log_set(L.llama_log_callback(lambda *a: None), ctypes.c_void_p(0))
+        # keep a reference: llama.cpp calls it later, a collected callback would crash
+        self._log_cb = L.llama_log_callback(lambda *a: None)
+        L.llama_log_set(self._log_cb, ctypes.c_void_p(0))
         mp = L.llama_model_default_params()
         self.model = L.llama_model_load_from_file(path.encode(), mp)
         if not self.model:
