@@ -51,7 +51,7 @@ def bench_tg(model: DecoderModel, n_gen: int = 128) -> BenchResult:
     model.forward(Batch.single(toks[:1]), cache)
     t = time.perf_counter()
     for i in range(1, n_gen + 1):
-        model.forward(Batch.single(toks[i : i + 1], start_pos=i), cache)
+        model.forward(Batch(toks[i : i + 1], np.zeros(1), np.array([i]), decode=np.ones(1, bool)), cache)
     return BenchResult(f"tg{n_gen}", n_gen, time.perf_counter() - t)
 
 
@@ -66,5 +66,5 @@ def bench_parallel(model: DecoderModel, n_seq: int, n_steps: int = 32, n_prompt:
     t = time.perf_counter()
     for i in range(n_steps):
         p = n_prompt + i
-        model.forward(Batch(np.full(n_seq, toks[p]), np.arange(n_seq), np.full(n_seq, p)), cache)
+        model.forward(Batch(np.full(n_seq, toks[p]), np.arange(n_seq), np.full(n_seq, p), decode=np.ones(n_seq, bool)), cache)
     return BenchResult(f"parallel{n_seq}", n_seq * n_steps, time.perf_counter() - t)

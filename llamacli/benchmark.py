@@ -15,14 +15,16 @@ from llamacli.model_path import resolve_model
 
 
 def run_bench(
-    model_path: str | None, n_prompt: int, n_gen: int, seqs: list[int], reps: int, reference: bool, numerics: str, threads: int
+    model_path: str | None, n_prompt: int, n_gen: int, seqs: list[int], reps: int, reference: bool, numerics: str, threads: int,
+    batch_invariant: bool = False,
 ) -> None:
     console = Console()
     path = resolve_model(model_path)
-    model, _, stats = load_model(path, numerics=numerics, threads=threads)
+    model, _, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(
-        f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}: loaded in {stats.seconds:.2f} s, "
+        f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
+        f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s, "
         f"weights {stats.weight_bytes / 2**20:.0f} MiB, resident {stats.rss_bytes / 2**20:.0f} MiB; "
         f"load average {load1:.2f}, {os.cpu_count()} cpus"
     )

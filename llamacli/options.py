@@ -16,7 +16,12 @@ ModelOpt = typer.Option(
 NumericsOpt = typer.Option(
     "ggml",
     "--numerics",
-    help="ggml: emulate llama.cpp's CPU roundings (token-exact); f32: plain float32 maths.",
+    help="ggml: emulate llama.cpp's CPU roundings (default); f32: plain float32 maths.",
+)
+BatchInvariantOpt = typer.Option(
+    False,
+    "--batch-invariant",
+    help="Make each sequence's output independent of what shares its batch (slower decoding).",
 )
 ThreadsOpt = typer.Option(
     2, "-t", "--threads", help="Threads used to dequantize weights at load."

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from llamacli.cli import app, guarded
-from llamacli.options import ModelOpt, NumericsOpt
+from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt
 
 
 @app.command()
@@ -32,6 +32,7 @@ def bench(
         help="Also run llama.cpp (llama-cpp-python) when installed.",
     ),
     numerics: str = NumericsOpt,
+    batch_invariant: bool = BatchInvariantOpt,
     threads: int = typer.Option(
         2, "-t", "--threads", help="Threads for llama.cpp and for loading."
     ),
@@ -45,4 +46,4 @@ def bench(
         raise typer.BadParameter(
             f"--parallel must be a comma-separated list of integers, got {parallel!r}"
         ) from None
-    run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads)
+    run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads, batch_invariant)

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from llamacli.cli import app, err, guarded
-from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt, read_prompt
+from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt, ThreadsOpt, read_prompt
 
 
 @app.command()
@@ -48,6 +48,7 @@ def complete(
         help="Print one JSON object: prompt_tokens, tokens, content, timings.",
     ),
     numerics: str = NumericsOpt,
+    batch_invariant: bool = BatchInvariantOpt,
     threads: int = ThreadsOpt,
 ) -> None:
     """Continue a raw prompt (no chat template), like llama.cpp's llama-completion."""
@@ -59,7 +60,7 @@ def complete(
     from llamacli.runtime import open_model
 
     text = read_prompt(prompt, file)
-    rt = open_model(model, numerics=numerics, threads=threads)
+    rt = open_model(model, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
     toks = rt.tokenizer.tokenize(text, add_special=True, parse_special=True)
     seed = seed if seed >= 0 else secrets.randbits(32)
