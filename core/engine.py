@@ -201,13 +201,19 @@ class Engine:
                 except BaseException as e:  # noqa: BLE001 - handed to the caller
                     fut.set_exception(e)
             try:
-                self.step()
-            except (
-                Exception
-            ) as e:  # a bug or a model error: fail the running tasks, keep serving
+                did = self.step()
+            except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
+                did = True
                 for s in self.slots:
                     if s.task is not None:
                         self._finish(s, "error", error=e)
+            if not did:
+                # queued work that cannot start yet (e.g. pinned to a busy slot): nap until
+                # something changes instead of spinning; 50 ms also bounds how late a
+                # cancelled queued task is noticed
+                with self._cond:
+                    if self._running and not self._calls:
+                        self._cond.wait(0.05)
 
     def _has_work(self) -> bool:
         return (

@@ -276,3 +276,14 @@ def test_n_probs_and_ignore_eos(tiny) -> None:  # type: ignore[no-untyped-def]
         assert p.probs[0][0].id == p.tokens[0]  # greedy: the chosen token is the most probable
         assert p.chosen_probs[0] == pytest.approx(ps[0])
     assert not any(t in eng.eog_ids for t in final.tokens)
+
+
+def test_task_pinned_to_busy_slot_waits_for_it(tiny) -> None:  # type: ignore[no-untyped-def]
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 8)
+    with Engine(model, tok, EngineConfig(n_ctx=256, n_parallel=2)) as eng:
+        a = eng.submit(Task(prompt, greedy(20, ignore_eos=True, id_slot=0)))
+        b = eng.submit(Task(prompt, greedy(3, ignore_eos=True, id_slot=0)))
+        fa, fb = collect(a)[1], collect(b)[1]
+    assert fa.id_slot == fb.id_slot == 0
+    assert fb.tokens_cached > 0  # it ran after a, on a's cache
