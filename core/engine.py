@@ -24,6 +24,7 @@ import numpy as np
 
 from llamacli.core.batch import Batch
 from llamacli.core.errors import ContextOverflow, InvalidRequest, LlamaError
+from llamacli.core.grammar import GrammarConstraint, GrammarError, compile_grammar
 from llamacli.core.models.base import DecoderModel
 from llamacli.core.pooling import pool
 from llamacli.core.sampling import Sampler
@@ -101,6 +102,7 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._order = 0
         self.eog_ids = frozenset(tokenizer.vocab.eog_ids)
+        self._grammar: dict[int, GrammarConstraint] = {}  # slot id -> its task's grammar state
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -154,6 +156,8 @@ class Engine:
             raise ContextOverflow(len(task.prompt_tokens), self.n_ctx_slot)
         if task.params.sampling is not None:
             task.params.sampling.validate()
+        if task.params.grammar is not None and task.kind == "completion":
+            compile_grammar(self.tokenizer, task.params.grammar)  # GrammarError (400) if unusable
         with self._cond:
             self._queue.append(task)
             self._cond.notify_all()
@@ -352,6 +356,9 @@ class Engine:
             s.sampler.accept_prompt(task.prompt_tokens)
             s.decoder = IncrementalDecoder(self.tokenizer)
             s.stop = StopMatcher(list(p.stop))
+            self._grammar.pop(s.id, None)
+            if p.grammar is not None:
+                self._grammar[s.id] = GrammarConstraint(compile_grammar(self.tokenizer, p.grammar))
 
     # ---- per-token processing --------------------------------------------------------------
     def _sample(self, s: Slot, logits: np.ndarray) -> None:
@@ -364,8 +371,15 @@ class Engine:
         p = s.task.params
         if not s.generating:
             s.generating = True
+        grammar = self._grammar.get(s.id)
+        if grammar is not None:
+            grammar.apply(logits)  # -inf where the grammar forbids; EOG only where it may end
         tok = s.sampler.sample(logits)
         s.sampler.accept(tok)
+        if grammar is not None and not grammar.accept(tok):
+            msg = "the sampled token breaks the grammar (logit_bias or ignore_eos removed every allowed token)"
+            self._finish(s, "error", error=GrammarError(f"{msg}: {grammar.error()}"))
+            return
         if tok in self.eog_ids and not p.ignore_eos:
             self._finish(s, "eos")
             return
@@ -393,6 +407,9 @@ class Engine:
         )
         if s.stop.stopped_word:
             self._finish(s, "word")
+            return
+        if grammar is not None and grammar.is_stopped:  # complete: only EOG could follow
+            self._finish(s, "eos")
             return
         limit = p.n_predict
         if self.config.n_predict_max >= 0 and (
@@ -471,6 +488,7 @@ class Engine:
             )
         )
         task.results.close()
+        self._grammar.pop(s.id, None)
         s.release()  # cells written so far stay valid: s.cached matches the cache
 
     def _finish_embedding(self, s: Slot) -> None:

@@ -7,6 +7,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from llamacli.core.grammar.spec import GrammarSpec
 from llamacli.core.result_stream import ResultStream
 from llamacli.core.sampling import SamplingParams
 
@@ -31,6 +32,7 @@ class TaskParams:
     ignore_eos: bool = False
     id_slot: int = -1  # -1: the engine chooses
     t_max_predict_ms: float = 0.0  # 0: no time limit on generation
+    grammar: GrammarSpec | None = None  # constrained output (core/grammar): GBNF, JSON schema, ...
 
 
 @dataclass
