@@ -1,0 +1,180 @@
+"""Anthropic's Messages API shapes (/v1/messages, /v1/messages/count_tokens): requests turned
+into chat messages plus llama-server fields, results into Anthropic message objects and
+stream events. Pure functions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from llamacli.core.tasks import Final
+from llamacli.http.errors import bad_request, not_supported
+from llamacli.http.params import Body
+
+DEFAULT_MAX_TOKENS = 4096
+
+
+def _text_of(blocks: Any, where: str) -> str:
+    if isinstance(blocks, str):
+        return blocks
+    if not isinstance(blocks, list):
+        raise bad_request(f"'{where}' must be a string or an array of content blocks")
+    out = []
+    for b in blocks:
+        if not isinstance(b, dict) or b.get("type") != "text" or not isinstance(b.get("text"), str):
+            raise bad_request(f"'{where}' blocks must be {{\"type\": \"text\", \"text\": ...}}")
+        out.append(b["text"])
+    return "".join(out)
+
+
+def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Anthropic `system` + `messages` as OpenAI-style chat messages for the chat template.
+    tool_use blocks become assistant tool_calls, tool_result blocks become tool messages."""
+    b = Body(data)
+    out: list[dict[str, Any]] = []
+    if "system" in b:
+        out.append({"role": "system", "content": _text_of(b.raw("system"), "system")})
+    msgs = b.list("messages")
+    if not msgs:
+        raise bad_request("'messages' must not be empty")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise bad_request(f"'messages[{i}]' must be an object")
+        role = Body(m, f"messages[{i}].").str("role")
+        if role not in ("user", "assistant"):
+            raise bad_request(f"'messages[{i}].role' must be user or assistant, got {role!r}")
+        content = m.get("content")
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+            continue
+        if not isinstance(content, list):
+            raise bad_request(f"'messages[{i}].content' must be a string or an array of content blocks")
+        text: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for blk in content:
+            kind = blk.get("type") if isinstance(blk, dict) else None
+            if kind == "text" and isinstance(blk.get("text"), str):
+                text.append(blk["text"])
+            elif kind == "tool_use":
+                calls.append(
+                    {
+                        "id": blk.get("id", ""),
+                        "type": "function",
+                        "function": {"name": blk.get("name", ""), "arguments": json.dumps(blk.get("input", {}))},
+                    }
+                )
+            elif kind == "tool_result":
+                res = blk.get("content", "")
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": blk.get("tool_use_id", ""),
+                        "content": res if isinstance(res, str) else _text_of(res, f"messages[{i}].content"),
+                    }
+                )
+            elif kind in ("image", "document"):
+                raise not_supported(f"'messages[{i}]' has a {kind} block: this server has no multimodal support")
+            elif kind in ("thinking", "redacted_thinking"):
+                continue
+            else:
+                raise bad_request(f"'messages[{i}].content' has an unsupported block {kind!r}")
+        if text or calls or role == "user":
+            msg: dict[str, Any] = {"role": role, "content": "".join(text)}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+    return out
+
+
+def tools(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    raw = Body(data).list("tools", None)
+    if not raw:
+        return None
+    out = []
+    for t in raw:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise bad_request("'tools' entries need a name")
+        out.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": t["name"],
+                    "description": t.get("description", ""),
+                    "parameters": t.get("input_schema", {}),
+                },
+            }
+        )
+    return out
+
+
+def native_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    """llama-server's fields for an Anthropic request (llama.cpp's own fields pass through)."""
+    b = Body(data)
+    out = {k: v for k, v in data.items() if k not in ("messages", "system", "tools", "stop_sequences", "metadata", "max_tokens")}
+    out["n_predict"] = b.int("max_tokens", DEFAULT_MAX_TOKENS, lo=1)
+    if "stop_sequences" in b:
+        out["stop"] = b.str_list("stop_sequences")
+    return out
+
+
+def stop_reason(final: Final) -> str:
+    return {"eos": "end_turn", "word": "stop_sequence", "limit": "max_tokens"}.get(final.stop_type, "end_turn")
+
+
+def usage_json(final: Final | None, n_prompt: int) -> dict[str, Any]:
+    cached = final.tokens_cached if final is not None else 0
+    return {
+        "input_tokens": n_prompt - cached,
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": len(final.tokens) if final is not None else 0,
+    }
+
+
+def message_json(final: Final, *, id: str, model: str) -> dict[str, Any]:
+    return {
+        "id": id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": final.content}],
+        "stop_reason": stop_reason(final),
+        "stop_sequence": final.stopping_word if final.stop_type == "word" else None,
+        "usage": usage_json(final, len(final.prompt_tokens)),
+    }
+
+
+def message_start(*, id: str, model: str, n_prompt: int) -> dict[str, Any]:
+    return {
+        "type": "message_start",
+        "message": {
+            "id": id,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_prompt, "output_tokens": 0},
+        },
+    }
+
+
+def content_block_start() -> dict[str, Any]:
+    return {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+
+
+def text_delta(text: str) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+
+
+def message_delta(final: Final) -> dict[str, Any]:
+    return {
+        "type": "message_delta",
+        "delta": {
+            "stop_reason": stop_reason(final),
+            "stop_sequence": final.stopping_word if final.stop_type == "word" else None,
+        },
+        "usage": {"output_tokens": len(final.tokens)},
+    }

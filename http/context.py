@@ -1,0 +1,259 @@
+"""What every handler needs: the server's settings, the loaded model's facts, the engine.
+
+`ServerState` starts empty (the model is still loading: every endpoint answers 503) and
+becomes ready with `set_ready(engine, model_info)`. Handlers reach it as `current_state()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from llamacli.core.chat_template import ChatTemplate
+from llamacli.core.sampling import SamplingParams
+from llamacli.core.tasks import Final, Partial, Result, Task, TaskParams
+from llamacli.http.errors import LOADING, ApiError
+
+R = TypeVar("R")
+
+POOLING_BY_ID = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
+
+
+@dataclass
+class ServerConfig:
+    """`llama serve`'s options that the HTTP layer uses (engine options go to EngineConfig)."""
+
+    aliases: list[str] = field(default_factory=list)
+    api_keys: list[str] = field(default_factory=list)
+    metrics: bool = False
+    slots: bool = True
+    props: bool = False
+    slot_save_path: str | None = None
+    embeddings: bool = False
+    pooling: str | None = None  # None: the model's own pooling type (mean when it has none)
+    embd_normalize: int = 2
+    ui: bool = True
+    cors_origins: str = "*"  # "*": reflect any Origin; "localhost"; or a comma-separated list
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    n_predict: int = -1
+    n_keep: int = 0
+    cache_prompt: bool = True
+    spm_infill: bool = False
+    prefill_assistant: bool = True
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    threads_http: int = -1
+    n_batch: int = 2048  # logical batch: bounds the context /infill builds
+    verbose: bool = False
+    log_format: str = "text"
+    build_info: str = "llamacli-0.1.0"
+
+
+@dataclass
+class ModelInfo:
+    """Facts about the loaded model that the API reports or needs."""
+
+    path: str
+    tokenizer: Any
+    template: ChatTemplate | None
+    n_vocab: int
+    n_ctx_train: int = 0
+    n_embd: int = 0
+    n_params: int = 0
+    size: int = 0
+    vocab_type: int = 0
+    pooling: str = "mean"
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+
+# llama_vocab_type numbers, as /v1/models reports them
+_VOCAB_TYPES = {"none": 0, "llama": 1, "gpt2": 2, "bert": 3, "t5": 4, "rwkv": 5, "plamo2": 6}
+
+
+def model_info(
+    path: str, gguf: Any, model: Any, tokenizer: Any, chat_template: str | None = None, use_jinja: bool = True
+) -> ModelInfo:
+    """ModelInfo of a loaded model (a GGUFFile, a DecoderModel and its Tokenizer)."""
+    md = gguf.metadata
+    arch = md.get("general.architecture", "")
+    vocab = tokenizer.vocab
+    bos = tokenizer.token_to_piece(vocab.bos, True).decode("utf-8", "replace") if vocab.bos is not None else ""
+    eos = tokenizer.token_to_piece(vocab.eos, True).decode("utf-8", "replace") if vocab.eos is not None else ""
+    template = ChatTemplate.from_metadata(md, override=chat_template, bos_token=bos, eos_token=eos, use_jinja=use_jinja)
+    pooling_id = md.get(f"{arch}.pooling_type")
+    pooling = POOLING_BY_ID.get(int(pooling_id), "mean") if pooling_id is not None else "mean"
+    if pooling == "rank":
+        pooling = "mean"
+    n_params = 0
+    for t in gguf.tensors.values():
+        n_params += t.n_elements
+    return ModelInfo(
+        path=path,
+        tokenizer=tokenizer,
+        template=template,
+        n_vocab=int(model.args.n_vocab),
+        n_ctx_train=int(model.args.n_ctx_train),
+        n_embd=int(model.args.n_embd),
+        n_params=n_params,
+        size=int(getattr(gguf, "file_size", 0)),
+        vocab_type=_VOCAB_TYPES.get(str(md.get("tokenizer.ggml.model", "")), 0),
+        pooling=pooling,
+    )
+
+
+class ServerState:
+    """The engine, the model and the settings behind one app."""
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        self.config = config or ServerConfig()
+        self.engine: Any = None
+        self.model: ModelInfo | None = None
+        n = self.config.threads_http if self.config.threads_http > 0 else min(8, (os.cpu_count() or 2) + 2)
+        self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llama-http")
+        self.tasks: dict[int, Task] = {}  # in flight by task id, for graceful shutdown
+        self.started = time.time()
+
+    # ---- readiness ------------------------------------------------------------------------
+    def set_ready(self, engine: Any, model: ModelInfo) -> None:
+        self.model = model
+        self.engine = engine
+
+    @property
+    def ready(self) -> bool:
+        return self.engine is not None and self.model is not None
+
+    def require(self) -> tuple[Any, ModelInfo]:
+        if self.engine is None or self.model is None:
+            raise LOADING
+        return self.engine, self.model
+
+    # ---- identity -------------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        """The name the API reports: the first alias, else the model path (as llama-server)."""
+        if self.config.aliases:
+            return self.config.aliases[0]
+        return self.model.path if self.model is not None else ""
+
+    def check_model(self, requested: Any) -> None:
+        """With --alias set, a request naming another model is a 404; without, any name goes
+        (OpenAI clients must send some name and llama-server serves whatever is loaded)."""
+        if requested is None or not self.config.aliases:
+            return
+        if not isinstance(requested, str):
+            raise ApiError(400, f"'model' must be a string, got {type(requested).__name__}")
+        known = set(self.config.aliases)
+        if self.model is not None:
+            known |= {self.model.path, self.model.name}
+        if requested not in known:
+            raise ApiError(
+                404,
+                f"model '{requested}' not found; this server serves: {', '.join(self.config.aliases)}",
+                "not_found_error",
+            )
+
+    # ---- running work ---------------------------------------------------------------------
+    async def blocking(self, fn: Callable[[], R]) -> R:
+        """Run fn (tokenizing, template rendering, engine.call) off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+    def submit(self, tasks: Sequence[Task]) -> list[Task]:
+        """Submit tasks (all or none: if one is refused, the others are cancelled)."""
+        engine, _ = self.require()
+        done: list[Task] = []
+        try:
+            for t in tasks:
+                engine.submit(t)
+                done.append(t)
+                self.tasks[t.id] = t
+        except BaseException:
+            for t in done:
+                t.cancel()
+                self.tasks.pop(t.id, None)
+            raise
+        return done
+
+    def base_params(self) -> TaskParams:
+        """The server's defaults for a request that sets nothing."""
+        c = self.config
+        return TaskParams(n_predict=c.n_predict, sampling=c.sampling, cache_prompt=c.cache_prompt, n_keep=c.n_keep)
+
+    def task_params(self, body: Any) -> TaskParams:
+        from llamacli.http.params import task_params
+
+        _, model = self.require()
+        return task_params(body, self.base_params(), model.tokenizer, model.n_vocab)
+
+    def cancel_all(self) -> None:
+        for t in list(self.tasks.values()):
+            t.cancel()
+
+    async def results(self, tasks: Sequence[Task]) -> AsyncIterator[tuple[int, Result]]:
+        """(index, result) of several tasks as they arrive. Leaving early (client gone, error)
+        cancels every task that has not finished: its slot is free within one step."""
+        queue: asyncio.Queue[tuple[int, Result | None]] = asyncio.Queue()
+
+        async def pump(i: int, task: Task) -> None:
+            async for r in task.results:
+                await queue.put((i, r))
+            await queue.put((i, None))
+
+        pumps = [asyncio.ensure_future(pump(i, t)) for i, t in enumerate(tasks)]
+        open_ = len(tasks)
+        try:
+            while open_:
+                i, r = await queue.get()
+                if r is None:
+                    open_ -= 1
+                    self.tasks.pop(tasks[i].id, None)
+                    continue
+                yield i, r
+        finally:
+            for t in tasks:
+                if not t.results.closed:
+                    t.cancel()
+                self.tasks.pop(t.id, None)
+            for p in pumps:
+                p.cancel()
+
+    async def collect(self, tasks: Sequence[Task]) -> list[tuple[list[Partial], Final]]:
+        """Wait for every task; per task its Partials and its Final (errors raised)."""
+        parts: list[list[Partial]] = [[] for _ in tasks]
+        finals: list[Final | None] = [None] * len(tasks)
+        async for i, r in self.results(tasks):
+            if isinstance(r, Final):
+                finals[i] = r
+            else:
+                parts[i].append(r)
+        out = []
+        for p, f in zip(parts, finals):
+            assert f is not None
+            if f.error is not None:
+                raise f.error
+            out.append((p, f))
+        return out
+
+
+def current_state() -> ServerState:
+    """The ServerState of the app handling the current request."""
+    from quart import current_app
+
+    state: ServerState = current_app.extensions["llama"]
+    return state
+
+
+async def request_json() -> dict[str, Any]:
+    """The request body as a JSON object (400 on anything else)."""
+    from quart import request
+
+    from llamacli.http.params import parse_json_body
+
+    return parse_json_body(await request.get_data(as_text=False))

@@ -1,0 +1,372 @@
+"""llama-server's own API shapes (/completion, /tokenize, /infill, /embedding, /slots, /props),
+as pure functions from request JSON to engine inputs and from engine results to JSON."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from llamacli.core.pooling import normalize
+from llamacli.core.sampling import SamplingParams
+from llamacli.core.tasks import Final, Partial, TaskParams
+from llamacli.http.errors import bad_request, not_supported
+from llamacli.http.params import check_token_ids
+
+NEG_INF_LOGPROB = -9999.0  # what OpenAI reports for a token of probability 0
+
+
+# ---- prompts -----------------------------------------------------------------------------------
+
+
+def _is_token(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_mixed(v: Any) -> bool:
+    """One prompt given as a list: token ids, or token ids mixed with strings."""
+    return isinstance(v, list) and all(_is_token(e) or isinstance(e, str) for e in v) and any(_is_token(e) for e in v)
+
+
+def tokenize_mixed(tokenizer: Any, prompt: str | list[Any], n_vocab: int, add_special: bool = True) -> list[int]:
+    """llama-server's tokenize_mixed: strings are tokenized with special tokens parsed; only a
+    string in first position gets BOS (when the model adds one)."""
+    if isinstance(prompt, str):
+        return list(tokenizer.tokenize(prompt, add_special, True))
+    out: list[int] = []
+    for i, el in enumerate(prompt):
+        if isinstance(el, str):
+            out.extend(tokenizer.tokenize(el, add_special and i == 0, True))
+        else:
+            out.extend(check_token_ids([el], n_vocab))
+    return out
+
+
+def split_prompts(raw: Any) -> list[Any]:
+    """The prompts of a /completion `prompt` field (one or many), not yet tokenized.
+
+    One: "text", [12, 34], [12, "text", 56], {"prompt_string": ...}. Many: a list whose
+    elements are each one of those (["a", "b"], ["a", [12, 34]], ...)."""
+    if isinstance(raw, (str, dict)) or _is_mixed(raw):
+        return [raw]
+    if isinstance(raw, list):
+        if not raw:
+            raise bad_request("'prompt' is empty")
+        for p in raw:
+            if not (isinstance(p, (str, dict)) or _is_mixed(p)):
+                raise bad_request(
+                    "'prompt' must be a string, an array of token ids (optionally mixed with strings), "
+                    "an object with prompt_string, or an array of those"
+                )
+        return list(raw)
+    raise bad_request("'prompt' must be a string, an array of token ids, or an array of prompts")
+
+
+def tokenize_prompt(tokenizer: Any, prompt: Any, n_vocab: int, add_special: bool = True) -> list[int]:
+    if isinstance(prompt, dict):
+        if prompt.get("multimodal_data"):
+            raise not_supported("this server has no multimodal support (multimodal_data was given)")
+        text = prompt.get("prompt_string")
+        if not isinstance(text, str):
+            raise bad_request("a prompt object needs 'prompt_string' (a string)")
+        prompt = text
+    if _is_mixed(prompt):
+        if all(_is_token(e) for e in prompt):
+            return check_token_ids(prompt, n_vocab)
+    return tokenize_mixed(tokenizer, prompt, n_vocab, add_special)
+
+
+# ---- tokens and probabilities ------------------------------------------------------------------
+
+
+def piece(tokenizer: Any, token: int) -> tuple[str, list[int]]:
+    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes."""
+    b = tokenizer.token_to_piece(int(token), True)
+    return b.decode("utf-8", "replace"), list(b)
+
+
+def token_json(tokenizer: Any, token: int) -> dict[str, Any]:
+    text, b = piece(tokenizer, token)
+    return {"id": int(token), "token": text, "bytes": b}
+
+
+def piece_json(tokenizer: Any, token: int) -> str | list[int]:
+    """/tokenize with_pieces: the piece as text when it is valid UTF-8, else its bytes."""
+    b = tokenizer.token_to_piece(int(token), True)
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(b)
+
+
+def _pairs(items: Iterable[Any]) -> list[tuple[int, float]]:
+    out = []
+    for it in items:
+        if isinstance(it, (tuple, list)):
+            out.append((int(it[0]), float(it[1])))
+        else:  # TokenProb
+            out.append((int(it.id), float(it.prob)))
+    return out
+
+
+def logprob(p: float) -> float:
+    return math.log(p) if p > 0 else NEG_INF_LOGPROB
+
+
+def token_probs(parts: Sequence[Partial]) -> list[tuple[int, float, list[tuple[int, float]]]]:
+    """(token, its probability, top candidates) per generated token that carries probs."""
+    out = []
+    for p in parts:
+        for j, tok in enumerate(p.tokens):
+            if j < len(p.probs):
+                chosen = p.chosen_probs[j] if j < len(p.chosen_probs) else 0.0
+                out.append((int(tok), float(chosen), _pairs(p.probs[j])))
+    return out
+
+
+def probs_json(tokenizer: Any, parts: Sequence[Partial], post_sampling: bool) -> list[dict[str, Any]]:
+    """llama-server's completion_probabilities (logprob/top_logprobs, or prob/top_probs)."""
+    key = "prob" if post_sampling else "logprob"
+
+    def value(q: float) -> float:
+        return q if post_sampling else logprob(q)
+
+    out = []
+    for tok, p, top in token_probs(parts):
+        item = {**token_json(tokenizer, tok), key: value(p)}
+        item["top_probs" if post_sampling else "top_logprobs"] = [
+            {**token_json(tokenizer, t), key: value(q)} for t, q in top
+        ]
+        out.append(item)
+    return out
+
+
+# ---- /completion -------------------------------------------------------------------------------
+
+
+def stop_type(final: Final) -> str:
+    return final.stop_type if final.stop_type in ("eos", "limit", "word") else "none"
+
+
+def sampling_json(sp: SamplingParams) -> dict[str, Any]:
+    names = (
+        "temperature dynatemp_range dynatemp_exponent top_k top_p min_p top_n_sigma xtc_probability "
+        "xtc_threshold typical_p repeat_last_n repeat_penalty presence_penalty frequency_penalty "
+        "dry_multiplier dry_base dry_allowed_length dry_penalty_last_n mirostat mirostat_tau mirostat_eta"
+    ).split()
+    d: dict[str, Any] = {"seed": sp.seed}
+    for n in names:
+        d[n] = getattr(sp, n)
+    d["dry_sequence_breakers"] = list(sp.dry_sequence_breakers)
+    d["min_keep"] = sp.min_keep
+    d["logit_bias"] = [[t, b if math.isfinite(b) else False] for t, b in sp.logit_bias]
+    try:
+        d["samplers"] = list(sp.sampler_names())
+    except Exception:  # noqa: BLE001 - reported by validation elsewhere
+        d["samplers"] = sp.samplers if isinstance(sp.samplers, str) else list(sp.samplers)
+    return d
+
+
+def params_json(p: TaskParams, stream: bool = False) -> dict[str, Any]:
+    """llama-server's slot `params` / `generation_settings` object."""
+    d: dict[str, Any] = {"n_predict": p.n_predict}
+    d.update(sampling_json(p.sampling))
+    d.update(
+        {
+            "stop": list(p.stop),
+            "max_tokens": p.n_predict,
+            "n_keep": p.n_keep,
+            "n_discard": 0,
+            "ignore_eos": p.ignore_eos,
+            "stream": stream,
+            "n_probs": p.n_probs,
+            "post_sampling_probs": p.post_sampling_probs,
+            "cache_prompt": p.cache_prompt,
+            "id_slot": p.id_slot,
+            "t_max_predict_ms": p.t_max_predict_ms,
+            "speculative.n_max": 0,
+            "speculative.n_min": 0,
+            "speculative.p_min": 0.0,
+            "timings_per_token": False,
+            "lora": [],
+        }
+    )
+    return d
+
+
+def completion_json(
+    final: Final,
+    parts: Sequence[Partial],
+    *,
+    index: int,
+    model: str,
+    tokenizer: Any,
+    params: TaskParams,
+    n_ctx: int,
+    return_tokens: bool,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """The response of a finished /completion task (also the last chunk of a stream, whose
+    content and tokens were already sent)."""
+    settings = params_json(params, stream)
+    settings.update({"n_ctx": n_ctx, "model": model})
+    d: dict[str, Any] = {
+        "index": index,
+        "content": "" if stream else final.content,
+        "tokens": [] if stream or not return_tokens else list(final.tokens),
+        "id_slot": final.id_slot,
+        "stop": True,
+        "model": model,
+        "tokens_predicted": len(final.tokens),
+        "tokens_evaluated": len(final.prompt_tokens),
+        "generation_settings": settings,
+        "prompt": tokenizer.detokenize(final.prompt_tokens, False, True),
+        "has_new_line": "\n" in final.content,
+        "truncated": final.truncated,
+        "stop_type": stop_type(final),
+        "stopping_word": final.stopping_word,
+        "tokens_cached": final.tokens_cached,
+        "timings": final.timings.to_dict(),
+    }
+    if params.n_probs > 0 and not stream:
+        d["completion_probabilities"] = probs_json(tokenizer, parts, params.post_sampling_probs)
+    return d
+
+
+def completion_chunk(part: Partial, *, index: int, id_slot: int, n_decoded: int, n_prompt: int,
+                     tokenizer: Any, params: TaskParams) -> dict[str, Any]:
+    """One streamed /completion step."""
+    d: dict[str, Any] = {
+        "index": index,
+        "content": part.content,
+        "tokens": list(part.tokens),
+        "stop": False,
+        "id_slot": id_slot,
+        "tokens_predicted": n_decoded,
+        "tokens_evaluated": n_prompt,
+    }
+    if params.n_probs > 0 and part.probs:
+        d["completion_probabilities"] = probs_json(tokenizer, [part], params.post_sampling_probs)
+    return d
+
+
+def select_fields(d: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """`response_fields`: keep only these; "a/b" moves d["a"]["b"] to the top level as "b"."""
+    out: dict[str, Any] = {}
+    for f in fields:
+        cur: Any = d
+        for part in f.split("/"):
+            if not isinstance(cur, dict) or part not in cur:
+                cur = None
+                break
+            cur = cur[part]
+        else:
+            out[f.split("/")[-1]] = cur
+    return out
+
+
+# ---- /tokenize, /detokenize -------------------------------------------------------------------
+
+
+def tokenize_json(tokenizer: Any, tokens: Sequence[int], with_pieces: bool) -> dict[str, Any]:
+    if with_pieces:
+        return {"tokens": [{"id": t, "piece": piece_json(tokenizer, t)} for t in tokens]}
+    return {"tokens": list(tokens)}
+
+
+# ---- /infill -----------------------------------------------------------------------------------
+
+
+def format_infill(
+    tokenizer: Any,
+    prefix: str,
+    suffix: str,
+    extra: Sequence[dict[str, Any]],
+    prompt: Sequence[int],
+    n_batch: int,
+    n_ctx: int,
+    spm_infill: bool = False,
+) -> list[int]:
+    """llama-server's format_prompt_infill: [repo-level extra context] FIM_PRE prefix FIM_SUF
+    suffix FIM_MID prompt (or SUF before PRE with spm_infill); prefix and suffix are cut to fit
+    n_batch (3/4 prefix tail, 1/4 suffix head)."""
+    v = tokenizer.vocab
+    if v.fim_pre is None or v.fim_suf is None or v.fim_mid is None:
+        raise not_supported(
+            "this model has no fill-in-the-middle tokens (FIM_PRE/FIM_SUF/FIM_MID): /infill needs a code model"
+        )
+
+    def tok(s: str) -> list[int]:
+        return list(tokenizer.tokenize(s, False, False))
+
+    extra_tokens: list[int] = []
+    if v.fim_rep is not None and v.fim_sep is not None:
+        extra_tokens += [v.fim_rep] + tok("myproject\n")
+        for chunk in extra:
+            extra_tokens += [v.fim_sep] + tok(str(chunk.get("filename", "tmp"))) + tok("\n" + str(chunk.get("text", "")))
+        extra_tokens += [v.fim_sep] + tok("filename\n")
+    else:
+        for chunk in extra:
+            extra_tokens += tok(str(chunk.get("text", "")))
+    pre = tok(prefix)
+    suf = tok(suffix)
+    n_extra_take = min(max(0, n_batch // 4), len(extra_tokens))
+    n_suffix_take = min(len(suf), max(0, n_batch // 4))
+    n_prefix_take = min(len(pre), 3 * (n_batch // 4) - 3)
+    pre = [v.fim_pre] + pre[len(pre) - max(0, n_prefix_take):]
+    suf = [v.fim_suf] + suf[:n_suffix_take]
+    inp = suf + pre if spm_infill else pre + suf
+    mid = [v.fim_mid] + list(prompt)
+    head = extra_tokens[len(extra_tokens) - n_extra_take:]
+    if v.add_bos and v.bos is not None:
+        head = [v.bos] + head
+    return head + inp + mid
+
+
+# ---- embeddings --------------------------------------------------------------------------------
+
+
+def embedding_rows(final: Final, pooling: str, norm: int) -> np.ndarray:
+    """(rows, n_embd): the pooled vector (one row, normalized) or, for pooling none, every
+    token's hidden state unnormalized (as llama-server)."""
+    emb = np.asarray(final.embedding, dtype=np.float32)
+    if emb.ndim == 1:
+        emb = emb[None, :]
+    if pooling == "none":
+        return emb
+    return normalize(emb, norm)
+
+
+def native_embedding_json(index: int, rows: np.ndarray) -> dict[str, Any]:
+    return {"index": index, "embedding": rows.tolist()}
+
+
+# ---- /slots, /props ----------------------------------------------------------------------------
+
+
+def slot_json(slot: Any, n_ctx: int, defaults: TaskParams) -> dict[str, Any]:
+    """One slot of GET /slots (read on the engine thread)."""
+    task = slot.task
+    params = task.params if task is not None else defaults
+    n_decoded = len(slot.generated)
+    n_remain = -1 if params.n_predict < 0 else max(0, params.n_predict - n_decoded)
+    text = slot.stop.text if slot.stop is not None else ""
+    return {
+        "id": slot.id,
+        "id_task": task.id if task is not None else -1,
+        "n_ctx": n_ctx,
+        "speculative": False,
+        "is_processing": task is not None,
+        "params": params_json(params),
+        "n_prompt_tokens": len(task.prompt_tokens) if task is not None else 0,
+        "n_cached_tokens": len(slot.cached),
+        "next_token": {
+            "has_next_token": task is not None,
+            "has_new_line": "\n" in text,
+            "n_remain": n_remain,
+            "n_decoded": n_decoded,
+            "stopping_word": slot.stop.stopped_word if slot.stop is not None else "",
+        },
+    }

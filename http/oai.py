@@ -1,0 +1,341 @@
+"""OpenAI's API shapes (/v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models):
+request fields renamed into llama-server's native ones, results turned into OpenAI objects.
+Pure functions; the handlers in routes_oai.py only glue them to the engine."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from llamacli.core.tasks import Final, Partial
+from llamacli.http.errors import bad_request, not_supported
+from llamacli.http.native import logprob, piece, token_probs
+from llamacli.http.params import Body
+
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
+
+
+def new_id(prefix: str) -> str:
+    return prefix + secrets.token_urlsafe(24).replace("-", "x").replace("_", "y")[:32]
+
+
+def finish_reason(final: Final) -> str:
+    r = final.finish_reason
+    return r if r in FINISH_REASONS else "stop"
+
+
+# ---- requests ----------------------------------------------------------------------------------
+
+
+def native_fields(data: Mapping[str, Any], chat: bool) -> dict[str, Any]:
+    """The request with OpenAI's names mapped to llama-server's (llama.cpp's own fields, such
+    as top_k or n_probs, pass through): max_tokens / max_completion_tokens -> n_predict,
+    logprobs / top_logprobs -> n_probs. (`response_format` passes through: params.grammar_spec.)"""
+    b = Body(data)
+    out = dict(data)
+    for name in ("max_completion_tokens", "max_tokens"):
+        if name in b:
+            out["n_predict"] = b.int(name, lo=-1)
+            break
+    if chat:
+        if b.bool("logprobs", False):
+            top = b.int("top_logprobs", 0, lo=0, hi=20)
+            out["n_probs"] = max(1, top)
+    elif "logprobs" in b:
+        n = b.int("logprobs", lo=0)
+        if n > 0:
+            out["n_probs"] = n
+    return out
+
+
+def n_choices(data: Mapping[str, Any]) -> int:
+    return int(Body(data).int("n", 1, lo=1, hi=16))
+
+
+def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`messages`, checked for shape; text parts only (images and audio are refused)."""
+    msgs = Body(data).list("messages")
+    if not msgs:
+        raise bad_request("'messages' must not be empty")
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict):
+            raise bad_request(f"'messages[{i}]' must be an object")
+        mb = Body(m, f"messages[{i}].")
+        mb.str("role")
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            raise bad_request(f"'messages[{i}].content' must be a string or an array of content parts")
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in ("image_url", "input_audio", "input_video", "image", "file"):
+                raise not_supported(f"'messages[{i}]' has a {kind} part: this server has no multimodal support")
+            if kind != "text" or not isinstance(part.get("text"), str):
+                raise bad_request(f"'messages[{i}].content' parts must be {{\"type\": \"text\", \"text\": ...}}")
+    return msgs
+
+
+def render_chat(
+    template: Any,
+    messages: list[dict[str, Any]],
+    tools: list[Any] | None = None,
+    kwargs: Mapping[str, Any] | None = None,
+    prefill_assistant: bool = True,
+) -> str:
+    """The prompt text. A final assistant message is a prefill: the answer continues it."""
+    kw = dict(kwargs or {})
+    last = messages[-1]
+    if prefill_assistant and last.get("role") == "assistant" and len(messages) > 1:
+        head = template.render(messages[:-1], add_generation_prompt=True, tools=tools, **kw)
+        content = last.get("content") or ""
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return head + content
+    return template.render(messages, add_generation_prompt=True, tools=tools, **kw)
+
+
+def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
+    kw = dict(server)
+    kw.update(Body(data).obj("chat_template_kwargs", {}))
+    return kw
+
+
+# ---- logprobs ----------------------------------------------------------------------------------
+
+
+def chat_logprobs(tokenizer: Any, parts: Sequence[Partial], n_top: int, post_sampling: bool = False) -> dict[str, Any]:
+    """OpenAI's choice.logprobs for chat: {"content": [{token, logprob, bytes, top_logprobs}]}."""
+    content = []
+    for tok, p, top in token_probs(parts):
+        text, b = piece(tokenizer, tok)
+        item: dict[str, Any] = {"id": tok, "token": text, "bytes": b, "logprob": logprob(p)}
+        tops = []
+        for t, q in top[:n_top]:
+            tt, tb = piece(tokenizer, t)
+            tops.append({"id": t, "token": tt, "bytes": tb, "logprob": logprob(q)})
+        item["top_logprobs"] = tops
+        content.append(item)
+    return {"content": content}
+
+
+def completion_logprobs(tokenizer: Any, parts: Sequence[Partial], n_top: int, offset: int = 0) -> dict[str, Any]:
+    """OpenAI's legacy completions logprobs (tokens, token_logprobs, top_logprobs, text_offset),
+    plus llama-server's chat-style `content` list."""
+    tokens, lps, tops, offsets = [], [], [], []
+    pos = offset
+    for tok, p, top in token_probs(parts):
+        text, _ = piece(tokenizer, tok)
+        tokens.append(text)
+        lps.append(logprob(p))
+        tops.append({piece(tokenizer, t)[0]: logprob(q) for t, q in top[:n_top]})
+        offsets.append(pos)
+        pos += len(text)
+    d = chat_logprobs(tokenizer, parts, n_top)
+    d.update({"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets})
+    return d
+
+
+# ---- responses ---------------------------------------------------------------------------------
+
+
+def usage_json(finals: Sequence[Final]) -> dict[str, Any]:
+    """Usage of one request; with several choices of one prompt the prompt counts once."""
+    seen: set[tuple[int, ...]] = set()
+    prompt = 0
+    cached = 0
+    for f in finals:
+        key = tuple(f.prompt_tokens)
+        if key not in seen:
+            seen.add(key)
+            prompt += len(f.prompt_tokens)
+            cached += f.tokens_cached
+    completion = sum(len(f.tokens) for f in finals)
+    return {
+        "completion_tokens": completion,
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def timings_json(finals: Sequence[Final]) -> dict[str, Any]:
+    return finals[0].timings.to_dict() if finals else {}
+
+
+def chat_json(
+    results: Sequence[tuple[Sequence[Partial], Final]],
+    *,
+    model: str,
+    id: str,
+    created: int,
+    tokenizer: Any,
+    n_top: int | None,
+    fingerprint: str,
+) -> dict[str, Any]:
+    choices = []
+    for i, (parts, final) in enumerate(results):
+        choices.append(
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": final.content},
+                "finish_reason": finish_reason(final),
+                "logprobs": chat_logprobs(tokenizer, parts, n_top) if n_top is not None else None,
+            }
+        )
+    finals = [f for _, f in results]
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": choices,
+        "usage": usage_json(finals),
+        "timings": timings_json(finals),
+    }
+
+
+def chat_chunk(
+    *, id: str, created: int, model: str, fingerprint: str, choices: list[dict[str, Any]], **extra: Any
+) -> dict[str, Any]:
+    d = {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": choices,
+    }
+    d.update(extra)
+    return d
+
+
+def chat_delta(index: int, delta: dict[str, Any], finish: str | None = None, logprobs: Any = None) -> dict[str, Any]:
+    return {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+
+
+def text_completion_json(
+    results: Sequence[tuple[Sequence[Partial], Final]],
+    *,
+    model: str,
+    id: str,
+    created: int,
+    tokenizer: Any,
+    n_top: int | None,
+    echo_prompts: Sequence[str] | None,
+    fingerprint: str,
+) -> dict[str, Any]:
+    choices = []
+    for i, (parts, final) in enumerate(results):
+        prefix = echo_prompts[i] if echo_prompts is not None else ""
+        choices.append(
+            {
+                "index": i,
+                "text": prefix + final.content,
+                "logprobs": completion_logprobs(tokenizer, parts, n_top, len(prefix)) if n_top is not None else None,
+                "finish_reason": finish_reason(final),
+            }
+        )
+    finals = [f for _, f in results]
+    return {
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": choices,
+        "usage": usage_json(finals),
+        "timings": timings_json(finals),
+    }
+
+
+def text_completion_chunk(
+    *, id: str, created: int, model: str, fingerprint: str, index: int, text: str, finish: str | None,
+    logprobs: Any = None, **extra: Any
+) -> dict[str, Any]:
+    d = {
+        "id": id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": [{"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}],
+    }
+    d.update(extra)
+    return d
+
+
+# ---- embeddings and models ---------------------------------------------------------------------
+
+
+def embedding_inputs(data: Mapping[str, Any], key: str = "input") -> tuple[list[Any], bool]:
+    """The inputs of an embeddings request: strings or token-id lists; (inputs, was_a_list)."""
+    raw = data.get(key)
+    if raw is None and key == "input":
+        raw = data.get("content")
+    if raw is None:
+        raise bad_request(f"'{key}' is required")
+    if isinstance(raw, str):
+        return [raw], False
+    if isinstance(raw, list):
+        if not raw:
+            raise bad_request(f"'{key}' must not be empty")
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in raw):
+            return [raw], False
+        for el in raw:
+            if isinstance(el, dict):
+                raise not_supported("multimodal embedding inputs are not supported by this server")
+            if not (isinstance(el, str) or (isinstance(el, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in el))):
+                raise bad_request(f"'{key}' must be a string, an array of strings, or an array of token-id arrays")
+        return list(raw), True
+    raise bad_request(f"'{key}' must be a string, an array of strings, or an array of token-id arrays")
+
+
+def embeddings_json(vectors: Sequence[np.ndarray], n_prompt: int, model: str, encoding: str) -> dict[str, Any]:
+    data = []
+    for i, v in enumerate(vectors):
+        v = np.asarray(v, dtype=np.float32).reshape(-1)
+        emb: Any = base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") if encoding == "base64" else v.tolist()
+        data.append({"object": "embedding", "index": i, "embedding": emb})
+    return {
+        "object": "list",
+        "data": data,
+        "model": model,
+        "usage": {"prompt_tokens": n_prompt, "total_tokens": n_prompt},
+    }
+
+
+def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict[str, Any]:
+    meta = None
+    created = int(time.time())
+    if info is not None:
+        created = info.created
+        meta = {
+            "vocab_type": info.vocab_type,
+            "n_vocab": info.n_vocab,
+            "n_ctx_train": info.n_ctx_train,
+            "n_embd": info.n_embd,
+            "n_params": info.n_params,
+            "size": info.size,
+        }
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": model_id,
+                "object": "model",
+                "created": created,
+                "owned_by": "llamacpp",
+                "aliases": list(aliases),
+                "meta": meta,
+            }
+        ],
+        # llama-server also answers in Ollama's shape here
+        "models": [{"name": model_id, "model": model_id, "type": "model", "capabilities": ["completion"]}],
+    }

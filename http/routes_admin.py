@@ -1,0 +1,175 @@
+"""Server endpoints: /health, /v1/models, /props, /slots, /metrics and the chat page at /."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from quart import Blueprint, Response, request
+
+from llamacli.core.tasks import TaskParams
+from llamacli.http import native, oai
+from llamacli.http.context import current_state, request_json
+from llamacli.http.errors import LOADING, ApiError, bad_request, not_supported
+from llamacli.http.metrics import CONTENT_TYPE, prometheus_text
+from llamacli.http.params import Body
+from llamacli.http.sse import json_response
+
+bp = Blueprint("admin", __name__)
+
+STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+
+@bp.get("/health")
+@bp.get("/v1/health")
+async def health() -> Response:
+    if not current_state().ready:
+        raise LOADING
+    return json_response({"status": "ok"})
+
+
+@bp.get("/v1/models")
+@bp.get("/models")
+async def models() -> Response:
+    st = current_state()
+    return json_response(oai.models_json(st.model_id, st.config.aliases, st.model))
+
+
+@bp.get("/")
+@bp.get("/index.html")
+async def index() -> Response:
+    if not current_state().config.ui:
+        raise ApiError(404, "File Not Found")
+    with open(os.path.join(STATIC_DIR, "index.html"), "rb") as f:
+        return Response(f.read(), content_type="text/html; charset=utf-8")
+
+
+# ---- /props ------------------------------------------------------------------------------------
+
+
+@bp.get("/props")
+async def props() -> Response:
+    st = current_state()
+    engine, model = st.require()
+    defaults = st.base_params()
+    settings = {
+        "id": 0,
+        "id_task": -1,
+        "n_ctx": engine.n_ctx_slot,
+        "speculative": False,
+        "is_processing": False,
+        "params": native.params_json(defaults),
+        "prompt": "",
+        "next_token": {"has_next_token": True, "has_new_line": False, "n_remain": -1, "n_decoded": 0},
+    }
+    tpl = model.template
+    caps = tpl.caps if tpl is not None else None
+    return json_response(
+        {
+            "default_generation_settings": settings,
+            "total_slots": engine.config.n_parallel,
+            "model_alias": st.model_id,
+            "model_path": model.path,
+            "chat_template": tpl.source if tpl is not None else "",
+            "chat_template_caps": dataclasses.asdict(caps) if caps is not None else {},
+            "bos_token": _special(model, "bos"),
+            "eos_token": _special(model, "eos"),
+            "modalities": {"vision": False, "audio": False},
+            "build_info": st.config.build_info,
+            "is_sleeping": False,
+            "webui": st.config.ui,
+            "endpoint_slots": st.config.slots,
+            "endpoint_props": st.config.props,
+            "endpoint_metrics": st.config.metrics,
+        }
+    )
+
+
+def _special(model: object, name: str) -> str:
+    tok = getattr(model, "tokenizer", None)
+    tid = getattr(getattr(tok, "vocab", None), name, None)
+    if tok is None or tid is None:
+        return ""
+    return tok.token_to_piece(tid, True).decode("utf-8", "replace")
+
+
+@bp.post("/props")
+async def set_props() -> Response:
+    """With --props: change the server's default generation settings (the fields of
+    default_generation_settings.params, or the same fields at the top level)."""
+    st = current_state()
+    _, model = st.require()
+    if not st.config.props:
+        raise not_supported("This server does not support changing global properties. Start it with `--props`")
+    req = await request_json()
+    dgs = req.get("default_generation_settings")
+    fields = dgs.get("params", dgs) if isinstance(dgs, dict) else req
+    if not isinstance(fields, dict):
+        raise bad_request("'default_generation_settings.params' must be an object")
+    params = st.task_params(Body(fields))
+    params.sampling.validate()
+    st.config.sampling = params.sampling
+    st.config.n_predict = params.n_predict
+    st.config.n_keep = params.n_keep
+    st.config.cache_prompt = params.cache_prompt
+    return json_response({"success": True})
+
+
+# ---- /slots ------------------------------------------------------------------------------------
+
+
+@bp.get("/slots")
+async def slots() -> Response:
+    st = current_state()
+    engine, _ = st.require()
+    if not st.config.slots:
+        raise not_supported("This server does not support slots endpoint. Start it with `--slots`")
+    defaults: TaskParams = st.base_params()
+    n_ctx = engine.n_ctx_slot
+    snapshot = await st.blocking(lambda: engine.call(lambda: [native.slot_json(s, n_ctx, defaults) for s in engine.slots]))
+    if request.args.get("fail_on_no_slot") in ("1", "true") and all(s["is_processing"] for s in snapshot):
+        raise ApiError(503, "no slot available", "unavailable_error")
+    return json_response(snapshot)
+
+
+@bp.post("/slots/<int:id_slot>")
+async def slot_action(id_slot: int) -> Response:
+    st = current_state()
+    engine, _ = st.require()
+    path = st.config.slot_save_path
+    if not path:
+        raise not_supported("This server does not support slots action. Start it with `--slot-save-path`")
+    action = request.args.get("action", "")
+    if action not in ("save", "restore", "erase"):
+        raise bad_request(f"Invalid action {action!r}: use ?action=save, restore or erase")
+    if not 0 <= id_slot < engine.config.n_parallel:
+        raise bad_request(f"slot {id_slot} does not exist (slots: {engine.config.n_parallel})")
+    if action == "erase":
+        n = await st.blocking(lambda: engine.call(lambda: engine.erase_slot(id_slot)))
+        return json_response({"id_slot": id_slot, "n_erased": n})
+    body = Body(await request_json())
+    filename = body.str("filename")
+    if action == "save":
+        r = await st.blocking(lambda: engine.call(lambda: engine.save_slot(id_slot, path, filename)))
+        return json_response({"id_slot": id_slot, "filename": filename, "n_saved": r.n_tokens,
+                              "n_written": r.n_bytes, "timings": {"save_ms": r.ms}})
+    r = await st.blocking(lambda: engine.call(lambda: engine.restore_slot(id_slot, path, filename)))
+    return json_response({"id_slot": id_slot, "filename": filename, "n_restored": r.n_tokens,
+                          "n_read": r.n_bytes, "timings": {"restore_ms": r.ms}})
+
+
+# ---- /metrics ----------------------------------------------------------------------------------
+
+
+@bp.get("/metrics")
+async def metrics() -> Response:
+    st = current_state()
+    engine, _ = st.require()
+    if not st.config.metrics:
+        raise not_supported("This server does not support metrics endpoint. Start it with `--metrics`")
+    m = dataclasses.replace(
+        engine.metrics,
+        requests_processing=sum(1 for s in engine.slots if s.task is not None),
+        requests_deferred=getattr(engine, "n_queued", engine.metrics.requests_deferred),
+    )
+    return Response(prometheus_text(m), content_type=CONTENT_TYPE)

@@ -1,0 +1,176 @@
+"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions, /v1/embeddings,
+/v1/models, /v1/chat/completions/input_tokens. Translation lives in oai.py."""
+
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+from typing import Any
+
+from quart import Blueprint, Response
+
+from llamacli.core.tasks import Final, Task
+from llamacli.http import native, oai
+from llamacli.http.context import current_state, request_json
+from llamacli.http.errors import bad_request, to_api_error
+from llamacli.http.params import Body
+from llamacli.http.routes_native import embed, embeddings_enabled
+from llamacli.http.sse import DONE, data, json_response, stream_response
+
+bp = Blueprint("oai", __name__)
+
+
+def _stream_options(body: Body) -> bool:
+    opts = body.obj("stream_options", {})
+    v = opts.get("include_usage", False)
+    if not isinstance(v, bool):
+        raise bad_request("'stream_options.include_usage' must be a boolean")
+    return v
+
+
+async def _chat_prompt(req: dict[str, Any]) -> list[int]:
+    st = current_state()
+    _, model = st.require()
+    msgs = oai.chat_messages(req)
+    tools = Body(req).list("tools", None)
+    kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
+
+    def build() -> list[int]:
+        text = oai.render_chat(model.template, msgs, tools, kwargs, st.config.prefill_assistant)
+        return list(model.tokenizer.tokenize(text, True, True))
+
+    return await st.blocking(build)
+
+
+@bp.post("/v1/chat/completions")
+@bp.post("/chat/completions")
+async def chat_completions() -> Response:
+    st = current_state()
+    _, model = st.require()
+    req = await request_json()
+    st.check_model(req.get("model"))
+    body = Body(oai.native_fields(req, chat=True))
+    params = st.task_params(body)
+    n = oai.n_choices(req)
+    stream = body.bool("stream", False)
+    include_usage = _stream_options(body) if stream else False
+    n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
+    prompt = await _chat_prompt(req)
+    tasks = st.submit([Task(prompt, params) for _ in range(n)])
+    meta = {"id": oai.new_id("chatcmpl-"), "created": int(time.time()), "model": st.model_id,
+            "fingerprint": st.config.build_info}
+
+    if not stream:
+        results = await st.collect(tasks)
+        return json_response(oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, **meta))
+
+    async def events() -> Any:
+        finals: list[Final] = []
+        yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)], **meta))
+        async with aclosing(st.results(tasks)) as results:
+            async for i, r in results:
+                if isinstance(r, Final):
+                    if r.error is not None:
+                        yield data(to_api_error(r.error).body())
+                        continue
+                    finals.append(r)
+                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, oai.finish_reason(r))],
+                                              timings=r.timings.to_dict(), **meta))
+                    continue
+                if not r.content and not (n_top is not None and r.probs):
+                    continue
+                lp = oai.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"content": r.content}, None, lp)], **meta))
+        if include_usage:
+            yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **meta))
+        yield DONE
+
+    return stream_response(events())
+
+
+@bp.post("/v1/chat/completions/input_tokens")
+async def chat_input_tokens() -> Response:
+    st = current_state()
+    st.require()
+    req = await request_json()
+    st.check_model(req.get("model"))
+    prompt = await _chat_prompt(req)
+    return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
+
+
+@bp.post("/v1/completions")
+async def completions() -> Response:
+    st = current_state()
+    _, model = st.require()
+    req = await request_json()
+    st.check_model(req.get("model"))
+    body = Body(oai.native_fields(req, chat=False))
+    if "prompt" not in body:
+        raise bad_request("'prompt' is required")
+    params = st.task_params(body)
+    n = oai.n_choices(req)
+    stream = body.bool("stream", False)
+    include_usage = _stream_options(body) if stream else False
+    echo = body.bool("echo", False)
+    n_top = body.int("logprobs", 0) if "logprobs" in body else None
+    prompts = native.split_prompts(body.raw("prompt"))
+    token_lists = await st.blocking(
+        lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
+    )
+    tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n)])
+    meta = {"id": oai.new_id("cmpl-"), "created": int(time.time()), "model": st.model_id,
+            "fingerprint": st.config.build_info}
+    echo_texts = [model.tokenizer.detokenize(t.prompt_tokens, True, False) for t in tasks] if echo else None
+
+    if not stream:
+        results = await st.collect(tasks)
+        return json_response(
+            oai.text_completion_json(results, tokenizer=model.tokenizer, n_top=n_top, echo_prompts=echo_texts, **meta)
+        )
+
+    async def events() -> Any:
+        finals: list[Final] = []
+        if echo_texts is not None:
+            for i, text in enumerate(echo_texts):
+                yield data(oai.text_completion_chunk(index=i, text=text, finish=None, **meta))
+        async with aclosing(st.results(tasks)) as results:
+            async for i, r in results:
+                if isinstance(r, Final):
+                    if r.error is not None:
+                        yield data(to_api_error(r.error).body())
+                        continue
+                    finals.append(r)
+                    yield data(oai.text_completion_chunk(index=i, text="", finish=oai.finish_reason(r),
+                                                         timings=r.timings.to_dict(), **meta))
+                    continue
+                if not r.content and not (n_top is not None and r.probs):
+                    continue
+                lp = oai.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                yield data(oai.text_completion_chunk(index=i, text=r.content, finish=None, logprobs=lp, **meta))
+        if include_usage:
+            chunk = oai.text_completion_chunk(index=0, text="", finish=None, usage=oai.usage_json(finals), **meta)
+            chunk["choices"] = []
+            yield data(chunk)
+        yield DONE
+
+    return stream_response(events())
+
+
+@bp.post("/v1/embeddings")
+async def v1_embeddings() -> Response:
+    st = current_state()
+    _, model = st.require()
+    pooling = embeddings_enabled(st)
+    if pooling == "none":
+        raise bad_request("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
+    req = await request_json()
+    st.check_model(req.get("model"))
+    body = Body(req)
+    encoding = body.str("encoding_format", "float")
+    if encoding not in ("float", "base64"):
+        raise bad_request(f"'encoding_format' must be float or base64, got {encoding!r}")
+    inputs, _ = oai.embedding_inputs(req, "input")
+    finals = await embed(st, model, inputs, pooling)
+    vectors = [native.embedding_rows(f, pooling, 2)[0] for f in finals]
+    n_prompt = sum(len(f.prompt_tokens) for f in finals)
+    return json_response(oai.embeddings_json(vectors, n_prompt, st.model_id, encoding))

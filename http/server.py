@@ -1,0 +1,161 @@
+"""Running the app: bind the sockets, serve with Hypercorn, load the model in the background
+(the API answers 503 meanwhile), shut down gracefully on SIGINT/SIGTERM.
+
+Shutdown: the first signal stops accepting connections; in-flight tasks get `grace` seconds
+to finish, then they are cancelled (their streams end cleanly); a second signal cancels at
+once. The engine is stopped after the server, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypercorn.asyncio import serve as hypercorn_serve
+from hypercorn.config import Config as HypercornConfig
+
+from llamacli.http.app import create_app
+from llamacli.http.context import ModelInfo, ServerState
+
+
+@dataclass
+class Listen:
+    host: str = "127.0.0.1"  # comma-separated addresses, or UNIX socket paths ending in .sock
+    port: int = 8080  # 0: a free port chosen by the system (printed at startup)
+    ssl_key_file: str | None = None
+    ssl_cert_file: str | None = None
+    timeout: float = 3600.0  # read timeout of a connection, seconds
+    grace: float = 1.0  # seconds in-flight tasks may run on after a shutdown signal
+
+
+def bind_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bound (not yet listening) sockets; port 0 picks one free port shared by every host."""
+    socks: list[socket.socket] = []
+    try:
+        for h in [x.strip() for x in host.split(",") if x.strip()]:
+            if h.endswith(".sock"):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.bind(h)
+                socks.append(s)
+                continue
+            family, type_, proto, _, addr = socket.getaddrinfo(
+                h.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            s = socket.socket(family, type_, proto)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            s.bind(addr)
+            socks.append(s)
+            port = s.getsockname()[1]
+    except OSError:
+        for s in socks:
+            s.close()
+        raise
+    return socks
+
+
+def socket_url(s: socket.socket, tls: bool) -> str:
+    if s.family == socket.AF_UNIX:
+        return f"unix:{s.getsockname()}"
+    host, port = s.getsockname()[:2]
+    if s.family == socket.AF_INET6:
+        host = f"[{host}]"
+    return f"{'https' if tls else 'http'}://{host}:{port}"
+
+
+def run_server(
+    state: ServerState,
+    listen: Listen,
+    load: Callable[[], tuple[Any, ModelInfo]],
+    log: Callable[[str], None],
+    describe: str = "",
+) -> None:
+    """Serve until a signal; `load()` runs in a thread and returns (started engine, ModelInfo).
+    Raises what `load` raised (after the server stopped) and OSError when binding fails."""
+    tls = bool(listen.ssl_key_file and listen.ssl_cert_file)
+    socks = bind_sockets(listen.host, listen.port)
+    urls = [socket_url(s, tls) for s in socks]
+    log(f"listening on {', '.join(urls)}" + (f" ({describe})" if describe else ""))
+    app = create_app(state=state)
+    errors: list[BaseException] = []
+    try:
+        asyncio.run(_serve(app, state, socks, listen, load, log, errors, urls))
+    finally:
+        if state.engine is not None:
+            state.engine.stop(cancel=True)
+        state.executor.shutdown(wait=False, cancel_futures=True)
+    if errors:
+        raise errors[0]
+
+
+async def _serve(
+    app: Any,
+    state: ServerState,
+    socks: list[socket.socket],
+    listen: Listen,
+    load: Callable[[], tuple[Any, ModelInfo]],
+    log: Callable[[str], None],
+    errors: list[BaseException],
+    urls: list[str],
+) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            state.cancel_all()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+
+    def loader() -> None:
+        try:
+            engine, info = load()
+        except BaseException as e:  # noqa: BLE001 - reported by run_server
+            errors.append(e)
+            _call_soon(loop, stop.set)
+            return
+        if not _call_soon(loop, lambda: _ready(state, engine, info, log, urls)):
+            engine.stop(cancel=True)
+
+    threading.Thread(target=loader, name="llama-load", daemon=True).start()
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        log("shutting down: no new connections; cancelling what is still running in %.0f s" % listen.grace)
+        loop.call_later(listen.grace, state.cancel_all)
+
+    cfg = HypercornConfig()
+    cfg.bind = [f"fd://{s.detach()}" for s in socks]
+    if listen.ssl_key_file and listen.ssl_cert_file:
+        cfg.keyfile = listen.ssl_key_file
+        cfg.certfile = listen.ssl_cert_file
+    cfg.graceful_timeout = listen.grace + 4.0
+    cfg.read_timeout = int(listen.timeout) if listen.timeout > 0 else None
+    cfg.accesslog = None
+    cfg.loglevel = "WARNING"
+    await hypercorn_serve(app, cfg, shutdown_trigger=shutdown_trigger)
+    engine = state.engine
+    if engine is not None:  # stop it while this loop still runs: its results wake this loop
+        await loop.run_in_executor(None, lambda: engine.stop(cancel=True))
+
+
+def _ready(state: ServerState, engine: Any, info: ModelInfo, log: Callable[[str], None], urls: list[str]) -> None:
+    state.set_ready(engine, info)
+    log(f"model loaded: {info.name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
+        f"ready at {urls[0]}")
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> bool:
+    try:
+        loop.call_soon_threadsafe(fn)
+        return True
+    except RuntimeError:  # the loop has closed: the server stopped while loading
+        return False

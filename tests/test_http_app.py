@@ -1,0 +1,653 @@
+"""A fake engine and tokenizer for fast HTTP tests (no model): the app sees the same
+interface as core.engine.Engine (submit, call, slots, metrics, config, n_ctx_slot)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from llamacli.core.chat_template import ChatTemplate
+from llamacli.core.engine import EngineConfig, Metrics
+from llamacli.core.errors import ContextOverflow, InvalidRequest
+from llamacli.core.slot import Slot
+from llamacli.core.slot_store import SaveResult, slot_path
+from llamacli.core.tasks import Final, Partial, Task, Timings
+from llamacli.http.context import ModelInfo
+
+BOS, EOS = 1, 2
+OFFSET = 10  # token id = code point + OFFSET
+
+
+@dataclass
+class FakeVocab:
+    bos: int | None = BOS
+    eos: int | None = EOS
+    add_bos: bool = True
+    fim_pre: int | None = None
+    fim_suf: int | None = None
+    fim_mid: int | None = None
+    fim_rep: int | None = None
+    fim_sep: int | None = None
+    eog_ids: frozenset[int] = field(default_factory=lambda: frozenset({EOS}))
+
+
+class FakeTokenizer:
+    """One token per character (id = code point + 10); "<s>" and "</s>" are BOS and EOS."""
+
+    def __init__(self, n_vocab: int = 70000, fim: bool = False) -> None:
+        self.n_vocab = n_vocab
+        self.vocab = FakeVocab()
+        if fim:
+            self.vocab.fim_pre, self.vocab.fim_suf, self.vocab.fim_mid = 3, 4, 5
+
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
+        out = [BOS] if add_special and self.vocab.add_bos else []
+        i = 0
+        while i < len(text):
+            if parse_special and text.startswith("<s>", i):
+                out.append(BOS)
+                i += 3
+            elif parse_special and text.startswith("</s>", i):
+                out.append(EOS)
+                i += 4
+            else:
+                out.append(ord(text[i]) + OFFSET)
+                i += 1
+        return out
+
+    def token_to_piece(self, token: int, special: bool = False) -> bytes:
+        if token == BOS:
+            return b"<s>" if special else b""
+        if token == EOS:
+            return b"</s>" if special else b""
+        if token < OFFSET:
+            return b"<fim>" if special else b""
+        return chr(token - OFFSET).encode("utf-8")
+
+    def detokenize(self, ids: Any, remove_special: bool = False, unparse_special: bool = False) -> str:
+        return b"".join(self.token_to_piece(t, unparse_special) for t in ids).decode("utf-8", "replace")
+
+
+class FakeEngine:
+    """Answers every completion with `reply` (one token per character, `delay` s apart),
+    honouring n_predict, stop strings, n_probs and cancellation; embeddings are
+    [len(prompt), 1, 2, ...]."""
+
+    def __init__(self, tokenizer: FakeTokenizer, n_ctx: int = 256, n_parallel: int = 2,
+                 reply: str = "Hello world", delay: float = 0.0) -> None:
+        self.tokenizer = tokenizer
+        self.config = EngineConfig(n_ctx=n_ctx, n_parallel=n_parallel, n_batch=64)
+        self.n_ctx_slot = self.config.n_ctx_slot
+        self.slots = [Slot(i, self.n_ctx_slot) for i in range(n_parallel)]
+        self.metrics = Metrics()
+        self.reply = reply
+        self.delay = delay
+        self.submitted: list[Task] = []
+        self.saved: dict[str, list[int]] = {}
+
+    def submit(self, task: Task) -> Task:
+        if not task.prompt_tokens:
+            raise InvalidRequest("the prompt is empty")
+        if task.params.id_slot >= self.config.n_parallel:
+            raise InvalidRequest(f"id_slot {task.params.id_slot} does not exist")
+        if len(task.prompt_tokens) >= self.n_ctx_slot:
+            raise ContextOverflow(len(task.prompt_tokens), self.n_ctx_slot)
+        task.params.sampling.validate()
+        self.submitted.append(task)
+        threading.Thread(target=self._run, args=(task,), daemon=True).start()
+        return task
+
+    def _run(self, task: Task) -> None:
+        slot = next((s for s in self.slots if s.task is None), self.slots[0])
+        slot.task = task
+        self.metrics.requests_processing += 1
+        try:
+            if task.kind == "embedding":
+                emb = [float(len(task.prompt_tokens))] + [float(i) for i in range(1, 8)]
+                task.results.put(Final("", [], list(task.prompt_tokens), "eos", id_slot=slot.id, embedding=emb))
+                return
+            p = task.params
+            text, toks, stop_type, word = "", [], "eos", ""
+            for ch in self.reply:
+                if self.delay:
+                    time.sleep(self.delay)
+                if task.cancelled.is_set():
+                    stop_type = "cancelled"
+                    break
+                if 0 <= p.n_predict <= len(toks):
+                    stop_type = "limit"
+                    break
+                tok = ord(ch) + OFFSET
+                toks.append(tok)
+                slot.generated = list(toks)
+                hit = next((s for s in p.stop if (text + ch).endswith(s)), None)
+                if hit:
+                    text = (text + ch)[: -len(hit)]
+                    stop_type, word = "word", hit
+                    break
+                text += ch
+                probs = [[(tok, 0.5), (OFFSET + ord("x"), 0.25)][: p.n_probs]] if p.n_probs else []
+                task.results.put(Partial(ch, [tok], probs, [0.5] if p.n_probs else []))
+            t = Timings(prompt_n=len(task.prompt_tokens), prompt_ms=1.0, predicted_n=len(toks), predicted_ms=2.0)
+            task.results.put(Final(text, toks, list(task.prompt_tokens), stop_type, word, timings=t, id_slot=slot.id))
+        finally:
+            task.results.close()
+            slot.task = None
+            slot.generated = []
+            self.metrics.requests_processing -= 1
+
+    def call(self, fn: Any) -> Any:
+        return fn()
+
+    def save_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
+        slot_path(directory, filename)
+        self.saved[filename] = [1, 2, 3]
+        return SaveResult(3, 100, 0.5)
+
+    def restore_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
+        slot_path(directory, filename)
+        if filename not in self.saved:
+            from llamacli.core.slot_store import SlotFileError
+
+            raise SlotFileError(f"slot file {filename!r} not found")
+        return SaveResult(3, 100, 0.5)
+
+    def erase_slot(self, slot_id: int) -> int:
+        return 7
+
+    def stop(self, cancel: bool = True) -> None:
+        pass
+
+
+def fake_model(tokenizer: FakeTokenizer, template: str = "chatml") -> ModelInfo:
+    return ModelInfo(
+        path="/models/fake.gguf",
+        tokenizer=tokenizer,
+        template=ChatTemplate.from_source(template, bos_token="<s>", eos_token="</s>"),
+        n_vocab=tokenizer.n_vocab,
+        n_ctx_train=1024,
+        n_embd=8,
+        n_params=1000,
+        size=4000,
+    )
+
+
+# =================================================================================================
+# Tests: the app over the fake engine (no model, no sockets), and the pure translation functions.
+# =================================================================================================
+
+import asyncio  # noqa: E402
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from llamacli.core.engine import SlotBusy  # noqa: E402
+from llamacli.http import anthropic, native, oai  # noqa: E402
+from llamacli.http.app import create_app  # noqa: E402
+from llamacli.http.context import ServerConfig, ServerState  # noqa: E402
+from llamacli.http.errors import ApiError, to_api_error  # noqa: E402
+from llamacli.http.metrics import prometheus_text  # noqa: E402
+from llamacli.http.params import Body, parse_json_body, task_params  # noqa: E402
+from llamacli.core.tasks import TaskParams  # noqa: E402
+
+
+class Client:
+    """Synchronous calls into the app through Quart's test client."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def request(self, method: str, path: str, json_body: Any = None, headers: dict[str, str] | None = None,
+                data: bytes | None = None) -> tuple[int, Any, Any]:
+        async def go() -> tuple[int, Any, Any]:
+            c = self.app.test_client()
+            kw: dict[str, Any] = {"headers": headers or {}}
+            if json_body is not None:
+                kw["json"] = json_body
+            if data is not None:
+                kw["data"] = data
+            r = await c.open(path, method=method, **kw)
+            text = await r.get_data(as_text=True)
+            ctype = r.headers.get("Content-Type", "")
+            body = json.loads(text) if "json" in ctype and text else text
+            return r.status_code, body, r.headers
+
+        return asyncio.run(go())
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> tuple[int, Any, Any]:
+        return self.request("POST", path, body, **kw)
+
+    def get(self, path: str, **kw: Any) -> tuple[int, Any, Any]:
+        return self.request("GET", path, **kw)
+
+
+def sse_events(text: str) -> list[str]:
+    """The data payloads of an SSE body; every message must end with a blank line."""
+    assert text.endswith("\n\n")
+    out = []
+    for msg in text.split("\n\n")[:-1]:
+        lines = [ln for ln in msg.split("\n") if ln.startswith("data: ")]
+        assert len(lines) == 1, msg
+        out.append(lines[0][len("data: "):])
+    return out
+
+
+def make(config: ServerConfig | None = None, **engine_kw: Any) -> tuple[Client, FakeEngine]:
+    tok = FakeTokenizer(fim=engine_kw.pop("fim", False))
+    eng = FakeEngine(tok, **engine_kw)
+    return Client(create_app(eng, config or ServerConfig(), fake_model(tok))), eng
+
+
+@pytest.fixture(scope="module")
+def client() -> Client:
+    return make(ServerConfig(aliases=["fake", "fake-2"], embeddings=True, metrics=True))[0]
+
+
+# ---- pure functions ----------------------------------------------------------------------------
+
+
+def test_prompt_forms_follow_llama_server() -> None:
+    tok = FakeTokenizer()
+    assert native.split_prompts("ab") == ["ab"]
+    assert native.split_prompts([12, 34]) == [[12, 34]]
+    assert native.split_prompts([12, "a", 34]) == [[12, "a", 34]]
+    assert native.split_prompts(["a", "b"]) == ["a", "b"]
+    assert native.split_prompts(["a", [12, 13]]) == ["a", [12, 13]]
+    # BOS only for a string in first position; token ids are taken as they are
+    assert native.tokenize_prompt(tok, "ab", tok.n_vocab) == [BOS, 107, 108]
+    assert native.tokenize_prompt(tok, [50, 51], tok.n_vocab) == [50, 51]
+    assert native.tokenize_prompt(tok, ["a", 50], tok.n_vocab) == [BOS, 107, 50]
+    assert native.tokenize_prompt(tok, [50, "a"], tok.n_vocab) == [50, 107]
+    assert native.tokenize_prompt(tok, {"prompt_string": "a"}, tok.n_vocab) == [BOS, 107]
+    for bad in (5, None, [], [True], [[1.5]], {"x": 1}):
+        with pytest.raises(ApiError) as e:
+            native.tokenize_prompt(tok, native.split_prompts(bad)[0], tok.n_vocab)
+        assert e.value.status == 400
+    with pytest.raises(ApiError) as e:
+        native.tokenize_prompt(tok, [tok.n_vocab], tok.n_vocab)
+    assert "outside the vocabulary" in e.value.message
+    with pytest.raises(ApiError) as e:
+        native.tokenize_prompt(tok, {"prompt_string": "a", "multimodal_data": ["AAAA"]}, tok.n_vocab)
+    assert e.value.status == 501
+
+
+def test_body_type_errors_name_the_field() -> None:
+    b = Body({"n": "3", "t": True, "s": 5, "l": ["a", 1], "f": float("inf")})
+    for call, field in ((lambda: b.int("n"), "'n'"), (lambda: b.float("t"), "'t'"), (lambda: b.str("s"), "'s'"),
+                        (lambda: b.str_list("l"), "'l'"), (lambda: b.float("f"), "'f'"), (lambda: b.int("missing"), "'missing'")):
+        with pytest.raises(ApiError) as e:
+            call()
+        assert e.value.status == 400 and field in e.value.message
+    assert Body({"n": 3.0}).int("n") == 3
+    with pytest.raises(ApiError):
+        parse_json_body(b"[1, 2]")
+    with pytest.raises(ApiError):
+        parse_json_body(b'{"a": NaN}')
+    with pytest.raises(ApiError):
+        parse_json_body(b"\xff\xfe")
+
+
+def test_task_params_reads_every_sampling_field_over_server_defaults() -> None:
+    tok = FakeTokenizer()
+    base = TaskParams(n_predict=7)
+    body = Body({
+        "temperature": 0.5, "top_k": 3, "top_p": 0.9, "min_p": 0.1, "typical_p": 0.8, "top_n_sigma": 1.0,
+        "xtc_probability": 0.1, "xtc_threshold": 0.2, "repeat_last_n": 8, "repeat_penalty": 1.1,
+        "presence_penalty": 0.1, "frequency_penalty": 0.2, "dry_multiplier": 0.5, "dry_base": 2.0,
+        "dry_allowed_length": 3, "dry_penalty_last_n": 16, "dry_sequence_breakers": ["\n"], "mirostat": 2,
+        "mirostat_tau": 4.0, "mirostat_eta": 0.2, "dynatemp_range": 0.1, "dynatemp_exponent": 1.5,
+        "seed": 42, "logit_bias": {"a": -1.0, "12": False}, "samplers": ["top_k", "temperature"],
+        "min_keep": 2, "n_probs": 3, "stop": "\n", "ignore_eos": True, "n_keep": -1, "cache_prompt": False,
+        "adaptive_target": 0.5,
+    })
+    p = task_params(body, base, tok, tok.n_vocab)
+    s = p.sampling
+    assert p.n_predict == 7 and p.stop == ["\n"] and p.n_probs == 3 and s.n_probs == 3 and p.ignore_eos
+    assert (s.temperature, s.top_k, s.mirostat, s.seed, s.min_keep, s.adaptive_target) == (0.5, 3, 2, 42, 2, 0.5)
+    assert s.samplers == ("top_k", "temperature") and tuple(s.dry_sequence_breakers) == ("\n",)
+    assert (107, -1.0) in s.logit_bias and (12, float("-inf")) in s.logit_bias
+    assert not p.cache_prompt and p.n_keep == -1
+    s.validate()
+    for bad in ({"n_predict": -2}, {"top_k": 1.5}, {"samplers": 3}, {"logit_bias": "x"}, {"grammar": 5}):
+        with pytest.raises(Exception) as e:
+            task_params(Body(bad), base, tok, tok.n_vocab)
+        assert to_api_error(e.value).status == 400, bad
+
+
+def test_error_mapping() -> None:
+    from llamacli.core.errors import ContextOverflow, InvalidRequest, ModelLoadError
+
+    e = to_api_error(ContextOverflow(600, 512))
+    assert e.status == 400 and e.body()["error"] == {
+        "code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 600, "n_ctx": 512,
+        "message": "request (600 tokens) exceeds the available context size (512 tokens), try increasing it",
+    }
+    assert to_api_error(InvalidRequest("top_p must be between 0 and 1")).status == 400
+    assert to_api_error(SlotBusy("busy")).status == 409
+    assert to_api_error(ModelLoadError("x", "bad")).status == 500
+    e = to_api_error(KeyError("secret internals"))
+    assert e.status == 500 and "secret" not in e.message and e.type == "server_error"
+
+
+def test_openai_fields_are_renamed() -> None:
+    f = oai.native_fields({"max_tokens": 5, "logprobs": True, "top_logprobs": 3}, chat=True)
+    assert f["n_predict"] == 5 and f["n_probs"] == 3
+    f = oai.native_fields({"max_completion_tokens": 6, "max_tokens": 5, "logprobs": True}, chat=True)
+    assert f["n_predict"] == 6 and f["n_probs"] == 1
+    assert oai.native_fields({"logprobs": 2}, chat=False)["n_probs"] == 2
+    with pytest.raises(ApiError):
+        oai.native_fields({"max_tokens": "5"}, chat=True)
+
+
+def test_anthropic_messages_become_chat_messages() -> None:
+    msgs = anthropic.chat_messages({
+        "system": [{"type": "text", "text": "be brief"}],
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"x": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "42"},
+                                         {"type": "text", "text": "so?"}]},
+        ],
+    })
+    assert msgs[0] == {"role": "system", "content": "be brief"}
+    assert msgs[2]["tool_calls"][0]["function"] == {"name": "f", "arguments": '{"x": 1}'}
+    assert msgs[3] == {"role": "tool", "tool_call_id": "t1", "content": "42"}
+    assert msgs[4] == {"role": "user", "content": "so?"}
+    assert anthropic.native_fields({"max_tokens": 9, "stop_sequences": ["x"], "messages": []}) == {"n_predict": 9, "stop": ["x"]}
+    with pytest.raises(ApiError) as e:
+        anthropic.chat_messages({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})
+    assert e.value.status == 501
+
+
+def test_infill_layout_and_missing_fim_tokens() -> None:
+    tok = FakeTokenizer(fim=True)
+    toks = native.format_infill(tok, "ab", "c", [{"filename": "f.py", "text": "z"}], [107], 64, 256)
+    assert toks == [BOS] + tok.tokenize("z", False) + [3, 107, 108, 4, 109, 5, 107]
+    spm = native.format_infill(tok, "ab", "c", [], [], 64, 256, spm_infill=True)
+    assert spm == [BOS, 4, 109, 3, 107, 108, 5]
+    with pytest.raises(ApiError) as e:
+        native.format_infill(FakeTokenizer(), "a", "b", [], [], 64, 256)
+    assert e.value.status == 501 and e.value.type == "not_supported_error"
+
+
+def test_prometheus_names() -> None:
+    from llamacli.core.engine import Metrics
+
+    text = prometheus_text(Metrics(prompt_tokens_total=10, prompt_seconds_total=2.0, n_decode_total=4, n_busy_slots_total=6))
+    for name in ("prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total",
+                 "n_decode_total", "n_tokens_max", "n_busy_slots_per_decode", "prompt_tokens_seconds",
+                 "predicted_tokens_seconds", "requests_processing", "requests_deferred"):
+        assert f"# TYPE llamacpp:{name} " in text and f"\nllamacpp:{name} " in text
+    assert "llamacpp:prompt_tokens_seconds 5.0" in text and "llamacpp:n_busy_slots_per_decode 1.5" in text
+
+
+def test_leaving_a_stream_early_cancels_its_tasks() -> None:
+    tok = FakeTokenizer()
+    eng = FakeEngine(tok, delay=0.05, reply="x" * 200)
+    st = ServerState(ServerConfig())
+    st.set_ready(eng, fake_model(tok))
+
+    async def go() -> Task:
+        (task,) = st.submit([Task([BOS, 20], TaskParams())])
+        agen = st.results([task])
+        await agen.__anext__()
+        await agen.aclose()  # what Quart does when the client disconnects
+        while not task.results.closed:  # let the engine finish while this loop still runs
+            await asyncio.sleep(0.01)
+        return task
+
+    task = asyncio.run(go())
+    assert task.cancelled.is_set()
+    finals = [r for r in task.results if isinstance(r, Final)]
+    assert finals and finals[0].stop_type == "cancelled" and not st.tasks
+
+
+# ---- the app over the fake engine ---------------------------------------------------------------
+
+
+def test_completion_shapes(client: Client) -> None:
+    code, d, h = client.post("/completion", {"prompt": "hi", "n_predict": 5, "return_tokens": True, "n_probs": 2})
+    assert code == 200 and h["Content-Type"].startswith("application/json")
+    assert d["content"] == "Hello" and d["stop"] is True and d["stop_type"] == "limit"
+    assert d["tokens"] == [ord(c) + OFFSET for c in "Hello"] and d["tokens_evaluated"] == 3
+    assert d["model"] == "fake" and d["generation_settings"]["n_predict"] == 5 and "timings" in d
+    probs = d["completion_probabilities"]
+    assert len(probs) == 5 and probs[0]["token"] == "H" and probs[0]["bytes"] == [72]
+    assert abs(probs[0]["logprob"] - np.log(0.5)) < 1e-9 and len(probs[0]["top_logprobs"]) == 2
+    code, d, _ = client.post("/completion", {"prompt": "hi", "n_predict": 2, "n_probs": 1, "post_sampling_probs": True})
+    assert d["completion_probabilities"][0]["prob"] == 0.5 and "top_probs" in d["completion_probabilities"][0]
+    code, d, _ = client.post("/completion", {"prompt": ["a", [20, 21]], "n_predict": 1})
+    assert code == 200 and [x["index"] for x in d] == [0, 1]
+    code, d, _ = client.post("/completion", {"prompt": "hi", "stop": ["lo"], "response_fields": ["content", "stop_type", "generation_settings/n_predict"]})
+    assert d == {"content": "Hel", "stop_type": "word", "n_predict": -1}
+
+
+def test_completion_stream_framing(client: Client) -> None:
+    code, text, h = client.post("/completion", {"prompt": "hi", "n_predict": 3, "stream": True})
+    assert code == 200 and h["Content-Type"].startswith("text/event-stream")
+    events = [json.loads(e) for e in sse_events(text)]
+    assert [e["content"] for e in events[:-1]] == ["H", "e", "l"] and all(not e["stop"] for e in events[:-1])
+    assert events[-1]["stop"] is True and events[-1]["stop_type"] == "limit" and events[-1]["content"] == ""
+
+
+def test_chat_completion_shapes(client: Client) -> None:
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]
+    code, d, _ = client.post("/v1/chat/completions", {"model": "fake", "messages": msgs, "max_tokens": 3, "n": 2,
+                                                      "logprobs": True, "top_logprobs": 1})
+    assert code == 200 and d["object"] == "chat.completion" and d["id"].startswith("chatcmpl-")
+    assert [c["message"] for c in d["choices"]] == [{"role": "assistant", "content": "Hel"}] * 2
+    assert d["choices"][0]["finish_reason"] == "length"
+    lp = d["choices"][0]["logprobs"]["content"]
+    assert len(lp) == 3 and lp[0]["token"] == "H" and len(lp[0]["top_logprobs"]) == 1
+    u = d["usage"]
+    assert u["completion_tokens"] == 6 and u["total_tokens"] == u["prompt_tokens"] + 6 and "timings" in d
+    code, d, _ = client.post("/v1/chat/completions", {"messages": msgs, "stop": "lo"})
+    assert d["choices"][0]["message"]["content"] == "Hel" and d["choices"][0]["finish_reason"] == "stop"
+
+
+def test_chat_stream_chunks_usage_and_done(client: Client) -> None:
+    code, text, _ = client.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                                                         "stream": True, "stream_options": {"include_usage": True}})
+    events = sse_events(text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": None}
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "He"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length" and "timings" in chunks[-2]
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+
+
+def test_prefill_of_a_final_assistant_message(client: Client) -> None:
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure:"}]
+    _, d, _ = client.post("/apply-template", {"messages": msgs})
+    assert d["prompt"].endswith("<|im_start|>assistant\nSure:")
+    _, d, _ = client.post("/apply-template", {"messages": msgs[:1]})
+    assert d["prompt"] == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_text_completions(client: Client) -> None:
+    code, d, _ = client.post("/v1/completions", {"prompt": ["a", "b"], "max_tokens": 2, "echo": True, "logprobs": 1})
+    assert code == 200 and d["object"] == "text_completion"
+    assert [c["text"] for c in d["choices"]] == ["aHe", "bHe"]
+    lp = d["choices"][0]["logprobs"]
+    assert lp["tokens"] == ["H", "e"] and lp["text_offset"] == [1, 2] and lp["top_logprobs"][0] == {"H": np.log(0.5)}
+    code, text, _ = client.post("/v1/completions", {"prompt": "a", "max_tokens": 2, "stream": True})
+    events = sse_events(text)
+    assert events[-1] == "[DONE]" and json.loads(events[0])["choices"][0]["text"] == "H"
+
+
+def test_anthropic_messages(client: Client) -> None:
+    body = {"model": "fake", "max_tokens": 3, "system": "s", "messages": [{"role": "user", "content": "hi"}]}
+    code, d, _ = client.post("/v1/messages", body)
+    assert code == 200 and d["type"] == "message" and d["content"] == [{"type": "text", "text": "Hel"}]
+    assert d["stop_reason"] == "max_tokens" and d["usage"]["output_tokens"] == 3
+    code, text, _ = client.post("/v1/messages", {**body, "stream": True})
+    names = [m.split("\n")[0] for m in text.split("\n\n") if m]
+    assert names == ["event: message_start", "event: content_block_start", "event: ping"] + \
+        ["event: content_block_delta"] * 3 + ["event: content_block_stop", "event: message_delta", "event: message_stop"]
+    code, d, _ = client.post("/v1/messages/count_tokens", body)
+    assert code == 200 and d["input_tokens"] > 0
+    code, d2, _ = client.post("/v1/chat/completions/input_tokens", {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]})
+    assert d2 == {"object": "response.input_tokens", "input_tokens": d["input_tokens"]}
+
+
+def test_tokenize_detokenize(client: Client) -> None:
+    _, d, _ = client.post("/tokenize", {"content": "a<s>"})
+    assert d == {"tokens": [107, BOS]}
+    _, d, _ = client.post("/tokenize", {"content": "a<s>", "parse_special": False, "add_special": True, "with_pieces": True})
+    assert d["tokens"][0] == {"id": BOS, "piece": "<s>"} and d["tokens"][1] == {"id": 107, "piece": "a"}
+    _, d, _ = client.post("/detokenize", {"tokens": [107, 108]})
+    assert d == {"content": "ab"}
+    code, d, _ = client.post("/detokenize", {"tokens": [-1]})
+    assert code == 400
+
+
+def test_embeddings(client: Client) -> None:
+    code, d, _ = client.post("/v1/embeddings", {"input": ["ab", "abc"], "model": "fake"})
+    assert code == 200 and d["object"] == "list" and [x["index"] for x in d["data"]] == [0, 1]
+    v = np.array(d["data"][0]["embedding"])
+    assert abs(np.linalg.norm(v) - 1) < 1e-6 and d["usage"]["prompt_tokens"] == 3 + 4
+    code, d, _ = client.post("/v1/embeddings", {"input": "ab", "encoding_format": "base64"})
+    assert np.frombuffer(__import__("base64").b64decode(d["data"][0]["embedding"]), "<f4").shape == (8,)
+    code, d, _ = client.post("/embedding", {"content": "ab", "embd_normalize": -1})
+    assert code == 200 and d[0]["embedding"][0][0] == 3.0
+    code, _, _ = client.post("/embeddings", {"content": 5})
+    assert code == 400
+
+
+def test_disabled_endpoints_are_501_in_llama_server_shape() -> None:
+    c, _ = make(ServerConfig(slots=False))
+    for method, path, body in (("POST", "/v1/embeddings", {"input": "a"}), ("POST", "/embedding", {"content": "a"}),
+                               ("GET", "/metrics", None), ("GET", "/slots", None), ("POST", "/props", {}),
+                               ("POST", "/slots/0?action=erase", {}), ("POST", "/infill", {"input_prefix": "a"})):
+        code, d, _ = c.request(method, path, body)
+        assert code == 501 and d["error"]["type"] == "not_supported_error", (path, d)
+
+
+def test_bad_requests_are_4xx_never_500(client: Client) -> None:
+    cases = [
+        ("/completion", None, b"{not json"),
+        ("/completion", None, b""),
+        ("/completion", None, b"[]"),
+        ("/completion", {"n_predict": 3}, None),
+        ("/completion", {"prompt": "a", "n_predict": -5}, None),
+        ("/completion", {"prompt": "a", "n_predict": "x"}, None),
+        ("/completion", {"prompt": "a", "top_p": 3}, None),
+        ("/completion", {"prompt": "a", "mirostat": 7}, None),
+        ("/completion", {"prompt": "a", "stop": [1]}, None),
+        ("/completion", {"prompt": "a", "id_slot": 5}, None),
+        ("/completion", {"prompt": "a", "samplers": ["nope"]}, None),
+        ("/v1/chat/completions", {"messages": "hi"}, None),
+        ("/v1/chat/completions", {"messages": []}, None),
+        ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, None),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]}, None),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 0}, None),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": "yes"}, None),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "yaml"}}, None),
+        ("/completion", {"prompt": "a", "grammar": 5}, None),
+        ("/v1/messages", {"messages": [{"role": "system", "content": "x"}]}, None),
+        ("/tokenize", {}, None),
+    ]
+    for path, body, raw in cases:
+        code, d, _ = client.post(path, body, data=raw)
+        assert 400 <= code < 500 and d["error"]["type"] == "invalid_request_error", (path, body, raw, d)
+        assert isinstance(d["error"]["message"], str) and d["error"]["code"] == code
+    code, d, _ = client.post("/v1/chat/completions", {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})
+    assert code == 404 and "gpt-4" in d["error"]["message"]
+    code, d, _ = client.post("/completion", {"prompt": "x" * 500})
+    assert code == 400 and d["error"]["type"] == "exceed_context_size_error" and d["error"]["n_ctx"] == 128
+    code, d, _ = client.get("/no/such/path")
+    assert code == 404 and d["error"]["type"] == "not_found_error"
+    code, d, _ = client.get("/completion")
+    assert code == 405 and d["error"]["code"] == 405
+
+
+def test_health_models_props_slots_metrics(client: Client) -> None:
+    assert client.get("/health")[:2] == (200, {"status": "ok"})
+    _, d, _ = client.get("/v1/models")
+    assert d["object"] == "list" and d["data"][0]["id"] == "fake" and d["data"][0]["meta"]["n_vocab"] == 70000
+    assert client.get("/models")[1]["data"] == d["data"]
+    _, d, _ = client.get("/props")
+    assert d["total_slots"] == 2 and d["model_path"] == "/models/fake.gguf" and d["chat_template"] == "chatml"
+    assert d["default_generation_settings"]["params"]["temperature"] == 0.8
+    _, d, _ = client.get("/slots")
+    assert [s["id"] for s in d] == [0, 1] and not d[0]["is_processing"] and "params" in d[0]
+    code, text, h = client.get("/metrics")
+    assert code == 200 and h["Content-Type"].startswith("text/plain") and "llamacpp:n_decode_total" in text
+
+
+def test_props_post_changes_defaults() -> None:
+    c, _ = make(ServerConfig(props=True))
+    code, d, _ = c.post("/props", {"default_generation_settings": {"params": {"temperature": 0.1, "n_predict": 4}}})
+    assert code == 200 and d == {"success": True}
+    _, d, _ = c.get("/props")
+    assert d["default_generation_settings"]["params"]["temperature"] == 0.1
+    _, d, _ = c.post("/completion", {"prompt": "a"})
+    assert d["content"] == "Hell"
+    assert c.post("/props", {"top_p": 7})[0] == 400
+
+
+def test_slot_actions(tmp_path: Any) -> None:
+    c, _ = make(ServerConfig(slot_save_path=str(tmp_path)))
+    code, d, _ = c.post("/slots/0?action=save", {"filename": "a.bin"})
+    assert code == 200 and d == {"id_slot": 0, "filename": "a.bin", "n_saved": 3, "n_written": 100, "timings": {"save_ms": 0.5}}
+    code, d, _ = c.post("/slots/1?action=restore", {"filename": "a.bin"})
+    assert code == 200 and d["n_restored"] == 3 and d["timings"] == {"restore_ms": 0.5}
+    assert c.post("/slots/0?action=erase")[1] == {"id_slot": 0, "n_erased": 7}
+    assert c.post("/slots/0?action=restore", {"filename": "missing.bin"})[0] == 400
+    assert c.post("/slots/0?action=save", {"filename": "../x"})[0] == 400
+    assert c.post("/slots/0?action=save", {})[0] == 400
+    assert c.post("/slots/0?action=fly", {})[0] == 400
+    assert c.post("/slots/9?action=erase")[0] == 400
+
+
+def test_api_keys_and_public_endpoints() -> None:
+    c, _ = make(ServerConfig(api_keys=["k1", "k2"]))
+    body = {"prompt": "a", "n_predict": 1}
+    code, d, _ = c.post("/completion", body)
+    assert code == 401 and d == {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
+    assert c.post("/completion", body, headers={"Authorization": "Bearer nope"})[0] == 401
+    assert c.post("/completion", body, headers={"Authorization": "Bearer k2"})[0] == 200
+    assert c.post("/completion", body, headers={"X-Api-Key": "k1"})[0] == 200
+    for path in ("/health", "/v1/health", "/v1/models", "/models"):
+        assert c.get(path)[0] == 200, path
+    assert c.get("/props")[0] == 401
+
+
+def test_cors() -> None:
+    c, _ = make(ServerConfig(api_keys=["k"]))
+    code, _, h = c.request("OPTIONS", "/v1/chat/completions", headers={
+        "Origin": "http://example.com", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type"})
+    assert code == 200 and h["Access-Control-Allow-Origin"] == "http://example.com"
+    assert "POST" in h["Access-Control-Allow-Methods"] and "authorization" in h["Access-Control-Allow-Headers"]
+    _, _, h = c.get("/health", headers={"Origin": "http://example.com"})
+    assert h["Access-Control-Allow-Origin"] == "http://example.com" and h["Access-Control-Allow-Credentials"] == "true"
+    c2, _ = make(ServerConfig(cors_origins="localhost"))
+    assert "Access-Control-Allow-Origin" not in c2.get("/health", headers={"Origin": "http://evil.com"})[2]
+    assert c2.get("/health", headers={"Origin": "http://localhost:3000"})[2]["Access-Control-Allow-Origin"]
+
+
+def test_loading_state_is_503() -> None:
+    app = create_app(None, ServerConfig())
+    c = Client(app)
+    for path in ("/health", "/v1/health"):
+        code, d, _ = c.get(path)
+        assert code == 503 and d == {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    assert c.post("/completion", {"prompt": "a"})[0] == 503
+    tok = FakeTokenizer()
+    app.extensions["llama"].set_ready(FakeEngine(tok), fake_model(tok))
+    assert c.get("/health")[0] == 200
+
+
+def test_ui_page() -> None:
+    c, _ = make(ServerConfig())
+    code, text, h = c.get("/")
+    assert code == 200 and h["Content-Type"].startswith("text/html") and "v1/chat/completions" in text
+    c, _ = make(ServerConfig(ui=False))
+    assert c.get("/")[0] == 404
