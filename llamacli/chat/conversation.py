@@ -1,0 +1,119 @@
+"""The conversation: an optional system prompt and the user/assistant turns, as OpenAI-style
+messages. Pure data; saved and loaded as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llamacli.core.errors import InvalidRequest
+
+FORMAT = "llamacli-chat"
+VERSION = 1
+ROLES = ("user", "assistant")
+
+
+class ConversationFileError(InvalidRequest):
+    """A conversation file that cannot be read as one."""
+
+
+@dataclass
+class Conversation:
+    system: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)  # {"role", "content"}
+
+    # ---- building ------------------------------------------------------------------------
+    def add_user(self, content: str) -> None:
+        self.messages.append({"role": "user", "content": content})
+
+    def add_assistant(self, content: str) -> None:
+        self.messages.append({"role": "assistant", "content": content})
+
+    def clear(self) -> None:
+        """Drop every turn; the system prompt stays."""
+        self.messages.clear()
+
+    def undo(self) -> int:
+        """Drop the last exchange (the last user turn and everything after it).
+        Returns how many messages were removed (0 when there is nothing to undo)."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i]["role"] == "user":
+                n = len(self.messages) - i
+                del self.messages[i:]
+                return n
+        n = len(self.messages)
+        self.messages.clear()
+        return n
+
+    def drop_answer(self) -> bool:
+        """For /retry: remove the trailing assistant turn so that the last message is a user
+        turn again. False when there is no user turn to answer."""
+        while self.messages and self.messages[-1]["role"] == "assistant":
+            self.messages.pop()
+        return bool(self.messages) and self.messages[-1]["role"] == "user"
+
+    @property
+    def awaiting_answer(self) -> bool:
+        return bool(self.messages) and self.messages[-1]["role"] == "user"
+
+    @property
+    def n_turns(self) -> int:
+        return sum(1 for m in self.messages if m["role"] == "user")
+
+    def for_template(self) -> list[dict[str, str]]:
+        """The messages a chat template renders: the system prompt first, when set."""
+        head = [{"role": "system", "content": self.system}] if self.system else []
+        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+
+    # ---- JSON ----------------------------------------------------------------------------
+    def to_dict(self, **extra: Any) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, **extra, "system": self.system, "messages": list(self.messages)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Conversation":
+        """Our own file, or a bare list of OpenAI messages (a leading system message becomes
+        the system prompt)."""
+        if isinstance(data, list):
+            data = {"messages": data}
+        if not isinstance(data, dict) or not isinstance(data.get("messages", []), list):
+            raise ConversationFileError("not a conversation: expected an object with a 'messages' list")
+        system = data.get("system") or ""
+        if not isinstance(system, str):
+            raise ConversationFileError("'system' must be a string")
+        out: list[dict[str, str]] = []
+        for i, m in enumerate(data.get("messages", [])):
+            if not isinstance(m, dict) or not isinstance(m.get("content"), str):
+                raise ConversationFileError(f"message {i}: expected {{'role': ..., 'content': '...'}}")
+            role = m.get("role")
+            if role == "system" and not out:
+                system = (system + "\n\n" if system else "") + m["content"]
+                continue
+            if role not in ROLES:
+                raise ConversationFileError(f"message {i}: role must be 'user' or 'assistant', got {role!r}")
+            out.append({"role": role, "content": m["content"]})
+        return cls(system, out)
+
+    def save(self, path: str | Path, **extra: Any) -> None:
+        """Write the conversation as JSON (write a temporary file, then rename)."""
+        p = Path(path).expanduser()
+        tmp = p.with_name(p.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(**extra), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(p)
+
+    @classmethod
+    def load(cls, path: str | Path) -> tuple["Conversation", dict[str, Any]]:
+        """The conversation in a file and the file's other top-level fields (e.g. settings)."""
+        p = Path(path).expanduser()
+        text = p.read_text(encoding="utf-8")
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConversationFileError(f"{p}: not JSON ({e.msg} at line {e.lineno})") from None
+        try:
+            conv = cls.from_dict(data)
+        except ConversationFileError as e:
+            raise ConversationFileError(f"{p}: {e}") from None
+        extra = {k: v for k, v in data.items() if k not in ("system", "messages")} if isinstance(data, dict) else {}
+        return conv, extra

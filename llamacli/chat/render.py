@@ -1,0 +1,179 @@
+"""Views: how the REPL shows replies, the stats footer, notes and errors.
+
+`PlainView` writes plain text (no colours, no cursor movement): dumb terminals, --no-color,
+tests. `RichView` streams a reply as live Markdown in a transient region (only the last
+screenful is redrawn, so nothing flickers or scrolls twice), then prints the finished reply once
+as Markdown with highlighted code blocks, followed by the dim one-line footer.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import IO, Any, Protocol
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.segment import Segment
+from rich.text import Text
+
+from llamacli.chat.session import Reply, TurnStats
+
+CODE_THEME = "monokai"
+
+
+def format_footer(stats: TurnStats, interrupted: bool = False, context_full: bool = False) -> str:
+    """`42 tokens · 6.8 tok/s · prompt 30 (+12 cached) · context 84/4096 (2%)`."""
+    parts = []
+    if interrupted:
+        parts.append("interrupted")
+    parts.append(f"{stats.n_generated} token{'s' if stats.n_generated != 1 else ''}")
+    if stats.n_generated:
+        parts.append(f"{stats.tokens_per_second:.1f} tok/s")
+    cached = stats.n_prompt - stats.n_prompt_new
+    parts.append(f"prompt {stats.n_prompt_new}" + (f" (+{cached} cached)" if cached > 0 else ""))
+    pct = 100.0 * stats.ctx_used / stats.n_ctx if stats.n_ctx else 0.0
+    parts.append(f"context {stats.ctx_used}/{stats.n_ctx} ({pct:.0f}%)")
+    if context_full:
+        parts.append("context full")
+    return " · ".join(parts)
+
+
+class View(Protocol):
+    def begin_reply(self) -> None: ...
+    def stream(self, text: str) -> None: ...
+    def end_reply(self, reply: Reply | None) -> None: ...
+    def info(self, text: str) -> None: ...
+    def error(self, text: str) -> None: ...
+
+
+class PlainView:
+    """Plain text to one stream; replies appear as they are generated."""
+
+    def __init__(self, out: IO[str], show_stats: bool = True) -> None:
+        self.out = out
+        self.show_stats = show_stats
+        self._last = ""
+
+    def begin_reply(self) -> None:
+        self._last = ""
+
+    def stream(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        self._last = text
+
+    def end_reply(self, reply: Reply | None) -> None:
+        if self._last and not self._last.endswith("\n"):
+            self.out.write("\n")
+        if reply is not None and self.show_stats:
+            self.out.write(f"[{format_footer(reply.stats, reply.interrupted, reply.context_full)}]\n")
+        self.out.flush()
+
+    def info(self, text: str) -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def error(self, text: str) -> None:
+        self.out.write(f"error: {text}\n")
+        self.out.flush()
+
+
+class _Tail:
+    """The reply so far as Markdown, cut to its last screenful (what the live region shows).
+    The Markdown is rendered again only when the text or the width changed."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._key: tuple[str, int] | None = None
+        self._lines: list[list[Segment]] = []
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if not self.text:
+            yield Text("…", style="dim")
+            return
+        text = self.text
+        if self._key != (text, options.max_width):
+            opts = options.update(height=None)
+            opts.max_height = 1 << 30
+            self._lines = console.render_lines(Markdown(text, code_theme=CODE_THEME), opts, pad=False)
+            self._key = (text, options.max_width)
+        keep = max(1, console.size.height - 1)
+        for i, line in enumerate(self._lines[-keep:]):
+            if i:
+                yield Segment.line()
+            yield from line
+
+
+class _NoEcho:
+    """Terminal echo off while a reply streams: a Ctrl-C's `^C` (or type-ahead) echoed into the
+    live region would shift it, and its transient clearing would leave a stale copy behind.
+    Type-ahead is not lost: the next prompt reads it."""
+
+    def __init__(self) -> None:
+        self._saved: list[Any] | None = None
+
+    def __enter__(self) -> "_NoEcho":
+        try:
+            import termios
+
+            fd = sys.stdin.fileno()
+            if os.isatty(fd):
+                self._saved = termios.tcgetattr(fd)
+                attrs = termios.tcgetattr(fd)
+                attrs[3] &= ~termios.ECHO
+                termios.tcsetattr(fd, termios.TCSANOW, attrs)
+        except (ImportError, OSError, ValueError, AttributeError):
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saved is not None:
+            import termios
+
+            termios.tcsetattr(sys.stdin.fileno(), termios.TCSANOW, self._saved)
+            self._saved = None
+
+
+class RichView:
+    def __init__(self, console: Console, show_stats: bool = True, markdown: bool = True) -> None:
+        self.console = console
+        self.show_stats = show_stats
+        self.markdown = markdown
+        self._tail = _Tail()
+        self._live: Live | None = None
+        self._no_echo = _NoEcho()
+
+    def begin_reply(self) -> None:
+        self._tail = _Tail()
+        if self.console.is_terminal:
+            self._no_echo.__enter__()
+        self._live = Live(
+            self._tail, console=self.console, refresh_per_second=8, transient=True,
+            vertical_overflow="visible", redirect_stdout=False, redirect_stderr=False,
+        )
+        self._live.start()
+
+    def stream(self, text: str) -> None:
+        self._tail.text += text
+
+    def end_reply(self, reply: Reply | None) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self._no_echo.__exit__()
+        text = reply.content if reply is not None else self._tail.text
+        if text.strip():
+            body = Markdown(text, code_theme=CODE_THEME) if self.markdown else Text(text)
+            self.console.print(body)
+        if reply is not None and self.show_stats:
+            self.console.print(Text(format_footer(reply.stats, reply.interrupted, reply.context_full), style="dim"))
+        elif reply is not None and reply.interrupted:
+            self.console.print(Text("interrupted", style="dim"))
+
+    def info(self, text: str) -> None:
+        self.console.print(Text(text, style="dim"), soft_wrap=True)
+
+    def error(self, text: str) -> None:
+        self.console.print(Text.assemble(("error: ", "bold red"), text), soft_wrap=True)

@@ -1,0 +1,177 @@
+"""A chat session: conversation -> prompt tokens -> one engine task -> a streamed reply.
+
+No terminal code here: a reply is streamed through an `on_text` callback, and its outcome comes
+back as a `Reply` with the numbers for the stats footer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from llamacli.chat.conversation import Conversation
+from llamacli.chat.settings import ChatSettings
+from llamacli.core.errors import ContextOverflow, InvalidRequest
+from llamacli.core.tasks import Final, Task
+
+
+class EngineLike(Protocol):
+    def submit(self, task: Task) -> Task: ...
+
+
+class TokenizerLike(Protocol):
+    def tokenize(self, text: str | bytes, add_special: bool = True, parse_special: bool = False) -> list[int]: ...
+
+
+class TemplateLike(Protocol):
+    name: str
+
+    def render(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str: ...
+
+
+@dataclass
+class ModelInfo:
+    """What /show and the banner say about the model."""
+
+    path: str = ""
+    name: str = ""
+    architecture: str = ""
+    n_ctx_train: int = 0
+    n_params: int = 0
+    size_bytes: int = 0
+
+
+class ConversationTooLong(ContextOverflow):
+    """The rendered conversation does not fit the context window."""
+
+    def __init__(self, n_tokens: int, n_ctx: int) -> None:
+        self.n_prompt_tokens = n_tokens
+        self.n_ctx = n_ctx
+        InvalidRequest.__init__(
+            self,
+            f"the conversation has {n_tokens} tokens, more than the context size ({n_ctx}); "
+            "use /undo or /clear, or start with a larger -c",
+        )
+
+
+@dataclass
+class TurnStats:
+    """Numbers for the one-line footer under a reply."""
+
+    n_generated: int = 0
+    tokens_per_second: float = 0.0
+    n_prompt: int = 0  # prompt tokens of this turn
+    n_prompt_new: int = 0  # of which processed now (the rest came from the prompt cache)
+    prompt_per_second: float = 0.0
+    ctx_used: int = 0
+    n_ctx: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def from_final(cls, final: Final, n_ctx: int) -> "TurnStats":
+        t = final.timings.to_dict()
+        return cls(
+            n_generated=len(final.tokens),
+            tokens_per_second=t["predicted_per_second"],
+            n_prompt=len(final.prompt_tokens),
+            n_prompt_new=final.timings.prompt_n,
+            prompt_per_second=t["prompt_per_second"],
+            ctx_used=len(final.prompt_tokens) + len(final.tokens),
+            n_ctx=n_ctx,
+            seconds=(final.timings.prompt_ms + final.timings.predicted_ms) / 1e3,
+        )
+
+
+@dataclass
+class Reply:
+    content: str
+    final: Final | None
+    interrupted: bool = False
+    stats: TurnStats = field(default_factory=TurnStats)
+
+    @property
+    def finish_reason(self) -> str:
+        if self.interrupted:
+            return "interrupted"
+        return self.final.finish_reason if self.final is not None else "cancelled"
+
+    @property
+    def context_full(self) -> bool:
+        return self.final is not None and self.final.truncated
+
+
+@dataclass
+class ChatSession:
+    engine: EngineLike
+    tokenizer: TokenizerLike
+    template: TemplateLike
+    n_ctx: int  # context of the session's slot
+    settings: ChatSettings = field(default_factory=ChatSettings)
+    conversation: Conversation = field(default_factory=Conversation)
+    info: ModelInfo = field(default_factory=ModelInfo)
+
+    # ---- prompts -------------------------------------------------------------------------
+    def render(self, conv: Conversation | None = None, add_generation_prompt: bool = True) -> str:
+        conv = conv or self.conversation
+        return self.template.render(conv.for_template(), add_generation_prompt=add_generation_prompt)
+
+    def tokens(self, conv: Conversation | None = None, add_generation_prompt: bool = True) -> list[int]:
+        return self.tokenizer.tokenize(self.render(conv, add_generation_prompt), add_special=True, parse_special=True)
+
+    def count_tokens(self) -> int:
+        """/tokens: the conversation so far as the model sees it (no generation prompt)."""
+        if not self.conversation.messages and not self.conversation.system:
+            return 0
+        return len(self.tokens(add_generation_prompt=False))
+
+    def submit(self, conv: Conversation | None = None) -> Task:
+        """Start generating the answer to `conv` (default: the session's conversation)."""
+        toks = self.tokens(conv)
+        if len(toks) >= self.n_ctx:
+            raise ConversationTooLong(len(toks), self.n_ctx)
+        return self.engine.submit(Task(toks, self.settings.task_params()))
+
+    # ---- streaming -----------------------------------------------------------------------
+    def stream(self, task: Task, on_text: Callable[[str], None]) -> Reply:
+        """Read the task's results, calling on_text for each new piece of text.
+
+        A KeyboardInterrupt (Ctrl-C) while streaming cancels the task: the engine stops it
+        within one step, and the Reply comes back with `interrupted=True` and the text
+        generated so far. Further Ctrl-Cs while the engine winds down are ignored.
+        """
+        parts: list[str] = []
+        final: Final | None = None
+        interrupted = False
+        results = iter(task.results)
+        while True:
+            try:
+                for r in results:
+                    if isinstance(r, Final):
+                        final = r
+                    elif r.content:
+                        parts.append(r.content)
+                        if not interrupted:
+                            on_text(r.content)
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+                task.cancel()
+                results = iter(task.results)
+        if final is not None and final.error is not None:
+            raise final.error
+        content = final.content if final is not None and final.content else "".join(parts)
+        stats = TurnStats.from_final(final, self.n_ctx) if final is not None else TurnStats(n_ctx=self.n_ctx)
+        return Reply(content, final, interrupted or (final is not None and final.stop_type == "cancelled"), stats)
+
+    def reply(self, on_text: Callable[[str], None]) -> Reply:
+        """Answer the conversation's last user turn and append the answer to it.
+
+        Interrupted: the user turn stays; the partial answer, when there is any text, is kept
+        as the assistant turn (so the prompt cache still matches and /retry can replace it).
+        """
+        task = self.submit()
+        r = self.stream(task, on_text)
+        if r.content.strip():
+            self.conversation.add_assistant(r.content)
+        return r

@@ -1,0 +1,212 @@
+"""`llama chat`: an interactive chat REPL (prompt-toolkit + rich), or a pipe filter when stdin
+is not a terminal. The logic lives in llamacli/chat/; this module parses options."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional
+
+import typer
+
+from llamacli.cli import app, err, guarded
+from llamacli.core.errors import InvalidRequest
+from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
+
+S = "Sampling"
+P = "Scripting (stdin not a terminal)"
+
+
+@app.command()
+@guarded
+def chat(
+    model: Optional[str] = ModelOpt,
+    ctx_size: int = typer.Option(4096, "-c", "--ctx-size", help="Context size of the conversation (0: the model's training context)."),
+    n_predict: int = typer.Option(-1, "-n", "--n-predict", help="Most tokens per answer (-1: until end of turn or context)."),
+    batch_size: int = typer.Option(512, "-b", "--batch-size", help="Prompt tokens per forward pass."),
+    system_prompt: Optional[str] = typer.Option(None, "-sys", "--system-prompt", help="System prompt."),
+    system_prompt_file: Optional[str] = typer.Option(None, "-sysf", "--system-prompt-file", help="Read the system prompt from a file."),
+    prompt: Optional[str] = typer.Option(None, "-p", "--prompt", help="First message (with piped stdin: put before the piped text)."),
+    file: Optional[str] = typer.Option(None, "-f", "--file", help="Read the first message from a file."),
+    chat_template: Optional[str] = typer.Option(None, "--chat-template", help="Built-in template name or Jinja source (default: the model's)."),
+    chat_template_file: Optional[str] = typer.Option(None, "--chat-template-file", help="Read the Jinja chat template from a file."),
+    jinja: bool = typer.Option(True, "--jinja/--no-jinja", help="Run Jinja templates (--no-jinja: the built-in format they resemble)."),
+    temp: float = typer.Option(0.8, "--temp", "--temperature", help="Temperature; 0 = greedy.", rich_help_panel=S),
+    top_k: int = typer.Option(40, "--top-k", help="Top-k (0 = off).", rich_help_panel=S),
+    top_p: float = typer.Option(0.95, "--top-p", help="Top-p (1.0 = off).", rich_help_panel=S),
+    min_p: float = typer.Option(0.05, "--min-p", help="Min-p (0.0 = off).", rich_help_panel=S),
+    typical: float = typer.Option(1.0, "--typical", "--typical-p", help="Locally typical p (1.0 = off).", rich_help_panel=S),
+    top_nsigma: float = typer.Option(-1.0, "--top-nsigma", "--top-n-sigma", help="Top-n-sigma (-1 = off).", rich_help_panel=S),
+    repeat_last_n: int = typer.Option(64, "--repeat-last-n", help="Tokens the penalties look back (0 = off, -1 = context).", rich_help_panel=S),
+    repeat_penalty: float = typer.Option(1.0, "--repeat-penalty", help="Repetition penalty (1.0 = off).", rich_help_panel=S),
+    presence_penalty: float = typer.Option(0.0, "--presence-penalty", help="Presence penalty (0 = off).", rich_help_panel=S),
+    frequency_penalty: float = typer.Option(0.0, "--frequency-penalty", help="Frequency penalty (0 = off).", rich_help_panel=S),
+    dry_multiplier: float = typer.Option(0.0, "--dry-multiplier", help="DRY multiplier (0 = off).", rich_help_panel=S),
+    dry_base: float = typer.Option(1.75, "--dry-base", help="DRY base.", rich_help_panel=S),
+    dry_allowed_length: int = typer.Option(2, "--dry-allowed-length", help="DRY allowed length.", rich_help_panel=S),
+    dry_penalty_last_n: int = typer.Option(64, "--dry-penalty-last-n", help="DRY look-back (0 = off, -1 = context).", rich_help_panel=S),
+    xtc_probability: float = typer.Option(0.0, "--xtc-probability", help="XTC probability (0 = off).", rich_help_panel=S),
+    xtc_threshold: float = typer.Option(0.1, "--xtc-threshold", help="XTC threshold.", rich_help_panel=S),
+    dynatemp_range: float = typer.Option(0.0, "--dynatemp-range", help="Dynamic temperature range (0 = off).", rich_help_panel=S),
+    dynatemp_exp: float = typer.Option(1.0, "--dynatemp-exp", help="Dynamic temperature exponent.", rich_help_panel=S),
+    mirostat: int = typer.Option(0, "--mirostat", help="Mirostat (0 = off, 1, 2).", rich_help_panel=S),
+    mirostat_lr: float = typer.Option(0.1, "--mirostat-lr", help="Mirostat learning rate (eta).", rich_help_panel=S),
+    mirostat_ent: float = typer.Option(5.0, "--mirostat-ent", help="Mirostat target entropy (tau).", rich_help_panel=S),
+    samplers: Optional[str] = typer.Option(None, "--samplers", help="Sampler order, names separated by ';'.", rich_help_panel=S),
+    sampling_seq: Optional[str] = typer.Option(None, "--sampling-seq", "--sampler-seq", help="Sampler order as letters (edskypmxt).", rich_help_panel=S),
+    seed: int = typer.Option(-1, "-s", "--seed", help="RNG seed (-1: random).", rich_help_panel=S),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Keep generating past end-of-turn tokens.", rich_help_panel=S),
+    reverse_prompt: Optional[list[str]] = typer.Option(None, "-r", "--reverse-prompt", help="Stop the answer at this text (repeatable).", rich_help_panel=S),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
+    multiline_input: bool = typer.Option(False, "-mli", "--multiline-input", help="Start in multiline mode: Enter inserts a newline, Alt+Enter sends."),
+    single_turn: bool = typer.Option(False, "-st", "--single-turn", help="Answer the first message (-p/-f) and exit."),
+    history_file: Optional[str] = typer.Option(None, "--history-file", help="Input history file (default: $XDG_STATE_HOME/llamacli/chat_history)."),
+    no_history: bool = typer.Option(False, "--no-history", help="Keep input history in memory only."),
+    show_timings: bool = typer.Option(True, "--show-timings/--no-show-timings", help="Stats line after each answer (on stderr in pipe mode)."),
+    simple_io: bool = typer.Option(False, "--simple-io", help="Plain line input and plain output (no prompt-toolkit, no rich); stdin lines may be slash commands."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object: content, finish_reason, usage, timings.", rich_help_panel=P),
+    as_jsonl: bool = typer.Option(False, "--jsonl", help="One prompt per input line, answered concurrently; one JSON line each, in input order.", rich_help_panel=P),
+    batch_lines: bool = typer.Option(False, "--batch-lines", help="One prompt per input line, answered concurrently; one answer per line (\\n escaped).", rich_help_panel=P),
+    parallel: int = typer.Option(0, "-np", "--parallel", help="Most prompts run at once with --jsonl/--batch-lines (0: all lines, at most 8).", rich_help_panel=P),
+    numerics: str = NumericsOpt,
+    threads: int = ThreadsOpt,
+) -> None:
+    """Chat with a model in the terminal (like llama-cli), or answer piped text.
+
+    Interactive when stdin is a terminal: /help lists the slash commands. When stdin is a pipe or a file, the whole input is one message and only the answer goes to stdout (see docs/chat.md).
+
+    Exit status: 0 ok, 1 usage or request error, 2 model/load error, 130 interrupted.
+    """
+    from llamacli.chat import pipes
+    from llamacli.chat.launch import chat_template as make_template
+    from llamacli.chat.launch import start_session
+    from llamacli.chat.settings import ChatSettings
+    from llamacli.core.sampling import SamplingParams
+    from llamacli.runtime import open_model
+
+    # ---- options -> plain values (nothing here touches the model) -------------------------
+    if prompt is not None and file is not None:
+        raise InvalidRequest("give the first message with -p or -f, not both")
+    if system_prompt is not None and system_prompt_file is not None:
+        raise InvalidRequest("give the system prompt with -sys or -sysf, not both")
+    if chat_template is not None and chat_template_file is not None:
+        raise InvalidRequest("give --chat-template or --chat-template-file, not both")
+    if as_json and as_jsonl:
+        raise InvalidRequest("--json and --jsonl cannot be combined (--jsonl already prints JSON, one line per prompt)")
+    if parallel < 0:
+        raise InvalidRequest(f"--parallel must be 0 or more, got {parallel}")
+    first = _read_file(file) if file is not None else prompt
+    system = _read_file(system_prompt_file) if system_prompt_file is not None else (system_prompt or "")
+    template_src = _read_file(chat_template_file) if chat_template_file is not None else chat_template
+    by_lines = as_jsonl or batch_lines
+    piped = not sys.stdin.isatty() and not simple_io
+    if by_lines and not piped:
+        raise InvalidRequest("--jsonl and --batch-lines read one prompt per line from stdin: pipe the prompts in")
+    if (as_json or by_lines) and not piped:
+        raise InvalidRequest("--json needs piped input (stdin is a terminal)")
+    seq = samplers.split(";") if samplers is not None else (sampling_seq if sampling_seq is not None else None)
+    sampling_kw = dict(
+        temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical, top_n_sigma=top_nsigma,
+        repeat_last_n=repeat_last_n, repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty, dry_multiplier=dry_multiplier, dry_base=dry_base,
+        dry_allowed_length=dry_allowed_length, dry_penalty_last_n=dry_penalty_last_n,
+        xtc_probability=xtc_probability, xtc_threshold=xtc_threshold, dynatemp_range=dynatemp_range,
+        dynatemp_exponent=dynatemp_exp, mirostat=mirostat, mirostat_eta=mirostat_lr, mirostat_tau=mirostat_ent,
+        seed=seed,
+    )
+    sampling = SamplingParams(**sampling_kw) if seq is None else SamplingParams(samplers=seq, **sampling_kw)
+    sampling.validate()
+    if n_predict < -1:
+        raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
+    settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=ignore_eos)
+
+    messages: list[str] = []
+    if piped:
+        text = sys.stdin.read()
+        if by_lines:
+            messages = pipes.batch_prompts(text, first)
+            if not messages:
+                raise InvalidRequest("no input: stdin has no non-blank line")
+        else:
+            one = pipes.join_message(first, text)
+            if not one.strip():
+                raise InvalidRequest("no input: stdin is empty (and no -p/-f message)")
+            messages = [one]
+    elif single_turn and not (first and first.strip()):
+        raise InvalidRequest("--single-turn needs a first message (-p or -f)")
+
+    # ---- load ----------------------------------------------------------------------------
+    interactive = not piped
+    use_color = _want_color(color) if interactive and not simple_io else False
+    if interactive and use_color:
+        with err.status("loading model…", spinner="dots"):
+            rt = open_model(model, numerics=numerics, threads=threads)
+    else:
+        rt = open_model(model, numerics=numerics, threads=threads)
+    template = make_template(rt, template_src, use_jinja=jinja)
+    n_slots = 1
+    if by_lines:
+        n_slots = min(len(messages), parallel if parallel > 0 else 8)
+    engine, session = start_session(
+        rt, template, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system
+    )
+    try:
+        if piped:
+            io = pipes.PipeOutput(sys.stdout, err, show_timings)
+            if by_lines:
+                code = pipes.answer_lines(session, messages, io, as_json=as_json or as_jsonl)
+            else:
+                code = pipes.answer_once(session, messages[0], io, as_json=as_json)
+        else:
+            code = _interactive(session, first, use_color, multiline_input, single_turn, history_file, no_history, show_timings, simple_io)
+    finally:
+        engine.stop()
+    if code:
+        raise typer.Exit(code)
+
+
+def _interactive(session, first, use_color, multiline, single_turn, history_file, no_history, show_timings, simple_io) -> int:  # type: ignore[no-untyped-def]
+    from llamacli.chat.repl import ChatLoop
+    from llamacli.chat.render import PlainView, RichView
+
+    if simple_io:
+        view = PlainView(sys.stdout, show_stats=show_timings)
+
+        def read() -> str:
+            sys.stdout.write("> ")
+            sys.stdout.flush()
+            return input()
+
+        loop = ChatLoop(session, read, view, multiline=False)
+    else:
+        from rich.console import Console
+
+        from llamacli.chat.prompt import default_history_path, make_reader
+
+        if use_color:
+            view = RichView(Console(highlight=False), show_stats=show_timings)  # type: ignore[assignment]
+        else:
+            view = PlainView(sys.stdout, show_stats=show_timings)
+        hist = None if no_history else (history_file or default_history_path())
+        loop = ChatLoop(session, lambda: "", view, multiline=multiline)
+        loop.read = make_reader(lambda: loop.multiline, hist, color=use_color)
+    info = session.info
+    if not single_turn:
+        view.info(
+            f"llama chat · {info.name or os.path.basename(info.path)} ({info.architecture}) · context {session.n_ctx} · "
+            f"template {session.template.name}\n/help for commands · Alt+Enter inserts a newline · Ctrl-C stops a reply · Ctrl-D exits"
+        )
+    return loop.run(first, single_turn=single_turn)
+
+
+def _read_file(path: str) -> str:
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", errors="replace")
+
+
+def _want_color(flag: Optional[bool]) -> bool:
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
