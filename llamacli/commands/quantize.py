@@ -1,0 +1,126 @@
+"""`llama quantize`: convert a GGUF model to another type, like llama.cpp's llama-quantize."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import typer
+
+from llamacli.cli import app, err, guarded
+
+if TYPE_CHECKING:
+    from llamacli.core.quantize import QuantizeOptions
+
+
+@app.command(
+    epilog="Types: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, "
+    "Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, any case, or llama.cpp's "
+    "numeric ids (e.g. 15 = Q4_K_M). Tensor types for the --*-type options: f32, f16, bf16, "
+    "q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k."
+)
+@guarded
+def quantize(
+    input_path: str = typer.Argument(..., metavar="INPUT", help="GGUF model to quantize (F32/F16/BF16, or quantized with --allow-requantize)."),
+    output_or_type: str = typer.Argument(
+        ..., metavar="OUTPUT", help="Output GGUF path; if this is a type, the output is INPUT's folder/ggml-model-TYPE.gguf."
+    ),
+    type_name: str | None = typer.Argument(None, metavar="TYPE", help="Quantization type, e.g. Q4_K_M, Q8_0 (see below)."),
+    nthreads: str | None = typer.Argument(None, metavar="NTHREADS", help="Threads (default: all CPUs)."),
+    allow_requantize: bool = typer.Option(
+        False, "--allow-requantize", help="Allow requantizing tensors that are already quantized (quality suffers)."
+    ),
+    leave_output_tensor: bool = typer.Option(
+        False, "--leave-output-tensor", help="Leave output.weight un(re)quantized."
+    ),
+    pure: bool = typer.Option(
+        False, "--pure", help="Disable k-quant mixtures: quantize all tensors to the same type."
+    ),
+    output_tensor_type: str | None = typer.Option(
+        None, "--output-tensor-type", metavar="T", help="Tensor type for output.weight."
+    ),
+    token_embedding_type: str | None = typer.Option(
+        None, "--token-embedding-type", metavar="T", help="Tensor type for the token embeddings."
+    ),
+) -> None:
+    """Quantize a GGUF model (llama-quantize's rules, bit-exact ggml quantizers)."""
+    from llamacli.core.errors import InvalidRequest
+    from llamacli.core.quantize import (
+        QuantizeOptions,
+        parse_file_type,
+        parse_tensor_type,
+        try_parse_file_type,
+    )
+
+    ftype = try_parse_file_type(output_or_type)
+    if ftype is not None:  # INPUT TYPE [NTHREADS]
+        if nthreads is not None:
+            raise InvalidRequest(f"unexpected extra argument {nthreads!r}")
+        output, threads_arg = None, type_name
+    else:  # INPUT OUTPUT TYPE [NTHREADS]
+        if type_name is None:
+            raise InvalidRequest("missing TYPE (e.g. Q4_K_M); usage: llama quantize INPUT OUTPUT TYPE [NTHREADS]")
+        ftype = parse_file_type(type_name)
+        output, threads_arg = output_or_type, nthreads
+    if output is None:
+        output = os.path.join(os.path.dirname(input_path), f"ggml-model-{ftype.name}.gguf")
+    try:
+        n_threads = int(threads_arg) if threads_arg is not None else 0
+    except ValueError:
+        raise InvalidRequest(f"invalid NTHREADS {threads_arg!r} (an integer)") from None
+    opts = QuantizeOptions(
+        file_type=ftype,
+        allow_requantize=allow_requantize,
+        pure=pure,
+        output_tensor_type=None if output_tensor_type is None else parse_tensor_type(output_tensor_type, "--output-tensor-type"),
+        token_embedding_type=None if token_embedding_type is None else parse_tensor_type(token_embedding_type, "--token-embedding-type"),
+        leave_output_tensor=leave_output_tensor,
+        n_threads=n_threads,
+    )
+    _run(input_path, output, opts)
+
+
+def _run(input_path: str, output: str, opts: QuantizeOptions) -> None:
+    """Check and plan, then quantize with a progress bar on stderr (a terminal only), then print
+    the summary."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from llamacli.core.quantize import QuantizeJob, TensorPlan
+
+    job = QuantizeJob(input_path, output, opts)
+    err.print(f"quantizing {input_path} to {output} as {opts.file_type.name}", markup=False, highlight=False)
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, transient=True, disable=not err.is_terminal,
+    )
+    task = progress.add_task("", total=len(job.plans))
+
+    def on_tensor(i: int, n: int, p: TensorPlan) -> None:
+        change = f"{p.src_type.name} -> {p.dst_type.name}" if p.converts else f"{p.src_type.name} (copied)"
+        progress.update(task, completed=i, description=f"{p.name:<36} {change}")
+
+    with progress:
+        report = job.run(on_tensor)
+    mib = 1024.0 * 1024.0
+    bpw_in = report.src_bytes * 8.0 / max(1, report.n_values)
+    bpw_out = report.dst_bytes * 8.0 / max(1, report.n_values)
+    n_conv = sum(p.converts for p in report.tensors)
+    err.print(
+        f"model size  = {report.src_bytes / mib:8.2f} MiB ({bpw_in:.2f} BPW)\n"
+        f"quant size  = {report.dst_bytes / mib:8.2f} MiB ({bpw_out:.2f} BPW)\n"
+        f"{len(report.tensors)} tensors, {n_conv} converted, {len(report.tensors) - n_conv} copied; "
+        f"wrote {report.path} ({report.file_bytes / mib:.2f} MiB) in {report.seconds:.2f} s",
+        markup=False, highlight=False, soft_wrap=True,
+    )
+    if report.n_fallback:
+        err.print(
+            f"{report.n_fallback} of {len(report.tensors)} tensor(s) fell back to another type: "
+            "their row length is not a multiple of the type's block size",
+            markup=False, highlight=False, soft_wrap=True,
+        )
