@@ -7,10 +7,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from llamacli.chat.session import ChatSession, ModelInfo
-from llamacli.chat.settings import ChatSettings
 from llamacli.core.chat_template import ChatTemplate
 from llamacli.core.tasks import Final, Partial, Task, Timings
+
+from llamacli.chat.session import ChatSession, ModelInfo
+from llamacli.chat.settings import ChatSettings
 
 
 class FakeTokenizer:

@@ -12,15 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from chat_fakes import FakeEngine, fake_session
+from llamacli.core.errors import InvalidRequest
+
 from llamacli.chat.commands import COMMANDS, find
 from llamacli.chat.conversation import Conversation, ConversationFileError
 from llamacli.chat.render import PlainView, format_footer
 from llamacli.chat.repl import EXIT_HINT, ChatLoop
 from llamacli.chat.session import ChatSession, TurnStats
 from llamacli.chat.settings import ChatSettings, param_names
-from llamacli.core.errors import InvalidRequest
 
 
 def script(*items: object):  # type: ignore[no-untyped-def]
@@ -157,7 +157,7 @@ def test_prompt_too_long_is_one_error_and_the_turn_is_taken_back() -> None:
 # ---- slash commands ------------------------------------------------------------------------
 def test_set_and_show() -> None:
     ses = fake_session()
-    code, out = run(ses, "/set temp 0.2", "/set top-k 5", "/set n 3", "/set seed 42", "/set stop END|\\n\\n", "/set", "/show")
+    _, out = run(ses, "/set temp 0.2", "/set top-k 5", "/set n 3", "/set seed 42", "/set stop END|\\n\\n", "/set", "/show")
     s = ses.settings
     assert s.sampling.temperature == 0.2 and s.sampling.top_k == 5 and s.n_predict == 3 and s.sampling.seed == 42
     assert s.stop == ["END", "\n\n"]
@@ -208,7 +208,7 @@ def test_help_lists_every_command_and_prefixes_resolve() -> None:
 def test_system_clear_undo_retry_tokens() -> None:
     eng = FakeEngine(lambda t: f"reply {len(eng.tasks)}")
     ses = fake_session(eng)
-    code, out = run(ses, "/system", "/system You are terse.", "a", "b", "/undo", "/tokens", "/retry", "/clear", "/tokens", "/system -")
+    _, out = run(ses, "/system", "/system You are terse.", "a", "b", "/undo", "/tokens", "/retry", "/clear", "/tokens", "/system -")
     assert "no system prompt" in out and "system prompt set" in out
     assert "removed the last exchange (2 messages)" in out
     # /retry replaced the answer to "a" (reply 1) by a new one (reply 3)
@@ -245,7 +245,7 @@ def test_save_load_round_trip(tmp_path: Path) -> None:
     assert data["settings"]["sampling"]["temperature"] == 0.5
 
     other = fake_session()
-    code, out = run(other, f"/load '{path}'", "/show")
+    _, out = run(other, f"/load '{path}'", "/show")
     assert other.conversation == ses.conversation
     assert "loaded 2 messages (1 turn" in out and "system prompt set" in out
     assert other.settings.sampling.temperature == 0.8  # /load restores the conversation only

@@ -7,6 +7,8 @@ import io
 from collections.abc import Iterator
 
 import pytest
+from llamacli.core.engine import Engine
+from llamacli.core.sampling import SamplingParams
 
 from llamacli.chat.conversation import Conversation
 from llamacli.chat.launch import chat_template, start_session
@@ -15,8 +17,6 @@ from llamacli.chat.render import PlainView
 from llamacli.chat.repl import ChatLoop
 from llamacli.chat.session import ChatSession
 from llamacli.chat.settings import ChatSettings
-from llamacli.core.engine import Engine
-from llamacli.core.sampling import SamplingParams
 from llamacli.runtime import Runtime, open_model
 
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ class StopAfter(PlainView):
 
 
 def test_turns_reuse_the_prompt_cache(greedy: tuple[Engine, ChatSession]) -> None:
-    engine, ses = greedy
+    _, ses = greedy
     ses.conversation.system = "Answer briefly."
     loop = ChatLoop(ses, lambda: (_ for _ in ()).throw(EOFError()), PlainView(io.StringIO()))
     loop.handle("Hello!")
@@ -63,7 +63,7 @@ def test_turns_reuse_the_prompt_cache(greedy: tuple[Engine, ChatSession]) -> Non
 
 
 def test_ctrl_c_cancels_the_task_and_the_chat_goes_on(greedy: tuple[Engine, ChatSession]) -> None:
-    engine, ses = greedy
+    _, ses = greedy
     ses.settings.n_predict = 200
     ses.settings.ignore_eos = True
     view = StopAfter(3)

@@ -23,7 +23,7 @@ def chat(*args: str, stdin: str = "", timeout: float = 300) -> subprocess.Comple
     env = dict(os.environ, PYTHONPATH=str(ROOT), NO_COLOR="1")
     return subprocess.run(
         [sys.executable, "-m", "llamacli", "chat", *args], input=stdin, capture_output=True, text=True,
-        timeout=timeout, env=env, cwd=ROOT,
+        timeout=timeout, env=env, cwd=ROOT, check=False,
     )
 
 

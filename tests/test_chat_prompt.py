@@ -8,13 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chat_fakes import FakeEngine, fake_session
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from chat_fakes import FakeEngine, fake_session
 from llamacli.chat.prompt import SlashCompleter, default_history_path, make_reader
 from llamacli.chat.render import PlainView
 from llamacli.chat.repl import EXIT_HINT, ChatLoop

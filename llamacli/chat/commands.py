@@ -27,7 +27,7 @@ class Command:
     name: str
     args: str
     help: str
-    run: Callable[["ChatLoop", str], str | None]
+    run: Callable[[ChatLoop, str], str | None]
 
 
 def _help(loop: ChatLoop, arg: str) -> None:

@@ -72,7 +72,7 @@ class Conversation:
         return {"format": FORMAT, "version": VERSION, **extra, "system": self.system, "messages": list(self.messages)}
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Conversation":
+    def from_dict(cls, data: Any) -> Conversation:
         """Our own file, or a bare list of OpenAI messages (a leading system message becomes
         the system prompt)."""
         if isinstance(data, list):
@@ -103,7 +103,7 @@ class Conversation:
         tmp.replace(p)
 
     @classmethod
-    def load(cls, path: str | Path) -> tuple["Conversation", dict[str, Any]]:
+    def load(cls, path: str | Path) -> tuple[Conversation, dict[str, Any]]:
         """The conversation in a file and the file's other top-level fields (e.g. settings)."""
         p = Path(path).expanduser()
         text = p.read_text(encoding="utf-8")

@@ -114,7 +114,7 @@ class _NoEcho:
     def __init__(self) -> None:
         self._saved: list[Any] | None = None
 
-    def __enter__(self) -> "_NoEcho":
+    def __enter__(self) -> _NoEcho:
         try:
             import termios
 

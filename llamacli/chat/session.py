@@ -69,7 +69,7 @@ class TurnStats:
     seconds: float = 0.0
 
     @classmethod
-    def from_final(cls, final: Final, n_ctx: int) -> "TurnStats":
+    def from_final(cls, final: Final, n_ctx: int) -> TurnStats:
         t = final.timings.to_dict()
         return cls(
             n_generated=len(final.tokens),

@@ -166,8 +166,8 @@ def chat(
 
 
 def _interactive(session, first, use_color, multiline, single_turn, history_file, no_history, show_timings, simple_io) -> int:  # type: ignore[no-untyped-def]
-    from llamacli.chat.repl import ChatLoop
     from llamacli.chat.render import PlainView, RichView
+    from llamacli.chat.repl import ChatLoop
 
     if simple_io:
         view = PlainView(sys.stdout, show_stats=show_timings)
