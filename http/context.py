@@ -119,6 +119,8 @@ class ServerState:
         n = self.config.threads_http if self.config.threads_http > 0 else min(8, (os.cpu_count() or 2) + 2)
         self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="llama-http")
         self.tasks: dict[int, Task] = {}  # in flight by task id, for graceful shutdown
+        self.closing = False  # set by cancel_all: responses end without waiting for the engine
+        self._close_waiters: set[asyncio.Future[None]] = set()
         self.started = time.time()
 
     # ---- readiness ------------------------------------------------------------------------
@@ -193,12 +195,19 @@ class ServerState:
         return task_params(body, self.base_params(), model.tokenizer, model.n_vocab)
 
     def cancel_all(self) -> None:
+        """Cancel every task in flight and end their HTTP responses now (server shutdown):
+        a response does not wait for the engine to finish its current step."""
+        self.closing = True
+        for f in list(self._close_waiters):  # cancel_all runs on the event loop's thread
+            if not f.done():
+                f.set_result(None)
         for t in list(self.tasks.values()):
             t.cancel()
 
     async def results(self, tasks: Sequence[Task]) -> AsyncIterator[tuple[int, Result]]:
         """(index, result) of several tasks as they arrive. Leaving early (client gone, error)
-        cancels every task that has not finished: its slot is free within one step."""
+        cancels every task that has not finished: its slot is free within one step. On
+        shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final."""
         queue: asyncio.Queue[tuple[int, Result | None]] = asyncio.Queue()
 
         async def pump(i: int, task: Task) -> None:
@@ -207,16 +216,35 @@ class ServerState:
             await queue.put((i, None))
 
         pumps = [asyncio.ensure_future(pump(i, t)) for i, t in enumerate(tasks)]
-        open_ = len(tasks)
+        closing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self.closing:
+            closing.set_result(None)
+        self._close_waiters.add(closing)
+        texts: list[list[str]] = [[] for _ in tasks]
+        toks: list[list[int]] = [[] for _ in tasks]
+        done = [False] * len(tasks)
         try:
-            while open_:
-                i, r = await queue.get()
+            while not all(done):
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait((getter, closing), return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done():
+                    getter.cancel()
+                    for i, t in enumerate(tasks):
+                        if not done[i]:
+                            done[i] = True
+                            yield i, Final("".join(texts[i]), toks[i], list(t.prompt_tokens), "cancelled")
+                    return
+                i, r = getter.result()
                 if r is None:
-                    open_ -= 1
+                    done[i] = True
                     self.tasks.pop(tasks[i].id, None)
                     continue
+                if isinstance(r, Partial):
+                    texts[i].append(r.content)
+                    toks[i].extend(r.tokens)
                 yield i, r
         finally:
+            self._close_waiters.discard(closing)
             for t in tasks:
                 if not t.results.closed:
                     t.cancel()

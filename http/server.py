@@ -33,14 +33,16 @@ class Listen:
     grace: float = 1.0  # seconds in-flight tasks may run on after a shutdown signal
 
 
-def bind_sockets(host: str, port: int) -> list[socket.socket]:
-    """Bound (not yet listening) sockets; port 0 picks one free port shared by every host."""
+def bind_sockets(host: str, port: int, backlog: int = 100) -> list[socket.socket]:
+    """Listening sockets (connections queue until Hypercorn serves them); port 0 picks one
+    free port shared by every host."""
     socks: list[socket.socket] = []
     try:
         for h in [x.strip() for x in host.split(",") if x.strip()]:
             if h.endswith(".sock"):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.bind(h)
+                s.listen(backlog)
                 socks.append(s)
                 continue
             family, type_, proto, _, addr = socket.getaddrinfo(
@@ -51,6 +53,7 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
             if family == socket.AF_INET6:
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             s.bind(addr)
+            s.listen(backlog)
             socks.append(s)
             port = s.getsockname()[1]
     except OSError:

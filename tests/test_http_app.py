@@ -651,3 +651,26 @@ def test_ui_page() -> None:
     assert code == 200 and h["Content-Type"].startswith("text/html") and "v1/chat/completions" in text
     c, _ = make(ServerConfig(ui=False))
     assert c.get("/")[0] == 404
+
+
+def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:
+    tok = FakeTokenizer()
+    eng = FakeEngine(tok, delay=0.2, reply="x" * 100)
+    st = ServerState(ServerConfig())
+    st.set_ready(eng, fake_model(tok))
+
+    async def go() -> list[Any]:
+        (task,) = st.submit([Task([BOS, 20], TaskParams())])
+        out = []
+        async for _, r in st.results([task]):
+            out.append(r)
+            if len(out) == 1:
+                asyncio.get_running_loop().call_soon(st.cancel_all)  # what a shutdown signal does
+        while not task.results.closed:
+            await asyncio.sleep(0.05)
+        return out
+
+    t0 = time.monotonic()
+    out = asyncio.run(go())
+    assert isinstance(out[-1], Final) and out[-1].stop_type == "cancelled" and out[-1].content == "x"
+    assert time.monotonic() - t0 < 2

@@ -1,0 +1,126 @@
+"""`llama serve` as a process: 503 while loading, graceful SIGTERM/SIGINT (exit 0) with a
+stream in flight, API keys, CORS, llama-server's no-op flags, exit codes of bad starts."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import openai
+import pytest
+
+from tests.http_server import ROOT, LlamaServer
+
+pytestmark = pytest.mark.slow
+
+
+def test_loading_503_then_sigterm_mid_stream_exits_0(demo_model: str) -> None:
+    srv = LlamaServer("-m", demo_model, "-c", "256", "-np", "1")
+    try:
+        srv.start(wait_ready=False)
+        seen = []
+        while True:
+            code, body = srv.get("/health")
+            seen.append((code, body))
+            if code == 200:
+                break
+            assert code == 503 and body == {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+            time.sleep(0.05)
+        assert seen[0][0] == 503 and seen[-1] == (200, {"status": "ok"})
+
+        lines: list[bytes] = []
+        started = threading.Event()
+
+        def stream() -> None:
+            u = urlparse(srv.url)
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+            conn.request("POST", "/v1/chat/completions", json.dumps(
+                {"messages": [{"role": "user", "content": "Tell a long story."}], "max_tokens": 500, "stream": True}),
+                {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            while True:
+                chunk = resp.read1(4096)
+                if not chunk:
+                    break
+                lines.append(chunk)
+                started.set()
+            conn.close()
+
+        t = threading.Thread(target=stream)
+        t.start()
+        assert started.wait(60)
+        t0 = time.monotonic()
+        rc = srv.stop(signal.SIGTERM)
+        t.join(30)
+        body = b"".join(lines).decode()
+        assert rc == 0 and time.monotonic() - t0 < 15
+        assert body.endswith("data: [DONE]\n\n") and '"finish_reason":"stop"' in body  # ended cleanly
+        assert "shutting down" in srv.log()
+    finally:
+        srv.__exit__()
+
+
+def test_api_keys_cors_ui_and_ignored_flags(demo_model: str, tmp_path: Path) -> None:
+    keyfile = tmp_path / "keys.txt"
+    keyfile.write_text("# keys\nk2\n\n")
+    args = ["-m", demo_model, "-c", "256", "-np", "1", "--no-warmup", "--api-key", "k1", "--api-key-file", str(keyfile),
+            "--no-ui", "-ngl", "99", "-fa", "on", "--mlock", "-ctk", "q8_0", "--no-mmap", "-tb", "4"]
+    with LlamaServer(*args) as srv:
+        log = srv.log()
+        for flag in ("--n-gpu-layers", "--flash-attn", "--mlock", "--cache-type-k", "--no-mmap", "--threads-batch"):
+            assert f"note: {flag} has no effect here" in log, flag
+        assert srv.get("/health")[0] == 200 and srv.get("/v1/models")[0] == 200  # public
+        code, body = srv.get("/props")
+        assert code == 401 and body == {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
+        assert srv.get("/props", headers={"Authorization": "Bearer nope"})[0] == 401
+        assert srv.get("/props", headers={"Authorization": "Bearer k2"})[0] == 200
+        assert srv.get("/props", headers={"X-Api-Key": "k1"})[0] == 200
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=srv.url + "/v1", api_key="wrong", max_retries=0).completions.create(
+                model="x", prompt="a", max_tokens=1)
+        r = openai.OpenAI(base_url=srv.url + "/v1", api_key="k1", max_retries=0).completions.create(
+            model="x", prompt="Hello", max_tokens=1)
+        assert r.usage.completion_tokens == 1
+        code, _ = srv.request("OPTIONS", "/v1/chat/completions", headers={
+            "Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        assert code == 200
+        u = urlparse(srv.url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("OPTIONS", "/v1/chat/completions", headers={"Origin": "http://localhost:5173",
+                                                                 "Access-Control-Request-Method": "POST"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.getheader("Access-Control-Allow-Origin") == "http://localhost:5173"
+        assert "POST" in resp.getheader("Access-Control-Allow-Methods", "")
+        conn.close()
+        assert srv.get("/")[0] == 404  # --no-ui
+        assert srv.stop(signal.SIGINT) == 0
+
+
+def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "llamacli", "serve", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_bad_starts_exit_with_one_error_line(tmp_path: Path) -> None:
+    r = _serve("-m", str(tmp_path / "missing.gguf"), "--port", "0")
+    assert r.returncode == 2 and "error:" in r.stderr and "missing.gguf" in r.stderr and "Traceback" not in r.stderr
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        r = _serve("--port", str(busy.getsockname()[1]))
+        assert r.returncode == 1 and "error:" in r.stderr and "Traceback" not in r.stderr
+    finally:
+        busy.close()
+    r = _serve("--top-p", "7", "--port", "0")
+    assert r.returncode == 1 and "top_p" in r.stderr
