@@ -52,5 +52,6 @@ def load_model(
         model = cls(args, g, precision, loader)
     finally:
         loader.finish()
+    model._fuse_layers()
     stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes())
     return model, g, stats

@@ -15,7 +15,7 @@ from llamacli.core import kernels as K
 from llamacli.core import numerics as N
 from llamacli.core.batch import Batch
 from llamacli.core.matmul import MatmulPool, RowLayout
-from llamacli.core.weights import Linear, OutputWeight
+from llamacli.core.weights import FusedLinear, Linear, OutputWeight
 
 NUMERICS_MODES = ("ggml", "f32")
 
@@ -53,6 +53,23 @@ class Precision:
             y += lin.b
         return y
 
+    def same_rounding(self, a: object, b: object) -> bool:
+        """Whether inputs to weights of types a and b are rounded alike (so they can be fused)."""
+        return True
+
+    def linear_fused(self, x: np.ndarray, f: FusedLinear) -> list[np.ndarray]:
+        """The outputs of the fused layers, one rounding and one matmul for all."""
+        y = self.mm.linear(self.act(x, f.qtype), f.w)
+        outs: list[np.ndarray] = []
+        a = 0
+        for n, b in zip(f.splits, f.biases):
+            part = y[:, a : a + n]
+            if b is not None:
+                part = part + b
+            outs.append(part)
+            a += n
+        return outs
+
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
         return self.mm.project(self.act(x, ow.qtype), ow.w)
@@ -83,6 +100,9 @@ class GGMLPrecision(Precision):
     def kv(self, x: np.ndarray) -> np.ndarray:
         return N.round_f16(x)
 
+    def same_rounding(self, a: object, b: object) -> bool:
+        return N.vec_dot_type(a) == N.vec_dot_type(b)  # type: ignore[arg-type]
+
     def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
         return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox, fma=True)
 
@@ -110,12 +130,15 @@ class GGMLPrecision(Precision):
             w *= np.float32(scale)
         if softcap:
             w = K.softcap(w, softcap)
-        w = w.reshape(S, Hkv, G, Tq, -1) + mask[:, None, None, :, :]
-        m = np.max(w, axis=-1, keepdims=True)
-        m = np.where(np.isfinite(m), m, np.float32(0.0))
-        e = np.exp(w - m)
-        inv = (1.0 / np.sum(e, axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
-        p = N.round_f16(e * inv).reshape(S, Hkv, G * Tq, -1)
+        w5 = w.reshape(S, Hkv, G, Tq, -1)
+        w5 += mask[:, None, None, :, :]
+        m = np.max(w5, axis=-1, keepdims=True)
+        m[~np.isfinite(m)] = 0.0
+        w5 -= m
+        np.exp(w5, out=w5)
+        inv = (1.0 / np.sum(w5, axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
+        w5 *= inv
+        p = N.round_f16(w)  # (S, Hkv, G*Tq, L)
         return np.matmul(p, v).reshape(S, H, Tq, -1)
 
 

@@ -37,6 +37,36 @@ class Linear:
         return int(self.w.shape[1])
 
 
+def fuse(parts: list[Linear]) -> "FusedLinear | None":
+    """One (in, sum of outs) matrix for linears that read the same input and whose weight
+    types round that input the same way (the same ggml vec_dot_type): one activation rounding
+    and one matmul instead of several. The parts' weights become views into it (no copy
+    stays). None when they cannot be fused."""
+    if len(parts) < 2 or len({p.n_in for p in parts}) != 1:
+        return None
+    f = FusedLinear(
+        w=np.concatenate([p.w for p in parts], axis=1),
+        qtype=parts[0].qtype,
+        splits=[p.n_out for p in parts],
+        biases=[p.b for p in parts],
+    )
+    a = 0
+    for p in parts:
+        p.w = f.w[:, a : a + p.n_out]
+        a += p.n_out
+    return f
+
+
+@dataclass
+class FusedLinear:
+    """Several Linear layers side by side: w (in, out_1 + out_2 + ...)."""
+
+    w: np.ndarray
+    qtype: GGMLQuantizationType
+    splits: list[int]
+    biases: list[np.ndarray | None]
+
+
 @dataclass
 class OutputWeight:
     """The vocabulary projection, kept (n_vocab, n_embd) row-major: logits = x @ w.T."""

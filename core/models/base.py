@@ -21,7 +21,7 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.kv_cache import KVCache
 from llamacli.core.precision import Precision
-from llamacli.core.weights import Linear, WeightLoader
+from llamacli.core.weights import FusedLinear, Linear, WeightLoader, fuse
 
 
 @dataclass
@@ -85,6 +85,8 @@ class LayerWeights:
     k_norm: np.ndarray | None = None
     post_attn_norm: np.ndarray | None = None
     post_ffn_norm: np.ndarray | None = None
+    qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
+    gate_up: FusedLinear | None = None
 
 
 @dataclass
@@ -187,6 +189,15 @@ class DecoderModel:
             lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
         return lw
 
+    def _fuse_layers(self) -> None:
+        """After loading: fuse Q/K/V and gate/up where their inputs round alike."""
+        pr = self.precision
+        for lw in self.layers:
+            if pr.same_rounding(lw.wq.qtype, lw.wk.qtype) and pr.same_rounding(lw.wq.qtype, lw.wv.qtype):
+                lw.qkv = fuse([lw.wq, lw.wk, lw.wv])
+            if pr.same_rounding(lw.w_gate.qtype, lw.w_up.qtype):
+                lw.gate_up = fuse([lw.w_gate, lw.w_up])
+
     def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
         a = self.args
         return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
@@ -202,8 +213,11 @@ class DecoderModel:
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)); h (T, n_embd)."""
         pr = self.precision
-        g = pr.linear(h, lw.w_gate)
-        u = pr.linear(h, lw.w_up)
+        if lw.gate_up is not None:
+            g, u = pr.linear_fused(h, lw.gate_up)
+        else:
+            g = pr.linear(h, lw.w_gate)
+            u = pr.linear(h, lw.w_up)
         act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
         return pr.linear(act * u, lw.w_down)
 
@@ -285,9 +299,13 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = h.shape[0]
-        q = pr.linear(h, lw.wq).reshape(T, a.n_head, a.head_dim)
-        k = pr.linear(h, lw.wk).reshape(T, a.n_head_kv, a.head_dim)
-        v = pr.linear(h, lw.wv).reshape(T, a.n_head_kv, a.head_dim_v)
+        if lw.qkv is not None:
+            q, k, v = pr.linear_fused(h, lw.qkv)
+        else:
+            q, k, v = pr.linear(h, lw.wq), pr.linear(h, lw.wk), pr.linear(h, lw.wv)
+        q = q.reshape(T, a.n_head, a.head_dim)
+        k = k.reshape(T, a.n_head_kv, a.head_dim)
+        v = v.reshape(T, a.n_head_kv, a.head_dim_v)
         if lw.q_norm is not None:
             q = K.rms_norm(q, lw.q_norm, a.norm_eps)
             k = K.rms_norm(k, lw.k_norm, a.norm_eps)
