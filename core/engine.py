@@ -34,6 +34,7 @@ from llamacli.core.slot_store import SaveResult, restore_slot, save_slot, slot_p
 from llamacli.core.stop import StopMatcher
 from llamacli.core.tasks import Final, Partial, Task, Timings, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
+from llamacli.core.tool_calls.tokens import preserving
 
 R = TypeVar("R")
 
@@ -354,7 +355,7 @@ class Engine:
             )
             s.sampler = Sampler.for_tokenizer(sampling, self.tokenizer, self.n_ctx_slot)
             s.sampler.accept_prompt(task.prompt_tokens)
-            s.decoder = IncrementalDecoder(self.tokenizer)
+            s.decoder = IncrementalDecoder(preserving(self.tokenizer, p.preserved_tokens))
             s.stop = StopMatcher(list(p.stop))
             self._grammar.pop(s.id, None)
             if p.grammar is not None:

@@ -33,6 +33,7 @@ class TaskParams:
     id_slot: int = -1  # -1: the engine chooses
     t_max_predict_ms: float = 0.0  # 0: no time limit on generation
     grammar: GrammarSpec | None = None  # constrained output (core/grammar): GBNF, JSON schema, ...
+    preserved_tokens: tuple[str, ...] = ()  # control tokens kept as text (tool-call markers)
 
 
 @dataclass

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from llamacli.core.tokenizer import Tokenizer
 
 # llama_token_attr bits (core/tokenizer/vocab.py)
-_ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL, _ATTR_USER_DEFINED = 1 << 0, 1 << 1, 1 << 3, 1 << 4
+_ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL = 1 << 0, 1 << 1, 1 << 3
 
 _lock = threading.Lock()
 _tokenizers: weakref.WeakKeyDictionary[Any, llguidance.LLTokenizer] = weakref.WeakKeyDictionary()
@@ -51,13 +51,11 @@ class _Wrapper:
         special: list[int] = []
         for i in range(v.n_tokens):
             attr = int(v.attrs[i])
-            text = v.tokens[i]
-            # as llguidance's own llama.cpp bridge: control tokens (and user-defined ones that
-            # look like <tags>) are special, spelled with a 0xFF lead byte no text can produce
-            if attr & (_ATTR_CONTROL | _ATTR_UNKNOWN | _ATTR_UNUSED) or (
-                attr & _ATTR_USER_DEFINED and text.startswith("<") and text.endswith(">") and len(text) > 2
-            ):
-                tokens.append(b"\xff" + text.encode("utf-8"))
+            # control tokens are special: spelled with a 0xFF lead byte no text can produce, a
+            # grammar names them as <[id]>; user-defined tokens (Qwen's <tool_call>) stay text,
+            # so that a literal "<tool_call>" in a grammar matches the model's single token
+            if attr & (_ATTR_CONTROL | _ATTR_UNKNOWN | _ATTR_UNUSED):
+                tokens.append(b"\xff" + v.tokens[i].encode("utf-8"))
                 special.append(i)
             else:
                 tokens.append(tokenizer.token_to_piece(i, special=True))

@@ -24,6 +24,14 @@ KINDS: tuple[str, ...] = ("gbnf", "lark", "json_schema", "regex", "llguidance")
 # between JSON tokens is bounded, so a small model cannot pad an answer with endless newlines.
 JSON_WHITESPACE = r"(?: |\n{1,2}[ \t]{0,20})?"
 
+# Numbers as llama.cpp's JSON grammar bounds them (at most 16 integral digits), so that a
+# sampled number cannot run on for the whole n_predict; llguidance caps decimals through
+# multipleOf, at most 10 places (llama.cpp: 16).
+_INT_LIMIT = 10**16 - 1
+_DECIMALS = 1e-10
+_NO_WALK = frozenset(("const", "enum", "default", "examples", "x-guidance", "title", "description"))
+_SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas"))
+
 # `{"type": "json_object"}` without a schema: OpenAI's meaning, a JSON object (llama.cpp
 # takes any JSON value there).
 JSON_OBJECT_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -103,7 +111,11 @@ class GrammarSpec:
             return L.grammar_from_regex(self.source)
         if self.kind == "json_schema":
             try:
-                return L.grammar_from_json_schema(self.source, defaults={"whitespace_pattern": JSON_WHITESPACE})
+                schema = bound_numbers(json.loads(self.source))
+                xg = schema.get("x-guidance") if isinstance(schema, dict) else None
+                own_ws = isinstance(xg, dict) and ("whitespace_flexible" in xg or "whitespace_pattern" in xg)
+                defaults = None if own_ws else {"whitespace_pattern": JSON_WHITESPACE}
+                return L.grammar_from_json_schema(schema, defaults=defaults)  # type: ignore[arg-type]
             except ValueError as e:
                 raise GrammarError(f"invalid JSON schema: {e}") from None
         return self.source  # llguidance: already serialized
@@ -112,6 +124,34 @@ class GrammarSpec:
         return {"gbnf": "grammar", "lark": "Lark grammar", "regex": "regex", "json_schema": "JSON schema"}.get(
             self.kind, "grammar"
         )
+
+
+def bound_numbers(schema: Any) -> Any:
+    """A copy of ``schema`` whose numbers cannot grow without end: integer and number
+    subschemas without bounds get +-(10**16 - 1), numbers without multipleOf get 10 decimals
+    at most. Every output it allows is valid for the original schema."""
+    if isinstance(schema, list):
+        return [bound_numbers(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _SCHEMA_MAPS and isinstance(v, dict):  # names -> schemas
+            out[k] = {name: bound_numbers(sub) for name, sub in v.items()}
+        else:
+            out[k] = v if k in _NO_WALK else bound_numbers(v)
+    types = out.get("type")
+    types = [types] if isinstance(types, str) else types if isinstance(types, list) else []
+    if "number" in types or "integer" in types:
+        lo = [out[k] for k in ("minimum", "exclusiveMinimum") if isinstance(out.get(k), (int, float))]
+        hi = [out[k] for k in ("maximum", "exclusiveMaximum") if isinstance(out.get(k), (int, float))]
+        if not lo and not (hi and min(hi) <= -_INT_LIMIT):
+            out["minimum"] = -_INT_LIMIT
+        if not hi and not (lo and max(lo) >= _INT_LIMIT):
+            out["maximum"] = _INT_LIMIT
+        if "number" in types and "multipleOf" not in out:
+            out["multipleOf"] = _DECIMALS
+    return out
 
 
 # ---- request fields -> spec ---------------------------------------------------------------

@@ -1,0 +1,197 @@
+"""One call that turns a chat request with tools into what the engine and the parser need.
+
+    setup = prepare_chat(template, messages, tools=..., tool_choice=..., parallel_tool_calls=...,
+                         grammar=grammar_from_request(body), tokenizer=engine.tokenizer)
+    task = Task(tokenizer.tokenize(setup.prompt, add_special=True, parse_special=True),
+                TaskParams(..., grammar=setup.grammar, preserved_tokens=setup.preserved_tokens))
+    parser = setup.parser()     # feed it Partial.content; see stream.ToolCallParser
+
+Templates that render tools themselves get them (Hermes/Qwen, Llama 3.x, Mistral); for the
+others the tools, earlier calls and tool results are written into the conversation as
+llama.cpp's generic JSON format does (a system prompt listing the tools; calls as
+`{"tool_call": ...}` assistant turns; results as `{"tool_response": ...}` user turns).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from llamacli.core.chat_templates.messages import content_text
+from llamacli.core.errors import InvalidRequest
+from llamacli.core.grammar.spec import GrammarSpec
+from llamacli.core.tool_calls.formats import detect_format, native_markers
+from llamacli.core.tool_calls.grammar import generic_schema, tool_call_grammar
+from llamacli.core.tool_calls.stream import ToolCallParser
+from llamacli.core.tool_calls.tools import Tool, ToolChoice, parse_parallel, parse_tool_choice, parse_tools
+
+if TYPE_CHECKING:
+    from llamacli.core.chat_template import ChatTemplate
+    from llamacli.core.tokenizer import Tokenizer
+
+
+@dataclass
+class ChatSetup:
+    prompt: str  # the rendered conversation
+    format: str  # tool-call format of the output ("content": no tool calls)
+    grammar: GrammarSpec | None  # for TaskParams.grammar
+    preserved_tokens: tuple[str, ...] = ()  # for TaskParams.preserved_tokens
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice = field(default_factory=lambda: ToolChoice("none"))
+    parallel_tool_calls: bool = False
+
+    def parser(self, id_factory: Callable[[], str] | None = None) -> ToolCallParser:
+        return ToolCallParser(self.format, id_factory, frozenset(t.name for t in self.tools))
+
+
+def prepare_chat(
+    template: ChatTemplate,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Any = None,
+    tool_choice: Any = None,
+    parallel_tool_calls: Any = None,
+    grammar: GrammarSpec | None = None,
+    tokenizer: Tokenizer | None = None,
+    add_generation_prompt: bool = True,
+    **template_kwargs: Any,
+) -> ChatSetup:
+    """Prompt, grammar, format and parser settings for a chat request (raises InvalidRequest)."""
+    tool_list = parse_tools(tools)
+    choice = parse_tool_choice(tool_choice, tool_list)
+    parallel = parse_parallel(parallel_tool_calls)
+    t = template.tool_use if (tool_list and template.tool_use is not None) else template
+    caps = t.caps
+    renders_calls = caps is not None and caps.supports_tool_calls
+    if not tool_list or choice.mode == "none":
+        msgs = list(messages) if renders_calls or not _has_tool_turns(messages) else polyfill_messages(messages)
+        prompt = template.render(msgs, add_generation_prompt, **template_kwargs)
+        return ChatSetup(prompt, "content", grammar, (), tool_list, choice, parallel)
+    fmt = detect_format(template)
+    if fmt != "generic" and not (caps is not None and caps.supports_tools):
+        fmt = "generic"
+    if fmt == "generic":
+        response = None
+        if grammar is not None:
+            if grammar.kind != "json_schema":
+                raise InvalidRequest("a grammar cannot be combined with tools; use response_format or json_schema")
+            response = grammar.schema
+        msgs = polyfill_messages(messages)
+        msgs = add_system_text(msgs, generic_system_prompt(tool_list, choice, parallel, response))
+        prompt = template.render(msgs, add_generation_prompt, **template_kwargs)
+        spec = tool_call_grammar(fmt, tool_list, choice, parallel, tokenizer, response)
+    else:
+        msgs = list(messages) if renders_calls else polyfill_messages(messages)
+        prompt = template.render(msgs, add_generation_prompt, tools=[x.to_openai() for x in tool_list], **template_kwargs)
+        spec = tool_call_grammar(fmt, tool_list, choice, parallel, tokenizer)
+        if grammar is not None:
+            spec = _either_json_or_calls(grammar, fmt, tool_list, choice, parallel, tokenizer)
+    return ChatSetup(prompt, fmt, spec, native_markers(fmt), tool_list, choice, parallel)
+
+
+def _either_json_or_calls(
+    grammar: GrammarSpec, fmt: str, tools: list[Tool], choice: ToolChoice, parallel: bool, tokenizer: Tokenizer | None
+) -> GrammarSpec:
+    """response_format together with tools: the reply is that JSON, or the tool call(s)."""
+    if grammar.kind != "json_schema":
+        raise InvalidRequest("a grammar cannot be combined with tools; use response_format or json_schema")
+    calls = tool_call_grammar(fmt, tools, ToolChoice("required", choice.name), parallel, tokenizer)
+    assert calls is not None and calls.kind == "lark"
+    if choice.mode == "required":
+        return calls
+    from llamacli.core.tool_calls.grammar import _json
+
+    lark = calls.source.replace("start:", "calls:", 1)
+    return GrammarSpec.lark(f"start: answer | calls\nanswer: {_json(grammar.schema)}\n{lark}")
+
+
+def _has_tool_turns(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
+
+
+def generic_system_prompt(tools: Sequence[Tool], choice: ToolChoice, parallel: bool, response: Any = None) -> str:
+    """What the generic format tells the model (llama.cpp's wording, plus the tool list)."""
+    listing = json.dumps([t.to_openai() for t in tools], indent=2, ensure_ascii=False)
+    call = '{"name": "<tool name>", "arguments": {<arguments>}}'
+    calls = f'{{"tool_calls": [{call}, ...]}}' if parallel else f'{{"tool_call": {call}}}'
+    key = "`tool_calls`" if parallel else "`tool_call`"
+    if choice.mode == "required":
+        what = f"Respond in JSON format with {key} (a request to call tools)"
+        if choice.name:
+            what += f", calling the tool `{choice.name}`"
+        examples = calls
+    else:
+        what = f"Respond in JSON format, either with {key} (a request to call tools) or with `response` reply to the user's request"
+        reply = '"<your reply>"' if response is None else "<JSON as the response schema asks>"
+        examples = f'{calls}\n{{"response": {reply}}}'
+    return (
+        f"You can call any of the following tools to satisfy the user's requests: {listing}\n\n"
+        f"{what}. Examples:\n{examples}"
+    )
+
+
+def add_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """Append text to the system message (or start the conversation with one)."""
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        old = content_text(first.get("content"))
+        first["content"] = f"{old}\n\n{text}" if old else text
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def polyfill_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool calls and tool results written as text, for templates that cannot render them:
+    an assistant call becomes `{"tool_call": {...}}` (or `{"tool_calls": [...]}`), tool results
+    one user turn of `{"tool_response": {...}}` lines (roles keep alternating)."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    merged = False  # the last message is a user turn written by us (more results join it)
+    for m in messages:
+        if not isinstance(m, Mapping):
+            raise InvalidRequest("each message must be an object")
+        role = m.get("role")
+        if role == "assistant" and m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = c.get("function", c) if isinstance(c, Mapping) else {}
+                args = fn.get("arguments", {})
+                if isinstance(args, str):
+                    try:
+                        args = json.loads(args)
+                    except ValueError:
+                        pass
+                call: dict[str, Any] = {"name": fn.get("name"), "arguments": args}
+                if isinstance(c, Mapping) and c.get("id"):
+                    call["id"] = c["id"]
+                    names[str(c["id"])] = str(fn.get("name"))
+                calls.append(call)
+            payload = {"tool_call": calls[0]} if len(calls) == 1 else {"tool_calls": calls}
+            text = content_text(m.get("content"))
+            body = json.dumps(payload, ensure_ascii=False)
+            out.append({"role": "assistant", "content": f"{text}\n{body}" if text else body})
+            merged = False
+        elif role == "tool":
+            cid = m.get("tool_call_id")
+            resp: dict[str, Any] = {"tool": m.get("name") or names.get(str(cid), "")}
+            if cid:
+                resp["tool_call_id"] = cid
+            resp["content"] = content_text(m.get("content"))
+            text = json.dumps({"tool_response": resp}, ensure_ascii=False)
+            if merged:
+                out[-1]["content"] += "\n" + text
+            else:
+                out.append({"role": "user", "content": text})
+                merged = True
+        elif role == "user" and merged:
+            out[-1]["content"] += "\n\n" + content_text(m.get("content"))
+            merged = False
+        else:
+            out.append(dict(m))
+            merged = False
+    return out
+
+
+__all__ = ["ChatSetup", "add_system_text", "generic_schema", "generic_system_prompt", "polyfill_messages", "prepare_chat"]
