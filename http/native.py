@@ -193,6 +193,10 @@ def params_json(p: TaskParams, stream: bool = False) -> dict[str, Any]:
             "lora": [],
         }
     )
+    grammar = getattr(p, "grammar", None)
+    d["grammar"] = grammar.source if grammar is not None else ""
+    if grammar is not None:
+        d["grammar_kind"] = grammar.kind
     return d
 
 

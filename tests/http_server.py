@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -28,8 +29,11 @@ URL_LINE = re.compile(r"listening on (https?://[^\s,]+)")
 
 
 class LlamaServer:
-    def __init__(self, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None, cafile: str | None = None
+    ) -> None:
         self.args = list(args)
+        self.ssl = ssl.create_default_context(cafile=cafile) if cafile else None  # to trust a test certificate
         self.timeout = timeout
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
@@ -111,7 +115,7 @@ class LlamaServer:
         if data is not None and "Content-Type" not in (headers or {}):
             req.add_header("Content-Type", "application/json")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl) as r:
                 return r.status, _decode(r.read(), r.headers.get("Content-Type", ""))
         except urllib.error.HTTPError as e:
             return e.code, _decode(e.read(), e.headers.get("Content-Type", ""))

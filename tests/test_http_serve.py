@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -104,6 +106,22 @@ def test_api_keys_cors_ui_and_ignored_flags(demo_model: str, tmp_path: Path) -> 
         conn.close()
         assert srv.get("/")[0] == 404  # --no-ui
         assert srv.stop(signal.SIGINT) == 0
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_tls_and_json_log_lines(demo_model: str, tmp_path: Path) -> None:
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    with LlamaServer("-m", demo_model, "-c", "256", "-np", "1", "--no-warmup", "--ssl-key-file", str(key),
+                     "--ssl-cert-file", str(cert), "--log-format", "json", cafile=str(cert)) as srv:
+        assert srv.url.startswith("https://")
+        assert srv.get("/v1/models")[0] == 200
+        with pytest.raises(OSError):  # plain HTTP is not served
+            urllib.request.urlopen(srv.url.replace("https://", "http://") + "/health", timeout=10).read()
+        lines = [json.loads(ln) for ln in srv.log().splitlines() if ln.startswith("{")]
+        assert any(d.get("path") == "/v1/models" and d.get("status") == 200 for d in lines)
 
 
 def _serve(*args: str) -> subprocess.CompletedProcess[str]:
