@@ -46,10 +46,8 @@ def native_fields(data: Mapping[str, Any], chat: bool) -> dict[str, Any]:
         if b.bool("logprobs", False):
             top = b.int("top_logprobs", 0, lo=0, hi=20)
             out["n_probs"] = max(1, top)
-    elif "logprobs" in b:
-        n = b.int("logprobs", lo=0)
-        if n > 0:
-            out["n_probs"] = n
+    elif "logprobs" in b:  # 0 still reports the chosen tokens' logprobs
+        out["n_probs"] = max(1, b.int("logprobs", lo=0, hi=20))
     return out
 
 

@@ -74,10 +74,11 @@ def test_api_keys_cors_ui_and_ignored_flags(demo_model: str, tmp_path: Path) -> 
     keyfile = tmp_path / "keys.txt"
     keyfile.write_text("# keys\nk2\n\n")
     args = ["-m", demo_model, "-c", "256", "-np", "1", "--no-warmup", "--api-key", "k1", "--api-key-file", str(keyfile),
-            "--no-ui", "-ngl", "99", "-fa", "on", "--mlock", "-ctk", "q8_0", "--no-mmap", "-tb", "4"]
+            "--no-ui", "-ngl", "99", "-fa", "--mlock", "-ctk", "q8_0", "--no-mmap", "-tb", "4", "--log-colors", "off"]
     with LlamaServer(*args) as srv:
         log = srv.log()
-        for flag in ("--n-gpu-layers", "--flash-attn", "--mlock", "--cache-type-k", "--no-mmap", "--threads-batch"):
+        for flag in ("--n-gpu-layers", "--flash-attn", "--mlock", "--cache-type-k", "--no-mmap", "--threads-batch",
+                     "--log-colors"):
             assert f"note: {flag} has no effect here" in log, flag
         assert srv.get("/health")[0] == 200 and srv.get("/v1/models")[0] == 200  # public
         code, body = srv.get("/props")

@@ -20,10 +20,12 @@ from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
 
 # llama-server flags that mean nothing to a NumPy CPU engine: accepted, with a one-line note,
 # so that scripts and harnesses written for llama-server run unchanged.
-# (names, takes a value, why it does nothing here)
+# (names, takes a value, why it does nothing here). Flags whose value llama-server made optional
+# (-fa [on|off|auto]) are plain flags here, and a stray on/off/auto argument is accepted, so
+# that both `-fa` and `-fa on` parse.
 IGNORED_FLAGS: list[tuple[tuple[str, ...], bool, str]] = [
     (("-ngl", "--gpu-layers", "--n-gpu-layers"), True, "no GPU offload: the engine runs on the CPU"),
-    (("-fa", "--flash-attn"), True, "attention is one NumPy kernel; there is no flash-attention switch"),
+    (("-fa", "--flash-attn"), False, "attention is one NumPy kernel; there is no flash-attention switch"),
     (("-sm", "--split-mode"), True, "no multi-GPU split"),
     (("-ts", "--tensor-split"), True, "no multi-GPU split"),
     (("-mg", "--main-gpu"), True, "no GPU"),
@@ -50,13 +52,13 @@ IGNORED_FLAGS: list[tuple[tuple[str, ...], bool, str]] = [
     (("-nr", "--no-repack"), False, "no weight repacking"),
     (("--no-host",), False, "no host buffers"),
     (("--check-tensors",), False, "tensors are validated while loading"),
-    (("-fit", "--fit"), True, "no device memory to fit"),
+    (("-fit", "--fit"), False, "no device memory to fit"),
     (("-cram", "--cache-ram"), True, "no host-memory prompt cache beyond the slots"),
     (("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, "no context checkpoints"),
     (("--offline",), False, "the server never downloads anything"),
     (("--perf",), False, "timings are always reported"),
     (("--no-perf",), False, "timings are always reported"),
-    (("--log-colors",), True, "plain log lines"),
+    (("--log-colors",), False, "plain log lines"),
     (("--log-disable",), False, "request lines go to stderr; redirect it to silence them"),
     (("--log-file",), True, "logs go to stderr; redirect it to a file"),
     (("-lv", "--verbosity", "--log-verbosity"), True, "use -v/--verbose"),
@@ -73,7 +75,7 @@ IGNORED_FLAGS: list[tuple[tuple[str, ...], bool, str]] = [
 
 
 def _note(msg: str) -> None:
-    err.print(f"note: {msg}", markup=False, highlight=False)
+    err.print(f"note: {msg}", markup=False, highlight=False, soft_wrap=True)
 
 
 def accept_ignored_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -126,10 +128,14 @@ def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
     return out
 
 
-@app.command()
+OPTIONAL_VALUES = {"on", "off", "auto", "enabled", "disabled", "true", "false", "1", "0"}
+
+
+@app.command(context_settings={"allow_extra_args": True})
 @guarded
 @accept_ignored_flags
 def serve(
+    ctx: typer.Context,
     model: Optional[str] = ModelOpt,
     alias: Optional[str] = typer.Option(None, "-a", "--alias", help="Model name(s) for the API, comma-separated (default: the model path)."),
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", help="Context size shared by the slots (0: the model's training context)."),
@@ -208,6 +214,10 @@ def serve(
     from llamacli.core.sampling import DEFAULT_SEED, SamplingParams
     from llamacli.http.context import ServerConfig, ServerState
     from llamacli.http.server import Listen, run_server
+
+    stray = [a for a in ctx.args if a.lower() not in OPTIONAL_VALUES]
+    if stray:
+        raise typer.BadParameter(f"unexpected argument(s): {' '.join(stray)}")
 
     if log_format not in ("text", "json"):
         raise typer.BadParameter("--log-format must be text or json")
