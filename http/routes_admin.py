@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 from quart import Blueprint, Response, request
@@ -40,8 +41,13 @@ async def models() -> Response:
 async def index() -> Response:
     if not current_state().config.ui:
         raise ApiError(404, "File Not Found")
+    return Response(_page(), content_type="text/html; charset=utf-8")
+
+
+@functools.cache
+def _page() -> bytes:
     with open(os.path.join(STATIC_DIR, "index.html"), "rb") as f:
-        return Response(f.read(), content_type="text/html; charset=utf-8")
+        return f.read()
 
 
 # ---- /props ------------------------------------------------------------------------------------
@@ -98,7 +104,7 @@ async def set_props() -> Response:
     """With --props: change the server's default generation settings (the fields of
     default_generation_settings.params, or the same fields at the top level)."""
     st = current_state()
-    _, model = st.require()
+    st.require()
     if not st.config.props:
         raise not_supported("This server does not support changing global properties. Start it with `--props`")
     req = await request_json()

@@ -132,7 +132,7 @@ async def _serve(
 
     async def shutdown_trigger() -> None:
         await stop.wait()
-        log("shutting down: no new connections; cancelling what is still running in %.0f s" % listen.grace)
+        log(f"shutting down: no new connections; cancelling what is still running in {listen.grace:.0f} s")
         loop.call_later(listen.grace, state.cancel_all)
 
     cfg = HypercornConfig()

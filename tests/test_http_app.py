@@ -276,11 +276,11 @@ def test_prompt_forms_follow_llama_server() -> None:
 
 def test_body_type_errors_name_the_field() -> None:
     b = Body({"n": "3", "t": True, "s": 5, "l": ["a", 1], "f": float("inf")})
-    for call, field in ((lambda: b.int("n"), "'n'"), (lambda: b.float("t"), "'t'"), (lambda: b.str("s"), "'s'"),
-                        (lambda: b.str_list("l"), "'l'"), (lambda: b.float("f"), "'f'"), (lambda: b.int("missing"), "'missing'")):
+    for call, name in ((lambda: b.int("n"), "'n'"), (lambda: b.float("t"), "'t'"), (lambda: b.str("s"), "'s'"),
+                       (lambda: b.str_list("l"), "'l'"), (lambda: b.float("f"), "'f'"), (lambda: b.int("missing"), "'missing'")):
         with pytest.raises(ApiError) as e:
             call()
-        assert e.value.status == 400 and field in e.value.message
+        assert e.value.status == 400 and name in e.value.message
     assert Body({"n": 3.0}).int("n") == 3
     with pytest.raises(ApiError):
         parse_json_body(b"[1, 2]")
