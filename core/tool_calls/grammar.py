@@ -110,17 +110,18 @@ def tool_call_grammar(
     required = choice.mode == "required"
     if fmt == "hermes":
         body = f'"\\n"? call_json "\\n"? "</tool_call>"'
-        lines = [f"call_json: {_json(_any_call(chosen))}", "WS: /[ \\t\\n]+/"]
+        lines = [f"call_json: {_json(_any_call(chosen))}", "WS: /[ \\t\\n]{1,4}/"]
+        # the grammar ends with the (last) call, so the engine stops right there
         if required:
-            lines.insert(0, "start: call (WS? call)*" if parallel else "start: call WS?")
+            lines.insert(0, "start: call (WS? call)*" if parallel else "start: call")
             lines.append(f'call: "<tool_call>" {body}')
         else:
-            lines.insert(0, "start: (hd call)* TEXT" if parallel else "start: TEXT | hd call WS?")
+            lines.insert(0, "start: (hd call)* TEXT" if parallel else "start: TEXT | hd call")
             lines += [f"call: {body}", 'hd[lazy]: TEXT "<tool_call>"', TEXT]
         return GrammarSpec.lark("\n".join(lines))
     if fmt == "llama3":
         call = _json(_any_call(chosen, args_key="parameters"))
-        lines = [f"call: {call}", "SEP: /[ \\t\\n]*;?[ \\t\\n]*/"]
+        lines = [f"call: {call}", "SEP: /[ \\t\\n]{0,4};?[ \\t\\n]{0,4}/"]
         lines.insert(0, "start: call (SEP call)*" if parallel else "start: call")
         if not required:
             lines[0] = "start: PLAIN | " + lines[0].removeprefix("start: ")

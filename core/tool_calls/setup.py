@@ -78,7 +78,7 @@ def prepare_chat(
             if grammar.kind != "json_schema":
                 raise InvalidRequest("a grammar cannot be combined with tools; use response_format or json_schema")
             response = grammar.schema
-        msgs = polyfill_messages(messages)
+        msgs = polyfill_messages(messages, wrap_replies=True)
         msgs = add_system_text(msgs, generic_system_prompt(tool_list, choice, parallel, response))
         prompt = template.render(msgs, add_generation_prompt, **template_kwargs)
         spec = tool_call_grammar(fmt, tool_list, choice, parallel, tokenizer, response)
@@ -142,10 +142,12 @@ def add_system_text(messages: list[dict[str, Any]], text: str) -> list[dict[str,
     return [{"role": "system", "content": text}, *messages]
 
 
-def polyfill_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def polyfill_messages(messages: Sequence[Mapping[str, Any]], wrap_replies: bool = False) -> list[dict[str, Any]]:
     """Tool calls and tool results written as text, for templates that cannot render them:
     an assistant call becomes `{"tool_call": {...}}` (or `{"tool_calls": [...]}`), tool results
-    one user turn of `{"tool_response": {...}}` lines (roles keep alternating)."""
+    one user turn of `{"tool_response": {...}}` lines (roles keep alternating). With
+    ``wrap_replies`` (the generic format) earlier plain assistant replies are shown as
+    `{"response": "..."}`, the shape the model is asked to answer in."""
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
     merged = False  # the last message is a user turn written by us (more results join it)
@@ -187,6 +189,10 @@ def polyfill_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
                 merged = True
         elif role == "user" and merged:
             out[-1]["content"] += "\n\n" + content_text(m.get("content"))
+            merged = False
+        elif role == "assistant" and wrap_replies and isinstance(m.get("content"), (str, list)):
+            text = content_text(m.get("content"))
+            out.append({**m, "content": json.dumps({"response": text}, ensure_ascii=False)})
             merged = False
         else:
             out.append(dict(m))
