@@ -21,6 +21,8 @@ from llamacli.http.errors import LOADING, ApiError
 
 R = TypeVar("R")
 
+PING = "ping"  # what `ServerState.results` yields (index -1) when a stream has been quiet
+
 POOLING_BY_ID = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
 
@@ -47,6 +49,7 @@ class ServerConfig:
     prefill_assistant: bool = True
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     threads_http: int = -1
+    sse_ping_interval: float = 30.0  # seconds of silence before an SSE comment; <= 0: never
     n_batch: int = 2048  # logical batch: bounds the context /infill builds
     verbose: bool = False
     log_format: str = "text"
@@ -194,6 +197,11 @@ class ServerState:
         _, model = self.require()
         return task_params(body, self.base_params(), model.tokenizer, model.n_vocab)
 
+    def ping_interval(self, body: Any) -> float | None:
+        """The request's `sse_ping_interval` (else the server's); None when pings are off."""
+        v = body.float("sse_ping_interval", self.config.sse_ping_interval)
+        return v if v > 0 else None
+
     def cancel_all(self) -> None:
         """Cancel every task in flight and end their HTTP responses now (server shutdown):
         a response does not wait for the engine to finish its current step."""
@@ -204,10 +212,11 @@ class ServerState:
         for t in list(self.tasks.values()):
             t.cancel()
 
-    async def results(self, tasks: Sequence[Task]) -> AsyncIterator[tuple[int, Result]]:
+    async def results(self, tasks: Sequence[Task], ping: float | None = None) -> AsyncIterator[tuple[int, Any]]:
         """(index, result) of several tasks as they arrive. Leaving early (client gone, error)
         cancels every task that has not finished: its slot is free within one step. On
-        shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final."""
+        shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final.
+        With `ping` (seconds), `(-1, PING)` comes whenever nothing else did for that long."""
         queue: asyncio.Queue[tuple[int, Result | None]] = asyncio.Queue()
 
         async def pump(i: int, task: Task) -> None:
@@ -223,10 +232,15 @@ class ServerState:
         texts: list[list[str]] = [[] for _ in tasks]
         toks: list[list[int]] = [[] for _ in tasks]
         done = [False] * len(tasks)
+        getter: asyncio.Future[Any] | None = None
         try:
             while not all(done):
                 getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait((getter, closing), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait((getter, closing), timeout=ping, return_when=asyncio.FIRST_COMPLETED)
+                if not getter.done() and not closing.done():
+                    getter.cancel()
+                    yield -1, PING
+                    continue
                 if not getter.done():
                     getter.cancel()
                     for i, t in enumerate(tasks):
@@ -245,6 +259,8 @@ class ServerState:
                 yield i, r
         finally:
             self._close_waiters.discard(closing)
+            if getter is not None:
+                getter.cancel()
             for t in tasks:
                 if not t.results.closed:
                     t.cancel()

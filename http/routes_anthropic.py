@@ -40,6 +40,7 @@ async def messages() -> Response:
     body = Body(anthropic.native_fields(req))
     params = st.task_params(body)
     stream = body.bool("stream", False)
+    ping = st.ping_interval(body)
     prompt = await _prompt(req)
     (task,) = st.submit([Task(prompt, params)])
     msg_id = oai.new_id("msg_")
@@ -52,8 +53,11 @@ async def messages() -> Response:
         yield event("message_start", anthropic.message_start(id=msg_id, model=st.model_id, n_prompt=len(prompt)))
         yield event("content_block_start", anthropic.content_block_start())
         yield event("ping", {"type": "ping"})
-        async with aclosing(st.results([task])) as results:
-            async for _, r in results:
+        async with aclosing(st.results([task], ping)) as results:
+            async for i, r in results:
+                if i < 0:
+                    yield event("ping", {"type": "ping"})
+                    continue
                 if isinstance(r, Final):
                     if r.error is not None:
                         err = to_api_error(r.error)

@@ -13,7 +13,7 @@ from llamacli.http import native, oai
 from llamacli.http.context import ModelInfo, ServerState, current_state, request_json
 from llamacli.http.errors import bad_request, not_supported, to_api_error
 from llamacli.http.params import Body, check_token_ids
-from llamacli.http.sse import data, json_response, stream_response
+from llamacli.http.sse import PING_COMMENT, data, json_response, stream_response
 
 bp = Blueprint("native", __name__)
 
@@ -45,8 +45,11 @@ async def completion_response(
 
     async def events() -> Any:
         n_decoded = [0] * len(tasks)
-        async with aclosing(st.results(tasks)) as results:
+        async with aclosing(st.results(tasks, st.ping_interval(body))) as results:
             async for i, r in results:
+                if i < 0:
+                    yield PING_COMMENT
+                    continue
                 if isinstance(r, Final):
                     if r.error is not None:
                         yield data(to_api_error(r.error).body())

@@ -15,7 +15,7 @@ from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, to_api_error
 from llamacli.http.params import Body
 from llamacli.http.routes_native import embed, embeddings_enabled
-from llamacli.http.sse import DONE, data, json_response, stream_response
+from llamacli.http.sse import DONE, PING_COMMENT, data, json_response, stream_response
 
 bp = Blueprint("oai", __name__)
 
@@ -55,6 +55,7 @@ async def chat_completions() -> Response:
     stream = body.bool("stream", False)
     include_usage = _stream_options(body) if stream else False
     n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
+    ping = st.ping_interval(body)
     prompt = await _chat_prompt(req)
     tasks = st.submit([Task(prompt, params) for _ in range(n)])
     meta = {"id": oai.new_id("chatcmpl-"), "created": int(time.time()), "model": st.model_id,
@@ -67,8 +68,11 @@ async def chat_completions() -> Response:
     async def events() -> Any:
         finals: list[Final] = []
         yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)], **meta))
-        async with aclosing(st.results(tasks)) as results:
+        async with aclosing(st.results(tasks, ping)) as results:
             async for i, r in results:
+                if i < 0:
+                    yield PING_COMMENT
+                    continue
                 if isinstance(r, Final):
                     if r.error is not None:
                         yield data(to_api_error(r.error).body())
@@ -113,6 +117,7 @@ async def completions() -> Response:
     include_usage = _stream_options(body) if stream else False
     echo = body.bool("echo", False)
     n_top = body.int("logprobs", 0) if "logprobs" in body else None
+    ping = st.ping_interval(body)
     prompts = native.split_prompts(body.raw("prompt"))
     token_lists = await st.blocking(
         lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
@@ -133,8 +138,11 @@ async def completions() -> Response:
         if echo_texts is not None:
             for i, text in enumerate(echo_texts):
                 yield data(oai.text_completion_chunk(index=i, text=text, finish=None, **meta))
-        async with aclosing(st.results(tasks)) as results:
+        async with aclosing(st.results(tasks, ping)) as results:
             async for i, r in results:
+                if i < 0:
+                    yield PING_COMMENT
+                    continue
                 if isinstance(r, Final):
                     if r.error is not None:
                         yield data(to_api_error(r.error).body())

@@ -9,6 +9,7 @@ from typing import Any
 from quart import Response
 
 DONE = b"data: [DONE]\n\n"
+PING_COMMENT = b": ping\n\n"  # an SSE comment: keeps proxies and clients from timing out
 
 
 def dumps(obj: Any) -> str:

@@ -674,3 +674,15 @@ def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:
     out = asyncio.run(go())
     assert isinstance(out[-1], Final) and out[-1].stop_type == "cancelled" and out[-1].content == "x"
     assert time.monotonic() - t0 < 2
+
+
+def test_sse_pings_while_the_engine_is_quiet() -> None:
+    c, _ = make(ServerConfig(), delay=0.3, reply="ab")
+    _, text, _ = c.post("/completion", {"prompt": "a", "stream": True, "sse_ping_interval": 0.1})
+    assert ": ping\n\n" in text and text.count("data: ") == 3
+    _, text, _ = c.post("/v1/messages", {"messages": [{"role": "user", "content": "a"}], "stream": True,
+                                         "sse_ping_interval": 0.1})
+    assert text.count("event: ping") >= 2
+    _, text, _ = c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "stream": True,
+                                                 "sse_ping_interval": -1})
+    assert ": ping" not in text and text.endswith("data: [DONE]\n\n")

@@ -192,6 +192,7 @@ def serve(
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Default: keep generating past end-of-generation tokens."),
     seed: int = typer.Option(-1, "-s", "--seed", help="Default RNG seed (-1: random per request)."),
     timeout: float = typer.Option(3600, "-to", "--timeout", help="Connection read timeout, seconds."),
+    sse_ping_interval: float = typer.Option(30.0, "--sse-ping-interval", help="Seconds of stream silence before an SSE ping comment (-1: never)."),
     threads_http: int = typer.Option(-1, "--threads-http", help="Threads for tokenizing and templating requests (-1: auto)."),
     ssl_key_file: Optional[str] = typer.Option(None, "--ssl-key-file", help="PEM private key (serve HTTPS)."),
     ssl_cert_file: Optional[str] = typer.Option(None, "--ssl-cert-file", help="PEM certificate (serve HTTPS)."),
@@ -264,7 +265,7 @@ def serve(
         metrics=metrics, slots=slots, props=props, slot_save_path=slot_save_path, embeddings=embeddings,
         pooling=pooling, embd_normalize=embd_normalize, ui=ui, cors_origins=cors_origins, sampling=sampling,
         n_predict=n_predict, n_keep=keep, cache_prompt=cache_prompt, spm_infill=spm_infill,
-        prefill_assistant=prefill_assistant, chat_template_kwargs=kwargs, threads_http=threads_http,
+        prefill_assistant=prefill_assistant, chat_template_kwargs=kwargs, threads_http=threads_http, sse_ping_interval=sse_ping_interval,
         verbose=verbose, log_format=log_format, n_batch=batch_size,
     )
     n_parallel = 4 if parallel < 0 else parallel
