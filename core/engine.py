@@ -242,6 +242,8 @@ class Engine:
             if s.task is not None and (s.generating or s.n_prompt_left > 0)
         ]
         chunks = schedule(states, self.config.n_batch)
+        self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
+        self.metrics.requests_deferred = len(self._queue)
         if not chunks:
             return False
         toks: list[int] = []

@@ -44,7 +44,10 @@ class ResultStream(Generic[T]):
         if self._waiter is not None:
             loop, fut = self._waiter
             self._waiter = None
-            loop.call_soon_threadsafe(_set_done, fut)
+            try:
+                loop.call_soon_threadsafe(_set_done, fut)
+            except RuntimeError:  # the consumer's event loop is already closed: nobody waits
+                pass
 
     def get(self, timeout: float | None = None) -> T | None:
         """Next item, blocking; None once closed and drained (or on timeout)."""
