@@ -1,9 +1,10 @@
 """The scheduling decision of one engine step, as a pure function (no model, no threads).
 
 Every step makes one unified batch: first the next token of every generating slot (so that
-decoding never waits on a long prompt), then prompt chunks of the slots in prefill, oldest
-task first, until the token budget is spent. A long prompt is thus processed in chunks
-across steps while the other slots keep generating (chunked prefill).
+decoding never waits on a long prompt), then prompt chunks of the slots in prefill, sharing
+the rest of the token budget fairly. A long prompt is thus processed in chunks across steps
+while the other slots keep generating, and a short prompt arriving during long prefills is
+done in one step (chunked prefill).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ class Chunk:
 def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
     """Chunks for one forward pass of at most `budget` tokens.
 
-    Decode tokens always fit first (budget permitting, oldest first); prefill slots then share
-    what is left in arrival order, each taking as much as it needs.
+    Decode tokens always come first (budget permitting, oldest first). Prefilling slots then
+    share what is left fairly (water-filling: a slot needing less than an equal share takes
+    what it needs, the rest is split among the others), so a short prompt finishes its
+    prefill in the next step even while long prompts are being processed.
     """
     if budget < 1:
         raise ValueError("the batch budget must be at least 1 token")
@@ -43,12 +46,21 @@ def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
             break
         out.append(Chunk(s.slot_id, 1, True))
         left -= 1
-    for s in sorted((s for s in slots if not s.generating and s.n_prompt_left > 0), key=lambda s: s.order):
-        if left == 0:
-            break
-        n = min(left, s.n_prompt_left)
-        out.append(Chunk(s.slot_id, n, False))
+    pre = sorted((s for s in slots if not s.generating and s.n_prompt_left > 0), key=lambda s: s.order)
+    take: dict[int, int] = {}
+    by_need = sorted(pre, key=lambda s: (s.n_prompt_left, s.order))
+    for i, s in enumerate(by_need):
+        share = left // (len(by_need) - i)
+        if share == 0:
+            share = 1 if left > 0 else 0  # fewer tokens than slots: the oldest go first
+        n = min(s.n_prompt_left, share)
+        take[s.slot_id] = n
         left -= n
+    if left < 0:
+        raise AssertionError("over budget")
+    for s in pre:  # arrival order in the batch
+        if take.get(s.slot_id, 0) > 0:
+            out.append(Chunk(s.slot_id, take[s.slot_id], False))
     return out
 
 

@@ -16,7 +16,8 @@ def test_decode_tokens_first_then_prompt_chunks_in_arrival_order() -> None:
     ]
     plan = schedule(slots, budget=512)
     assert plan[:2] == [Chunk(3, 1, True), Chunk(1, 1, True)]
-    assert plan[2:] == [Chunk(0, 510, False)]  # the older prompt takes the rest of the budget
+    # the short prompt takes all it needs, the long one the rest of the budget
+    assert plan[2:] == [Chunk(0, 410, False), Chunk(2, 100, False)]
 
 
 def test_long_prompt_is_chunked_and_never_starves_decoding() -> None:
@@ -34,7 +35,21 @@ def test_long_prompt_is_chunked_and_never_starves_decoding() -> None:
 
 def test_budget_shared_between_prefills() -> None:
     plan = schedule([SlotState(0, False, 100, 0), SlotState(1, False, 100, 1)], budget=150)
-    assert plan == [Chunk(0, 100, False), Chunk(1, 50, False)]
+    assert plan == [Chunk(0, 75, False), Chunk(1, 75, False)]
+
+
+def test_short_prompt_is_not_stuck_behind_long_prefills() -> None:
+    """A 3-token prompt arriving after eight 480-token prompts is fully scheduled at once."""
+    slots = [SlotState(i, False, 480, order=i) for i in range(8)] + [SlotState(8, False, 3, order=8)]
+    plan = schedule(slots, budget=512)
+    assert Chunk(8, 3, False) in plan
+    assert sum(c.n_tokens for c in plan) == 512
+    assert all(c.n_tokens in (63, 64) for c in plan if c.slot_id != 8)
+
+
+def test_fewer_tokens_than_prefilling_slots() -> None:
+    plan = schedule([SlotState(i, False, 10, order=i) for i in range(5)], budget=3)
+    assert [c.slot_id for c in plan] == [0, 1, 2] and all(c.n_tokens == 1 for c in plan)
 
 
 def test_budget_smaller_than_generating_slots() -> None:
