@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from llamacli.core.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.gguf_file import read_metadata
@@ -19,7 +18,6 @@ from llamacli.core.grammar import (
     GrammarSpec,
     compile_grammar,
     grammar_from_cli,
-    grammar_from_options,
     grammar_from_request,
 )
 from llamacli.core.grammar.spec import bound_numbers
@@ -27,6 +25,7 @@ from llamacli.core.model import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.tasks import Final, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
+
 from tests.sdist_cache import llama_cpp_path
 from tests.tiny_models import fixture_tokens, write_tiny_model
 
@@ -101,6 +100,7 @@ def test_cli_helper(tmp_path: Path) -> None:
     s = tmp_path / "s.json"
     s.write_text('{"type": "integer"}')
     assert grammar_from_cli(json_schema=f"@{s}") == GrammarSpec.json_schema({"type": "integer"})
+    assert grammar_from_cli(json_schema_file=str(s)) == GrammarSpec.json_schema({"type": "integer"})
     assert grammar_from_cli() is None
     with pytest.raises(GrammarError, match="only one of --grammar, --json-schema"):
         grammar_from_cli(grammar="a", json_schema="{}")
@@ -277,5 +277,5 @@ def test_engine_grammar_with_banned_tokens_fails_loudly(tiny) -> None:  # type: 
     sp = SamplingParams(temperature=0.0, logit_bias=[(t, False) for t in ids])
     with Engine(model, tok, EngineConfig(n_ctx=128)) as eng:
         task = eng.submit(Task(fixture_tokens("gemma3", 8), TaskParams(n_predict=4, sampling=sp, grammar=GrammarSpec.gbnf('root ::= "a"+'))))
-        final = [r for r in task.results if isinstance(r, Final)][0]
+        final = next(r for r in task.results if isinstance(r, Final))
     assert final.stop_type == "error" and isinstance(final.error, GrammarError)

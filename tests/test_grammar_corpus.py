@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from llamacli.core.chat_template import ChatTemplate
 from llamacli.core.engine import Engine, EngineConfig
 from llamacli.core.gguf_file import read_metadata
@@ -28,7 +27,7 @@ GENERATED = [e for e in CORPUS["schemas"] if e["generate"]]
 
 @pytest.fixture(scope="module")
 def demo_engine(demo_model: str):  # type: ignore[no-untyped-def]
-    model, g, _ = load_model(demo_model)
+    model, _, _ = load_model(demo_model)
     md = read_metadata(demo_model)
     tok = load_tokenizer(md)
     tmpl = ChatTemplate.from_metadata(md, bos_token="<bos>", eos_token="<eos>")
@@ -56,7 +55,7 @@ def test_constrained_outputs_validate(demo_engine, temperature: float, seed: int
         tasks.append((e, eng.submit(Task(prompt, params))))
     failures = []
     for e, task in tasks:
-        final = [r for r in task.results if isinstance(r, Final)][0]
+        final = next(r for r in task.results if isinstance(r, Final))
         try:
             assert final.stop_type == "eos", f"stopped by {final.stop_type}"
             value = json.loads(final.content)

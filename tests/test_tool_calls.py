@@ -11,7 +11,6 @@ import random
 from typing import Any
 
 import pytest
-
 from llamacli.core.chat_template import ChatTemplate
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.gguf_file import read_metadata
@@ -32,6 +31,7 @@ from llamacli.core.tool_calls import (
     tool_call_grammar,
 )
 from llamacli.core.tool_calls.grammar import _marker
+
 from tests.sdist_cache import llama_cpp_path
 from tests.tiny_models import write_tiny_model
 
@@ -174,8 +174,8 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
     # (format, output, content, [(name, arguments as JSON value)])
     ("hermes", 'Let me check.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
      "Let me check.", [("get_weather", {"city": "Paris"})]),
-    ("hermes", '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>\n<tool_call>\n'
-     '{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>',
+    ("hermes", ('<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>\n<tool_call>\n'
+                '{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}\n</tool_call>'),
      None, [("add", {"a": 1, "b": 2}), ("get_weather", {"city": "Rome", "unit": "c"})]),
     ("hermes", '<tool_call>{"arguments": {"a": 1, "b": 2}, "name": "add"}</tool_call>', None, [("add", {"a": 1, "b": 2})]),
     ("hermes", '<tool_call>{"name": "add", "arguments": "{\\"a\\": 1, \\"b\\": 2}"}</tool_call>', None, [("add", {"a": 1, "b": 2})]),
@@ -191,8 +191,8 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
     ("llama3", '{"answer": 42}', '{"answer": 42}', []),
     ("mistral", '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "abcdefghi"}]',
      None, [("get_weather", {"city": "Paris"})]),
-    ("mistral", 'Sure.[TOOL_CALLS][{"name": "add", "arguments": {"a": 1, "b": 2}, "id": "a1"}, '
-     '{"name": "add", "arguments": {"a": 5, "b": 6}, "id": "a2"}]', "Sure.", [("add", {"a": 1, "b": 2}), ("add", {"a": 5, "b": 6})]),
+    ("mistral", ('Sure.[TOOL_CALLS][{"name": "add", "arguments": {"a": 1, "b": 2}, "id": "a1"}, '
+                 '{"name": "add", "arguments": {"a": 5, "b": 6}, "id": "a2"}]'), "Sure.", [("add", {"a": 1, "b": 2}), ("add", {"a": 5, "b": 6})]),
     ("mistral_args", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]add[ARGS]{"a": 1, "b": 2}',
      None, [("get_weather", {"city": "Paris"}), ("add", {"a": 1, "b": 2})]),
     ("mistral_args", '[TOOL_CALLS]add[CALL_ID]x1y2z3w4v[ARGS]{"a": 1, "b": 2}', None, [("add", {"a": 1, "b": 2})]),
@@ -393,7 +393,7 @@ def test_prepare_chat_with_response_format(templates, demo_tok) -> None:  # type
     assert accepts(demo_tok, s.grammar, '{"t": 3}') and accepts(demo_tok, s.grammar, HERMES_OK)
     assert not accepts(demo_tok, s.grammar, "free text")
     g = prepare_chat(templates["gemma2"], CONVERSATION, tools=TOOLS, grammar=schema)
-    assert g.grammar is not None and {"response": {"t": 1}} and accepts(demo_tok, g.grammar, '{"response": {"t": 1}}')
+    assert g.grammar is not None and accepts(demo_tok, g.grammar, '{"response": {"t": 1}}')
     with pytest.raises(InvalidRequest, match="grammar cannot be combined with tools"):
         prepare_chat(templates["qwen25"], CONVERSATION, tools=TOOLS, grammar=GrammarSpec.gbnf('root ::= "x"'))
 

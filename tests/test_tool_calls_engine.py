@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-
 from llamacli.core.chat_template import ChatTemplate
 from llamacli.core.engine import Engine, EngineConfig
 from llamacli.core.gguf_file import read_metadata
@@ -19,6 +18,7 @@ from llamacli.core.sampling import SamplingParams
 from llamacli.core.tasks import Final, Partial, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 from llamacli.core.tool_calls import ChatSetup, prepare_chat
+
 from tests.sdist_cache import llama_cpp_path
 from tests.test_tool_calls import CONVERSATION, TOOLS, replay
 

@@ -6,7 +6,12 @@ and put it in `TaskParams.grammar`; the engine checks it at submit (`GrammarErro
 `InvalidRequest`) and masks every sampling step with a `GrammarConstraint`.
 """
 
-from llamacli.core.grammar.matcher import CompiledGrammar, GrammarConstraint, compile_grammar, llg_tokenizer
+from llamacli.core.grammar.matcher import (
+    CompiledGrammar,
+    GrammarConstraint,
+    compile_grammar,
+    llg_tokenizer,
+)
 from llamacli.core.grammar.spec import (
     JSON_OBJECT_SCHEMA,
     GrammarError,

@@ -20,12 +20,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from llamacli.core.grammar.spec import GrammarError, GrammarSpec
 
 if TYPE_CHECKING:
     import llguidance
-
     from llamacli.core.tokenizer import Tokenizer
 
 # llama_token_attr bits (core/tokenizer/vocab.py)
