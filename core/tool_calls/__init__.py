@@ -9,7 +9,11 @@ grammar where asked, and parse the output back into `tool_calls` (whole or as st
 """
 
 from llamacli.core.tool_calls.formats import FORMATS, detect_format, native_markers
-from llamacli.core.tool_calls.grammar import call_schema, generic_schema, tool_call_grammar
+from llamacli.core.tool_calls.grammar import (
+    call_schema,
+    generic_schema,
+    tool_call_grammar,
+)
 from llamacli.core.tool_calls.parse import RawCall, Scan, scan
 from llamacli.core.tool_calls.setup import ChatSetup, polyfill_messages, prepare_chat
 from llamacli.core.tool_calls.stream import (
@@ -22,7 +26,13 @@ from llamacli.core.tool_calls.stream import (
     random_call_id,
 )
 from llamacli.core.tool_calls.tokens import PreservedPieces, preserving
-from llamacli.core.tool_calls.tools import Tool, ToolChoice, parse_parallel, parse_tool_choice, parse_tools
+from llamacli.core.tool_calls.tools import (
+    Tool,
+    ToolChoice,
+    parse_parallel,
+    parse_tool_choice,
+    parse_tools,
+)
 
 __all__ = [
     "FORMATS",

@@ -109,7 +109,7 @@ def tool_call_grammar(
     chosen = _chosen(tools, choice)
     required = choice.mode == "required"
     if fmt == "hermes":
-        body = f'"\\n"? call_json "\\n"? "</tool_call>"'
+        body = '"\\n"? call_json "\\n"? "</tool_call>"'
         lines = [f"call_json: {_json(_any_call(chosen))}", "WS: /[ \\t\\n]{1,4}/"]
         # the grammar ends with the (last) call, so the engine stops right there
         if required:

@@ -240,7 +240,7 @@ class _Reader:
             out.append(chr(code))
             i += 6
         node.value = "".join(out)
-        self.pos = n if i >= n else i
+        self.pos = min(n, i)
         node.end = self.pos
         raise _Stop
 

@@ -25,7 +25,13 @@ from llamacli.core.grammar.spec import GrammarSpec
 from llamacli.core.tool_calls.formats import detect_format, native_markers
 from llamacli.core.tool_calls.grammar import generic_schema, tool_call_grammar
 from llamacli.core.tool_calls.stream import ToolCallParser
-from llamacli.core.tool_calls.tools import Tool, ToolChoice, parse_parallel, parse_tool_choice, parse_tools
+from llamacli.core.tool_calls.tools import (
+    Tool,
+    ToolChoice,
+    parse_parallel,
+    parse_tool_choice,
+    parse_tools,
+)
 
 if TYPE_CHECKING:
     from llamacli.core.chat_template import ChatTemplate
