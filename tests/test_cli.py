@@ -84,3 +84,18 @@ def test_seeded_sampling_is_reproducible(demo_model: str) -> None:
     args = ("complete", "-m", demo_model, "-p", "Once upon a time", "-n", "12", "--temp", "1.0", "--seed", "42", "--json")
     a, b = json.loads(llama(*args).stdout), json.loads(llama(*args).stdout)
     assert a["tokens"] == b["tokens"] and a["seed"] == 42
+
+
+def test_complete_json_schema_constrains_output(demo_model: str) -> None:
+    schema = '{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}'
+    r = llama("complete", "-m", demo_model, "-p", "Data:", "-n", "30", "--temp", "0", "-j", schema, "--json")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    value = json.loads(obj["content"])
+    assert set(value) == {"a"} and isinstance(value["a"], int)
+    assert obj["stop_type"] == "eos"
+
+
+def test_complete_bad_grammar_is_one_line_exit_1(demo_model: str) -> None:
+    r = llama("complete", "-m", demo_model, "-p", "x", "-n", "3", "--grammar", 'root ::= ("a" | ')
+    assert r.returncode == 1 and "grammar" in r.stderr and "Traceback" not in r.stderr

@@ -47,6 +47,12 @@ def complete(
         "--json",
         help="Print one JSON object: prompt_tokens, tokens, content, timings.",
     ),
+    grammar: Optional[str] = typer.Option(None, "--grammar", help="GBNF grammar to constrain generation."),
+    grammar_file: Optional[str] = typer.Option(None, "--grammar-file", help="File to read the GBNF grammar from."),
+    json_schema: Optional[str] = typer.Option(
+        None, "-j", "--json-schema", help="JSON schema (or @file.json) to constrain generation."
+    ),
+    json_schema_file: Optional[str] = typer.Option(None, "-jf", "--json-schema-file", help="File with a JSON schema."),
     numerics: str = NumericsOpt,
     batch_invariant: bool = BatchInvariantOpt,
     threads: int = ThreadsOpt,
@@ -59,6 +65,9 @@ def complete(
     from llamacli.core.tasks import Final, Task, TaskParams
     from llamacli.runtime import open_model
 
+    from llamacli.core.grammar import grammar_from_cli
+
+    spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
     rt = open_model(model, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
@@ -67,7 +76,7 @@ def complete(
     sampling = SamplingParams(
         temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed
     )
-    params = TaskParams(n_predict=n_predict, sampling=sampling, ignore_eos=ignore_eos)
+    params = TaskParams(n_predict=n_predict, sampling=sampling, ignore_eos=ignore_eos, grammar=spec)
     engine = Engine(
         rt.model,
         rt.tokenizer,
