@@ -87,39 +87,38 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def tools(data: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    raw = Body(data).list("tools", None)
-    if not raw:
-        return None
-    out = []
-    for t in raw:
-        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
-            raise bad_request("'tools' entries need a name")
-        out.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": t["name"],
-                    "description": t.get("description", ""),
-                    "parameters": t.get("input_schema", {}),
-                },
-            }
-        )
-    return out
-
-
 def native_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """llama-server's fields for an Anthropic request (llama.cpp's own fields pass through)."""
     b = Body(data)
-    out = {k: v for k, v in data.items() if k not in ("messages", "system", "tools", "stop_sequences", "metadata", "max_tokens")}
+    out = {k: v for k, v in data.items()
+           if k not in ("messages", "system", "tools", "tool_choice", "stop_sequences", "metadata", "max_tokens")}
     out["n_predict"] = b.int("max_tokens", DEFAULT_MAX_TOKENS, lo=1)
     if "stop_sequences" in b:
         out["stop"] = b.str_list("stop_sequences")
     return out
 
 
-def stop_reason(final: Final) -> str:
+def stop_reason(final: Final, tool_calls: bool = False) -> str:
+    if tool_calls and final.stop_type == "eos":
+        return "tool_use"
     return {"eos": "end_turn", "word": "stop_sequence", "limit": "max_tokens"}.get(final.stop_type, "end_turn")
+
+
+def _tool_input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:  # cut off by max_tokens: the partial text, as Anthropic has no better shape
+        return {}
+
+
+def content_blocks(message: Any) -> list[dict[str, Any]]:
+    """A parsed message (core/tool_calls ParsedMessage) as Anthropic content blocks."""
+    out: list[dict[str, Any]] = []
+    if message.content:
+        out.append({"type": "text", "text": message.content})
+    for c in message.tool_calls:
+        out.append({"type": "tool_use", "id": c.id, "name": c.name, "input": _tool_input(c.arguments)})
+    return out
 
 
 def usage_json(final: Final | None, n_prompt: int) -> dict[str, Any]:
@@ -132,14 +131,21 @@ def usage_json(final: Final | None, n_prompt: int) -> dict[str, Any]:
     }
 
 
-def message_json(final: Final, *, id: str, model: str) -> dict[str, Any]:
+def message_json(final: Final, *, id: str, model: str, message: Any = None) -> dict[str, Any]:
+    """The message object; `message` is the parsed answer (text and tool calls), else the text."""
+    if message is None:
+        content = [{"type": "text", "text": final.content}]
+        calls = False
+    else:
+        content = content_blocks(message) or [{"type": "text", "text": ""}]
+        calls = bool(message.tool_calls)
     return {
         "id": id,
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": final.content}],
-        "stop_reason": stop_reason(final),
+        "content": content,
+        "stop_reason": stop_reason(final, calls),
         "stop_sequence": final.stopping_word if final.stop_type == "word" else None,
         "usage": usage_json(final, len(final.prompt_tokens)),
     }
@@ -161,20 +167,64 @@ def message_start(*, id: str, model: str, n_prompt: int) -> dict[str, Any]:
     }
 
 
-def content_block_start() -> dict[str, Any]:
-    return {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+def content_block_start(index: int = 0, block: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block or {"type": "text", "text": ""}}
 
 
-def text_delta(text: str) -> dict[str, Any]:
-    return {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+def text_delta(text: str, index: int = 0) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
 
 
-def message_delta(final: Final) -> dict[str, Any]:
+def input_json_delta(partial: str, index: int) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}
+
+
+def message_delta(final: Final, tool_calls: bool = False) -> dict[str, Any]:
     return {
         "type": "message_delta",
         "delta": {
-            "stop_reason": stop_reason(final),
+            "stop_reason": stop_reason(final, tool_calls),
             "stop_sequence": final.stopping_word if final.stop_type == "word" else None,
         },
         "usage": {"output_tokens": len(final.tokens)},
     }
+
+
+class BlockStream:
+    """Tool-call parser deltas (core/tool_calls Delta) as Anthropic stream events: a text block
+    for content, a tool_use block per call (its arguments as input_json_delta fragments)."""
+
+    def __init__(self, text_open: bool) -> None:
+        self.index = 0 if text_open else -1
+        self.kind = "text" if text_open else None
+        self.calls = False
+
+    def events(self, deltas: Any) -> list[tuple[str, dict[str, Any]]]:
+        out: list[tuple[str, dict[str, Any]]] = []
+        for d in deltas:
+            if d.index is None:
+                if not d.content:
+                    continue
+                if self.kind != "text":
+                    out += self._open({"type": "text", "text": ""}, "text")
+                out.append(("content_block_delta", text_delta(d.content, self.index)))
+                continue
+            if d.name is not None:
+                self.calls = True
+                out += self._open({"type": "tool_use", "id": d.id, "name": d.name, "input": {}}, "tool_use")
+            if d.arguments:
+                out.append(("content_block_delta", input_json_delta(d.arguments, self.index)))
+        return out
+
+    def _open(self, block: dict[str, Any], kind: str) -> list[tuple[str, dict[str, Any]]]:
+        out = self.close()
+        self.index += 1
+        self.kind = kind
+        out.append(("content_block_start", content_block_start(self.index, block)))
+        return out
+
+    def close(self) -> list[tuple[str, dict[str, Any]]]:
+        if self.kind is None:
+            return []
+        self.kind = None
+        return [("content_block_stop", {"type": "content_block_stop", "index": self.index})]

@@ -91,11 +91,50 @@ def render_chat(
     last = messages[-1]
     if prefill_assistant and last.get("role") == "assistant" and len(messages) > 1:
         head = template.render(messages[:-1], add_generation_prompt=True, tools=tools, **kw)
-        content = last.get("content") or ""
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        return head + content
+        return head + _prefill_text(last)
     return template.render(messages, add_generation_prompt=True, tools=tools, **kw)
+
+
+def _prefill_text(msg: Mapping[str, Any]) -> str:
+    content = msg.get("content") or ""
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content
+
+
+def chat_setup(
+    template: Any,
+    messages: list[dict[str, Any]],
+    data: Mapping[str, Any],
+    grammar: Any,
+    tokenizer: Any,
+    kwargs: Mapping[str, Any] | None = None,
+    prefill_assistant: bool = True,
+) -> Any:
+    """The chat request's ChatSetup (core/tool_calls.prepare_chat): prompt text, grammar,
+    preserved tokens and the tool-call parser's format. `tools`, `tool_choice` and
+    `parallel_tool_calls` are read from `data` in OpenAI's or Anthropic's shapes. A final
+    assistant message is a prefill: the prompt ends with its text."""
+    from llamacli.core.tool_calls import prepare_chat
+
+    msgs = messages
+    prefill = ""
+    last = messages[-1]
+    if prefill_assistant and last.get("role") == "assistant" and not last.get("tool_calls") and len(messages) > 1:
+        msgs, prefill = messages[:-1], _prefill_text(last)
+    setup = prepare_chat(
+        template,
+        msgs,
+        tools=data.get("tools") or None,
+        tool_choice=data.get("tool_choice"),
+        parallel_tool_calls=data.get("parallel_tool_calls"),
+        grammar=grammar,
+        tokenizer=tokenizer,
+        **dict(kwargs or {}),
+    )
+    if prefill:
+        setup.prompt += prefill
+    return setup
 
 
 def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
@@ -175,14 +214,25 @@ def chat_json(
     tokenizer: Any,
     n_top: int | None,
     fingerprint: str,
+    setup: Any = None,
 ) -> dict[str, Any]:
+    """The chat.completion object; with `setup` (a ChatSetup) tool calls are parsed out of
+    each answer into `message.tool_calls` (finish_reason "tool_calls")."""
     choices = []
     for i, (parts, final) in enumerate(results):
+        message: dict[str, Any] = {"role": "assistant", "content": final.content}
+        finish = finish_reason(final)
+        if setup is not None:
+            parser = setup.parser()
+            parser.feed(final.content)
+            parser.finish()
+            message = parser.message.to_openai()
+            finish = parser.finish_reason(finish)
         choices.append(
             {
                 "index": i,
-                "message": {"role": "assistant", "content": final.content},
-                "finish_reason": finish_reason(final),
+                "message": message,
+                "finish_reason": finish,
                 "logprobs": chat_logprobs(tokenizer, parts, n_top) if n_top is not None else None,
             }
         )

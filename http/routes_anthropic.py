@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import aclosing
 from typing import Any
 
@@ -17,16 +18,19 @@ from llamacli.http.sse import event, json_response, stream_response
 bp = Blueprint("anthropic", __name__)
 
 
-async def _prompt(req: dict[str, Any]) -> list[int]:
+async def _setup(req: dict[str, Any], grammar: Any = None) -> tuple[Any, list[int]]:
+    """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens;
+    Anthropic's tools and tool_choice go to prepare_chat as they are."""
     st = current_state()
     _, model = st.require()
     msgs = anthropic.chat_messages(req)
-    tools = anthropic.tools(req)
     kwargs = dict(st.config.chat_template_kwargs)
+    tools = Body(req).list("tools", None)
+    fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
-    def build() -> list[int]:
-        text = oai.render_chat(model.template, msgs, tools, kwargs, st.config.prefill_assistant)
-        return list(model.tokenizer.tokenize(text, True, True))
+    def build() -> tuple[Any, list[int]]:
+        setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs, st.config.prefill_assistant)
+        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
 
@@ -41,17 +45,24 @@ async def messages() -> Response:
     params = st.task_params(body)
     stream = body.bool("stream", False)
     ping = st.ping_interval(body)
-    prompt = await _prompt(req)
+    setup, prompt = await _setup(req, params.grammar)
+    params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens))
     (task,) = st.submit([Task(prompt, params)])
     msg_id = oai.new_id("msg_")
 
     if not stream:
         ((_, final),) = await st.collect([task])
-        return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id))
+        parser = setup.parser()
+        parser.feed(final.content)
+        parser.finish()
+        return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id, message=parser.message))
 
     async def events() -> Any:
+        parser = setup.parser()
+        blocks = anthropic.BlockStream(text_open=setup.format == "content")
         yield event("message_start", anthropic.message_start(id=msg_id, model=st.model_id, n_prompt=len(prompt)))
-        yield event("content_block_start", anthropic.content_block_start())
+        if blocks.kind == "text":
+            yield event("content_block_start", anthropic.content_block_start())
         yield event("ping", {"type": "ping"})
         async with aclosing(st.results([task], ping)) as results:
             async for i, r in results:
@@ -63,11 +74,13 @@ async def messages() -> Response:
                         err = to_api_error(r.error)
                         yield event("error", {"type": "error", "error": {"type": err.type, "message": err.message}})
                         return
-                    yield event("content_block_stop", {"type": "content_block_stop", "index": 0})
-                    yield event("message_delta", anthropic.message_delta(r))
+                    for name, ev in blocks.events(parser.finish()) + blocks.close():
+                        yield event(name, ev)
+                    yield event("message_delta", anthropic.message_delta(r, blocks.calls))
                     yield event("message_stop", {"type": "message_stop"})
                 elif r.content:
-                    yield event("content_block_delta", anthropic.text_delta(r.content))
+                    for name, ev in blocks.events(parser.feed(r.content)):
+                        yield event(name, ev)
 
     return stream_response(events())
 
@@ -78,5 +91,5 @@ async def count_tokens() -> Response:
     st.require()
     req = await request_json()
     st.check_model(req.get("model"))
-    prompt = await _prompt(req)
+    _, prompt = await _setup(req)
     return json_response({"input_tokens": len(prompt)})

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import aclosing
 from typing import Any
@@ -13,7 +14,7 @@ from llamacli.core.tasks import Final, Task
 from llamacli.http import native, oai
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, to_api_error
-from llamacli.http.params import Body
+from llamacli.http.params import Body, grammar_spec
 from llamacli.http.routes_native import embed, embeddings_enabled
 from llamacli.http.sse import DONE, PING_COMMENT, data, json_response, stream_response
 
@@ -28,16 +29,16 @@ def _stream_options(body: Body) -> bool:
     return v
 
 
-async def _chat_prompt(req: dict[str, Any]) -> list[int]:
+async def _chat_setup(req: dict[str, Any], grammar: Any = None) -> tuple[Any, list[int]]:
+    """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens."""
     st = current_state()
     _, model = st.require()
     msgs = oai.chat_messages(req)
-    tools = Body(req).list("tools", None)
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
 
-    def build() -> list[int]:
-        text = oai.render_chat(model.template, msgs, tools, kwargs, st.config.prefill_assistant)
-        return list(model.tokenizer.tokenize(text, True, True))
+    def build() -> tuple[Any, list[int]]:
+        setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, st.config.prefill_assistant)
+        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
 
@@ -56,17 +57,19 @@ async def chat_completions() -> Response:
     include_usage = _stream_options(body) if stream else False
     n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
     ping = st.ping_interval(body)
-    prompt = await _chat_prompt(req)
+    setup, prompt = await _chat_setup(req, params.grammar)
+    params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens))
     tasks = st.submit([Task(prompt, params) for _ in range(n)])
     meta = {"id": oai.new_id("chatcmpl-"), "created": int(time.time()), "model": st.model_id,
             "fingerprint": st.config.build_info}
 
     if not stream:
         results = await st.collect(tasks)
-        return json_response(oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, **meta))
+        return json_response(oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, setup=setup, **meta))
 
     async def events() -> Any:
         finals: list[Final] = []
+        parsers = [setup.parser() for _ in range(n)]
         yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)], **meta))
         async with aclosing(st.results(tasks, ping)) as results:
             async for i, r in results:
@@ -78,13 +81,20 @@ async def chat_completions() -> Response:
                         yield data(to_api_error(r.error).body())
                         continue
                     finals.append(r)
-                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, oai.finish_reason(r))],
+                    for d in parsers[i].finish():
+                        yield data(oai.chat_chunk(choices=[oai.chat_delta(i, d.to_openai())], **meta))
+                    finish = parsers[i].finish_reason(oai.finish_reason(r))
+                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, finish)],
                                               timings=r.timings.to_dict(), **meta))
                     continue
                 if not r.content and not (n_top is not None and r.probs):
                     continue
+                deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
                 lp = oai.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"content": r.content}, None, lp)], **meta))
+                if not deltas and lp is not None:
+                    deltas = [{"content": ""}]
+                for k, delta in enumerate(deltas):
+                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, delta, None, lp if k == 0 else None)], **meta))
         if include_usage:
             yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **meta))
         yield DONE
@@ -98,7 +108,7 @@ async def chat_input_tokens() -> Response:
     st.require()
     req = await request_json()
     st.check_model(req.get("model"))
-    prompt = await _chat_prompt(req)
+    _, prompt = await _chat_setup(req, grammar_spec(req))
     return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
 
 

@@ -686,3 +686,107 @@ def test_sse_pings_while_the_engine_is_quiet() -> None:
     _, text, _ = c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}], "stream": True,
                                                  "sse_ping_interval": -1})
     assert ": ping" not in text and text.endswith("data: [DONE]\n\n")
+
+
+# ---- tool calling (core/tool_calls through the adapters) ---------------------------------------
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+CALL_REPLY = '{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}'  # chatml: generic format
+ASK = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def test_chat_tool_call_non_streaming() -> None:
+    c, eng = make(reply=CALL_REPLY, n_ctx=4096)
+    code, d, _ = c.post("/v1/chat/completions", {"messages": ASK, "tools": [WEATHER], "tool_choice": "required"})
+    assert code == 200, d
+    ch = d["choices"][0]
+    assert ch["finish_reason"] == "tool_calls" and ch["message"]["content"] is None
+    (call,) = ch["message"]["tool_calls"]
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    p = eng.submitted[-1].params
+    assert p.grammar is not None and p.grammar.kind == "json_schema"  # the call is constrained
+    assert "get_weather" in eng.tokenizer.detokenize(eng.submitted[-1].prompt_tokens)  # tools reach the prompt
+    assert d["usage"]["completion_tokens"] == len(CALL_REPLY) and d["timings"]
+
+
+def test_chat_tool_call_streaming() -> None:
+    c, _ = make(reply=CALL_REPLY, n_ctx=4096)
+    code, text, _ = c.post("/v1/chat/completions", {"messages": ASK, "tools": [WEATHER], "tool_choice": "required",
+                                                    "stream": True, "stream_options": {"include_usage": True}})
+    assert code == 200
+    events = sse_events(text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    deltas = [ch["choices"][0]["delta"] for ch in chunks if ch["choices"]]
+    calls = [d["tool_calls"][0] for d in deltas if "tool_calls" in d]
+    assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"].startswith("call_")
+    assert all("name" not in t["function"] and t["index"] == 0 for t in calls[1:]) and len(calls) > 2
+    assert json.loads("".join(t["function"]["arguments"] for t in calls)) == {"city": "Paris"}
+    assert not any(d.get("content") for d in deltas)
+    finishes = [ch["choices"][0]["finish_reason"] for ch in chunks if ch["choices"]]
+    assert finishes[-1] == "tool_calls" and chunks[-1]["usage"]["completion_tokens"] == len(CALL_REPLY)
+
+
+def test_chat_tool_choice_none_and_plain_text() -> None:
+    c, eng = make(reply="Sunny.", n_ctx=4096)
+    for choice in ("none", "auto"):
+        code, d, _ = c.post("/v1/chat/completions", {"messages": ASK, "tools": [WEATHER], "tool_choice": choice})
+        assert code == 200 and d["choices"][0]["message"]["content"] == "Sunny.", d
+        assert d["choices"][0]["finish_reason"] == "stop" and "tool_calls" not in d["choices"][0]["message"]
+    code, text, _ = c.post("/v1/chat/completions", {"messages": ASK, "tools": [WEATHER], "tool_choice": "none", "stream": True})
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in sse_events(text)[:-1]]
+    assert "".join(d.get("content") or "" for d in deltas) == "Sunny."
+    assert eng.submitted[-1].params.grammar is None
+
+
+def test_tool_result_round_trips_through_the_template() -> None:
+    c, eng = make(reply="It is 22 C in Paris.", n_ctx=4096)
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    msgs = ASK + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "22 C, sunny"}]
+    code, d, _ = c.post("/v1/chat/completions", {"messages": msgs, "tools": [WEATHER]})
+    assert code == 200 and d["choices"][0]["message"]["content"] == "It is 22 C in Paris.", d
+    prompt = eng.tokenizer.detokenize(eng.submitted[-1].prompt_tokens)
+    assert "22 C, sunny" in prompt and "Paris" in prompt
+    # without tools in the request the tool turns still render
+    code, d, _ = c.post("/v1/chat/completions", {"messages": msgs})
+    assert code == 200 and "22 C, sunny" in eng.tokenizer.detokenize(eng.submitted[-1].prompt_tokens)
+
+
+def test_anthropic_tool_use() -> None:
+    c, _ = make(reply=CALL_REPLY, n_ctx=4096)
+    tool = {"name": "get_weather", "description": "Weather of a city", "input_schema": WEATHER["function"]["parameters"]}
+    body = {"max_tokens": 200, "messages": ASK, "tools": [tool], "tool_choice": {"type": "any"}}
+    code, d, _ = c.post("/v1/messages", body)
+    assert code == 200, d
+    assert d["stop_reason"] == "tool_use"
+    (block,) = d["content"]
+    assert block["type"] == "tool_use" and block["name"] == "get_weather" and block["input"] == {"city": "Paris"}
+    code, text, _ = c.post("/v1/messages", {**body, "stream": True})
+    evs = [(m.split("\n")[0][len("event: "):], json.loads(m.split("\n")[1][len("data: "):])) for m in text.split("\n\n") if m]
+    starts = [e for n, e in evs if n == "content_block_start"]
+    assert [s["content_block"]["type"] for s in starts] == ["tool_use"] and starts[0]["content_block"]["name"] == "get_weather"
+    parts = [e["delta"]["partial_json"] for n, e in evs if n == "content_block_delta"]
+    assert json.loads("".join(parts)) == {"city": "Paris"}
+    assert [n for n, _ in evs][-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert evs[-2][1]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_bad_tools_are_400() -> None:
+    c, _ = make()
+    bad = [
+        {"tools": [{"type": "function", "function": {"name": "f", "parameters": "string"}}]},
+        {"tools": [{"type": "function", "function": {"name": "bad name!"}}]},
+        {"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "other"}}},
+        {"tools": [WEATHER], "tool_choice": "sometimes"},
+        {"tool_choice": "required"},
+        {"tools": [WEATHER], "grammar": "root ::= \"x\""},
+    ]
+    for extra in bad:
+        code, d, _ = c.post("/v1/chat/completions", {"messages": ASK, **extra})
+        assert code == 400 and d["error"]["type"] == "invalid_request_error" and d["error"]["code"] == 400, (extra, d)
+    code, d, _ = c.post("/v1/messages", {"messages": ASK, "tools": [{"input_schema": {}}]})
+    assert code == 400 and d["error"]["type"] == "invalid_request_error", d
