@@ -23,7 +23,9 @@ def available() -> bool:
 class LlamaCppBench:
     """A llama.cpp model and context driven through the low-level C API."""
 
-    def __init__(self, path: str, n_ctx: int, n_seq_max: int, threads: int) -> None:
+    FLASH_ATTN = {"auto": -1, "off": 0, "on": 1}  # llama_flash_attn_type
+
+    def __init__(self, path: str, n_ctx: int, n_seq_max: int, threads: int, flash_attn: str = "auto") -> None:
         import llama_cpp as L
 
         self.L = L
@@ -42,6 +44,7 @@ class LlamaCppBench:
         cp.n_seq_max = n_seq_max
         cp.n_threads = threads
         cp.n_threads_batch = threads
+        cp.flash_attn_type = self.FLASH_ATTN[flash_attn]
         self.ctx = L.llama_init_from_model(self.model, cp)
         self.n_vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.model))
         self.batch = L.llama_batch_init(512, 0, 1)

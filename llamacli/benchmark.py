@@ -17,6 +17,7 @@ from llamacli.model_path import resolve_model
 def run_bench(
     model_path: str | None, n_prompt: int, n_gen: int, seqs: list[int], reps: int, reference: bool, numerics: str, threads: int,
     batch_invariant: bool = False,
+    flash_attn: str = "auto",
 ) -> None:
     console = Console()
     path = resolve_model(model_path)
@@ -32,7 +33,7 @@ def run_bench(
     ours += [B.bench_parallel(model, n) for n in seqs]
     ref: list[BenchResult | None] = [None] * len(ours)
     if reference and bench_reference.available():
-        lc = bench_reference.LlamaCppBench(path, n_ctx=max(seqs + [1]) * max(n_prompt, 64) + 256, n_seq_max=max(seqs + [1]), threads=threads)
+        lc = bench_reference.LlamaCppBench(path, n_ctx=max(seqs + [1]) * max(n_prompt, 64) + 256, n_seq_max=max(seqs + [1]), threads=threads, flash_attn=flash_attn)
         try:
             ref = [lc.pp(n_prompt, reps), lc.tg(n_gen)] + [lc.parallel(n) for n in seqs]
         finally:
@@ -42,7 +43,7 @@ def run_bench(
     table = Table(title="tokens/s")
     table.add_column("test")
     table.add_column("llamacli", justify="right")
-    table.add_column("llama.cpp", justify="right")
+    table.add_column(f"llama.cpp (fa {flash_attn})", justify="right")
     table.add_column("ratio", justify="right")
     for o, r in zip(ours, ref):
         rt = f"{r.tokens_per_second:.1f}" if r else "-"

@@ -33,6 +33,9 @@ def bench(
     ),
     numerics: str = NumericsOpt,
     batch_invariant: bool = BatchInvariantOpt,
+    flash_attn: str = typer.Option(
+        "auto", "-fa", "--flash-attn", help="llama.cpp's flash attention for the reference: auto (its default), on, off."
+    ),
     threads: int = typer.Option(
         2, "-t", "--threads", help="Threads for llama.cpp and for loading."
     ),
@@ -46,4 +49,6 @@ def bench(
         raise typer.BadParameter(
             f"--parallel must be a comma-separated list of integers, got {parallel!r}"
         ) from None
-    run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads, batch_invariant)
+    if flash_attn not in ("auto", "on", "off"):
+        raise typer.BadParameter("--flash-attn must be auto, on or off")
+    run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads, batch_invariant, flash_attn)
