@@ -258,3 +258,46 @@ def test_embeddings_native(srv: LlamaServer) -> None:
     code, d = srv.post("/embedding", {"content": "hello", "embd_normalize": 2})
     assert code == 200 and d[0]["index"] == 0 and len(d[0]["embedding"]) == 1 and len(d[0]["embedding"][0]) == 640
     assert abs(float(np.linalg.norm(d[0]["embedding"][0])) - 1) < 1e-4
+
+
+# ---- tool calling --------------------------------------------------------------------------------
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "London", "Tokyo"]}},
+                   "required": ["city"]}}}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_tool_calls_openai_client(client: openai.OpenAI) -> None:
+    r = client.chat.completions.create(model="demo", messages=ASK, tools=[WEATHER], tool_choice="required", max_tokens=64)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls" and len(c.message.tool_calls) == 1, c
+    call = c.message.tool_calls[0]
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments)["city"] in ("Paris", "London", "Tokyo")
+    chunks = list(client.chat.completions.create(model="demo", messages=ASK, tools=[WEATHER], tool_choice="required",
+                                                 max_tokens=64, stream=True))
+    calls = [t for ch in chunks if ch.choices for t in (ch.choices[0].delta.tool_calls or [])]
+    assert calls[0].function.name == "get_weather" and calls[0].id
+    assert all(t.function.name is None for t in calls[1:])
+    assert "".join(t.function.arguments or "" for t in calls) == call.function.arguments  # greedy: same call
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices][-1] == "tool_calls"
+    # the tool's result goes back through the template; tool_choice none answers in text
+    msgs = ASK + [{"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+                  {"role": "tool", "tool_call_id": call.id, "content": "22 C, sunny"}]
+    r = client.chat.completions.create(model="demo", messages=msgs, tools=[WEATHER], tool_choice="none", max_tokens=4)
+    assert r.choices[0].message.content and not r.choices[0].message.tool_calls
+    assert r.choices[0].finish_reason in ("stop", "length")
+
+
+def test_tool_use_anthropic_and_bad_schema(srv: LlamaServer) -> None:
+    tool = {"name": "get_weather", "description": "Current weather of a city",
+            "input_schema": WEATHER["function"]["parameters"]}
+    code, m = srv.post("/v1/messages", {"model": "demo", "max_tokens": 64, "messages": ASK, "tools": [tool],
+                                        "tool_choice": {"type": "tool", "name": "get_weather"}})
+    assert code == 200 and m["stop_reason"] == "tool_use", m
+    blk = [b for b in m["content"] if b["type"] == "tool_use"][0]
+    assert blk["name"] == "get_weather" and blk["input"]["city"] in ("Paris", "London", "Tokyo") and blk["id"]
+    bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "array", "uniqueItems": True}}}
+    code, d = srv.post("/v1/chat/completions", {"messages": ASK, "tools": [bad], "tool_choice": "required"})
+    assert code == 400 and d["error"]["type"] == "invalid_request_error" and "uniqueItems" in d["error"]["message"], d
