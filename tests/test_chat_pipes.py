@@ -78,6 +78,16 @@ def test_prompt_longer_than_context_exit_1(demo_model: str) -> None:
     assert r.stderr.count("\n") == 1 and "more than the context size (32)" in r.stderr
 
 
+def test_json_schema_constrains_the_answer(demo_model: str) -> None:
+    schema = '{"type":"object","properties":{"capital":{"type":"string","enum":["Paris","Rome"]}},"required":["capital"],"additionalProperties":false}'
+    r = chat("-m", demo_model, "--temp", "0", "-n", "30", "--json", "-j", schema, stdin=QUESTION + "\n")
+    assert r.returncode == 0, r.stderr
+    obj = json.loads(r.stdout)
+    assert json.loads(obj["content"])["capital"] in ("Paris", "Rome") and obj["finish_reason"] == "stop"
+    r = chat("-m", demo_model, "-n", "3", "--grammar", 'root ::= ("a" | ', stdin="hi\n")
+    assert r.returncode == 1 and "grammar" in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
+
+
 @pytest.mark.parametrize(
     "args, stdin, code, message",
     [
@@ -89,6 +99,7 @@ def test_prompt_longer_than_context_exit_1(demo_model: str) -> None:
         (["--top-p", "2"], "hi", 1, "top_p must be between"),
         (["-p", "a", "-f", "b"], "hi", 1, "not both"),
         (["-n", "many"], "hi", 1, "Invalid value"),
+        (["-j", "{nope"], "hi", 1, "JSON"),
     ],
 )
 def test_errors_before_loading(args: list[str], stdin: str, code: int, message: str) -> None:

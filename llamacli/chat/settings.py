@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamacli.core.errors import InvalidRequest
+from llamacli.core.grammar.spec import GrammarSpec
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.tasks import TaskParams
 
@@ -44,6 +45,7 @@ class ChatSettings:
     n_predict: int = -1
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    grammar: GrammarSpec | None = None  # --grammar / --json-schema: every answer follows it
 
     def task_params(self) -> TaskParams:
         return TaskParams(
@@ -51,6 +53,7 @@ class ChatSettings:
             sampling=dataclasses.replace(self.sampling),
             stop=list(self.stop),
             ignore_eos=self.ignore_eos,
+            grammar=self.grammar,
         )
 
     def set(self, name: str, value: str) -> tuple[str, Any]:

@@ -68,6 +68,10 @@ def chat(
     as_jsonl: bool = typer.Option(False, "--jsonl", help="One prompt per input line, answered concurrently; one JSON line each, in input order.", rich_help_panel=P),
     batch_lines: bool = typer.Option(False, "--batch-lines", help="One prompt per input line, answered concurrently; one answer per line (\\n escaped).", rich_help_panel=P),
     parallel: int = typer.Option(0, "-np", "--parallel", help="Most prompts run at once with --jsonl/--batch-lines (0: all lines, at most 8).", rich_help_panel=P),
+    grammar: Optional[str] = typer.Option(None, "--grammar", help="GBNF grammar every answer must follow.", rich_help_panel=S),
+    grammar_file: Optional[str] = typer.Option(None, "--grammar-file", help="File to read the GBNF grammar from.", rich_help_panel=S),
+    json_schema: Optional[str] = typer.Option(None, "-j", "--json-schema", help="JSON schema (or @file.json) every answer must follow.", rich_help_panel=S),
+    json_schema_file: Optional[str] = typer.Option(None, "-jf", "--json-schema-file", help="File with a JSON schema every answer must follow.", rich_help_panel=S),
     numerics: str = NumericsOpt,
     threads: int = ThreadsOpt,
 ) -> None:
@@ -81,6 +85,7 @@ def chat(
     from llamacli.chat.launch import chat_template as make_template
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
+    from llamacli.core.grammar import compile_grammar, grammar_from_cli
     from llamacli.core.sampling import SamplingParams
     from llamacli.runtime import open_model
 
@@ -118,7 +123,9 @@ def chat(
     sampling.validate()
     if n_predict < -1:
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
-    settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=ignore_eos)
+    spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
+    settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=ignore_eos,
+                            grammar=spec)
 
     messages: list[str] = []
     if piped:
@@ -144,6 +151,8 @@ def chat(
     else:
         rt = open_model(model, numerics=numerics, threads=threads)
     template = make_template(rt, template_src, use_jinja=jinja)
+    if spec is not None:  # a grammar that does not compile is an error now, not at every turn
+        compile_grammar(rt.tokenizer, spec)
     n_slots = 1
     if by_lines:
         n_slots = min(len(messages), parallel if parallel > 0 else 8)
