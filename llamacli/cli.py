@@ -67,6 +67,8 @@ def register_all() -> None:
     from llamacli.commands import register_all as register_commands
 
     register_commands()
+    # help lists commands in registration order, which depends on what was imported first
+    app.registered_commands.sort(key=lambda c: c.name or (c.callback.__name__ if c.callback else ""))
 
 
 def error_line(message: str) -> None:
