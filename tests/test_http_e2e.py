@@ -301,3 +301,21 @@ def test_tool_use_anthropic_and_bad_schema(srv: LlamaServer) -> None:
     bad = {"type": "function", "function": {"name": "f", "parameters": {"type": "array", "uniqueItems": True}}}
     code, d = srv.post("/v1/chat/completions", {"messages": ASK, "tools": [bad], "tool_choice": "required"})
     assert code == 400 and d["error"]["type"] == "invalid_request_error" and "uniqueItems" in d["error"]["message"], d
+
+
+def test_response_format_pydantic_parse(client: openai.OpenAI) -> None:
+    """The openai client's structured-output helper: a Pydantic model as response_format comes
+    back as a parsed, validated object."""
+    from typing import Literal
+
+    from pydantic import BaseModel
+
+    class Colour(BaseModel):  # short fields: the small model fills free strings at length
+        name: Literal["red", "green", "blue"]
+        bright: bool
+
+    parse = getattr(client.chat.completions, "parse", None) or client.beta.chat.completions.parse
+    r = parse(model="demo", messages=MSGS, response_format=Colour, max_tokens=60, temperature=0)
+    parsed = r.choices[0].message.parsed
+    assert isinstance(parsed, Colour) and parsed.name in ("red", "green", "blue")
+    assert r.choices[0].finish_reason == "stop"
