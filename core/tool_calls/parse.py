@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llamacli.core.stop import partial_stop_len
 from llamacli.core.tool_calls.partial_json import Node, parse_partial, skip_ws
 
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
@@ -41,17 +42,6 @@ class RawCall:
 class Scan:
     content: str = ""
     calls: list[RawCall] = field(default_factory=list)
-
-
-def _held_prefix(text: str, markers: tuple[str, ...]) -> int:
-    """Length of the longest suffix of text that is a proper prefix of a marker."""
-    best = 0
-    for m in markers:
-        for k in range(min(len(m) - 1, len(text)), best, -1):
-            if text.endswith(m[:k]):
-                best = k
-                break
-    return best
 
 
 def _call_from_object(text: str, node: Node, final: bool, args_keys: tuple[str, ...]) -> RawCall | None:
@@ -111,7 +101,7 @@ def scan_hermes(text: str, final: bool) -> Scan:
         if i < 0:
             seg = text[pos:]
             if not final:
-                seg = seg[: len(seg) - _held_prefix(seg, (HERMES_OPEN,))]
+                seg = seg[: len(seg) - partial_stop_len(seg, (HERMES_OPEN,))]
             parts.append(seg)
             break
         parts.append(text[pos:i])
@@ -204,7 +194,7 @@ def scan_mistral(text: str, final: bool) -> Scan:
         if i < 0:
             seg = text[pos:]
             if not final:
-                seg = seg[: len(seg) - _held_prefix(seg, (MISTRAL_MARK,))]
+                seg = seg[: len(seg) - partial_stop_len(seg, (MISTRAL_MARK,))]
             parts.append(seg)
             break
         parts.append(text[pos:i])
