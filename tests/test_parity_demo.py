@@ -88,7 +88,7 @@ def test_greedy_runs_diverge_only_at_near_ties(demo) -> None:  # type: ignore[no
                 break
             matched += 1
             logits = model.forward(Batch.single([t], start_pos=len(ids) + i), cache)[-1]
-    assert matched >= 150  # of 12 x 64 (measured: 219-260 depending on summation details)
+    assert matched >= 150  # of 712 (measured: 342; chaotic in summation details, so a margin)
 
 
 def test_last_position_logits_close(demo) -> None:  # type: ignore[no-untyped-def]
