@@ -21,7 +21,7 @@ from llamacli.core.errors import LlamaError
 
 app = typer.Typer(
     name="llama",
-    help="Chat with, serve and script local GGUF models (a NumPy engine, token-exact with llama.cpp).",
+    help="Chat with, serve and script local GGUF models on a NumPy engine that follows llama.cpp.",
     add_completion=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
