@@ -17,7 +17,7 @@ from llamacli.core.weights import WeightLoader
 @dataclass
 class LoadStats:
     seconds: float
-    weight_bytes: int  # float32 weights held in memory
+    weight_bytes: int  # float32 copies of weights held in memory (0 for GGUF-byte weights)
     rss_bytes: int  # resident set size of the process after loading
 
 
@@ -47,7 +47,7 @@ def load_model(
             g.path, f"unknown architecture {arch!r} (supported: {', '.join(sorted(ARCHITECTURES))})"
         )
     args = cls.read_args(g)
-    loader = WeightLoader(g, threads=threads)
+    loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights)
     try:
         model = cls(args, g, precision, loader)
     finally:

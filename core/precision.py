@@ -14,18 +14,22 @@ import numpy as np
 from llamacli.core import kernels as K
 from llamacli.core import numerics as N
 from llamacli.core.batch import Batch
+from llamacli.core import qmm
 from llamacli.core.matmul import MatmulPool, RowLayout
+from llamacli.core.qmm.matrix import act_key
 from llamacli.core.weights import FusedLinear, Linear, OutputWeight
 
 NUMERICS_MODES = ("ggml", "f32")
 
 class Precision:
-    """float32 maths; the base of the ggml mode, which overrides the rounding hooks.
+    """float32 maths on dequantized weights (BLAS); the base of the ggml mode, which overrides
+    the rounding hooks and multiplies the GGUF blocks themselves.
 
     Matmuls go through a MatmulPool: multi-threaded and batch-invariant (core/matmul.py).
     """
 
     name = "f32"
+    quantized_weights = False  # what the WeightLoader keeps: GGUF bytes or float32 copies
 
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         self.mm = MatmulPool(threads, batch_invariant)
@@ -48,14 +52,16 @@ class Precision:
         return x
 
     def linear(self, x: np.ndarray, lin: Linear) -> np.ndarray:
-        y = self.mm.linear(self.act(x, lin.qtype), lin.w)
+        y = self.mm.linear(self.act(x, lin.qtype), lin.w)  # type: ignore[arg-type]
         if lin.b is not None:
             y += lin.b
         return y
 
-    def same_rounding(self, a: object, b: object) -> bool:
-        """Whether inputs to weights of types a and b are rounded alike (so they can be fused)."""
-        return True
+    def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
+        """Several linears of the same input (Q/K/V, gate/up)."""
+        if fused is not None:
+            return self.linear_fused(x, fused)
+        return [self.linear(x, lin) for lin in lins]
 
     def linear_fused(self, x: np.ndarray, f: FusedLinear) -> list[np.ndarray]:
         """The outputs of the fused layers, one rounding and one matmul for all."""
@@ -72,7 +78,7 @@ class Precision:
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
-        return self.mm.project(self.act(x, ow.qtype), ow.w)
+        return self.mm.project(self.act(x, ow.qtype), ow.w)  # type: ignore[arg-type]
 
     def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
         return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox)
@@ -93,6 +99,13 @@ class GGMLPrecision(Precision):
     """Emulates ggml-cpu's roundings (see docs/numerics.md for each, with its source)."""
 
     name = "ggml"
+    quantized_weights = True
+
+    def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
+        # Every matmul and attention product here is batch-invariant by construction, so the
+        # flag changes nothing (kept for the command line).
+        super().__init__(threads, False)
+        qmm.threads.set_threads(threads)
 
     def act(self, x: np.ndarray, weight_qtype: object) -> np.ndarray:
         return N.round_activations(x, weight_qtype)
@@ -100,8 +113,33 @@ class GGMLPrecision(Precision):
     def kv(self, x: np.ndarray) -> np.ndarray:
         return N.round_f16(x)
 
-    def same_rounding(self, a: object, b: object) -> bool:
-        return N.vec_dot_type(a) == N.vec_dot_type(b)  # type: ignore[arg-type]
+    def linear(self, x: np.ndarray, lin: Linear) -> np.ndarray:
+        """On the GGUF blocks: activation quantized once to the vec_dot type, integer block dots
+        (core/qmm). The same result for a row whatever the batch, CPU or thread count."""
+        assert lin.q is not None
+        y = qmm.matmul(qmm.prepare(x, lin.qtype), lin.q)
+        if lin.b is not None:
+            y += lin.b
+        return y
+
+    def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
+        """Weights whose activations round alike share one quantization of x."""
+        prepared: dict[object, object] = {}
+        outs = []
+        for lin in lins:
+            key = act_key(lin.qtype)
+            if key not in prepared:
+                prepared[key] = qmm.prepare(x, lin.qtype)
+            assert lin.q is not None
+            y = qmm.matmul(prepared[key], lin.q)  # type: ignore[arg-type]
+            if lin.b is not None:
+                y += lin.b
+            outs.append(y)
+        return outs
+
+    def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
+        assert ow.q is not None
+        return qmm.matmul(qmm.prepare(x, ow.qtype), ow.q)
 
     def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
         return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox, fma=True)
@@ -120,12 +158,15 @@ class GGMLPrecision(Precision):
     ) -> np.ndarray:
         """The non-flash-attention path (docs/numerics.md 2.6): Q rounded to f16 for KQ (K, V
         are already f16 values from the cache), softmax with a float64 sum, probabilities
-        rounded to f16 before the V product."""
+        rounded to f16 before the V product; both products summed in float64."""
         S, H, Tq, D = q.shape
         Hkv = k.shape[1]
         G = H // Hkv
-        qg = N.round_f16(q).reshape(S, Hkv, G * Tq, D)
-        w = np.matmul(qg, k.transpose(0, 1, 3, 2))  # (S, Hkv, G*Tq, L)
+        # Products of f16 values are exact; summed in float64 and rounded once to float32, the
+        # dot products are the correctly rounded sums (to within 2^-53, far below a float32
+        # step): the same whatever order BLAS adds them in on this CPU, and for every batch.
+        qg = N.round_f16(q).reshape(S, Hkv, G * Tq, D).astype(np.float64)
+        w = np.matmul(qg, k.astype(np.float64).transpose(0, 1, 3, 2)).astype(np.float32)  # (S, Hkv, G*Tq, L)
         if scale != 1.0:
             w *= np.float32(scale)
         if softcap:
@@ -138,8 +179,8 @@ class GGMLPrecision(Precision):
         np.exp(w5, out=w5)
         inv = (1.0 / np.sum(w5, axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
         w5 *= inv
-        p = N.round_f16(w)  # (S, Hkv, G*Tq, L)
-        return np.matmul(p, v).reshape(S, H, Tq, -1)
+        p = N.round_f16(w).astype(np.float64)  # (S, Hkv, G*Tq, L)
+        return np.matmul(p, v.astype(np.float64)).astype(np.float32).reshape(S, H, Tq, -1)
 
 
 _GELU_TABLE: np.ndarray | None = None

@@ -21,7 +21,7 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.kv_cache import KVCache
 from llamacli.core.precision import Precision
-from llamacli.core.weights import FusedLinear, Linear, WeightLoader, fuse
+from llamacli.core.weights import FusedLinear, Linear, WeightLoader, fuse_f32
 
 
 @dataclass
@@ -160,7 +160,7 @@ class DecoderModel:
         self.precision = precision
         self.tok_embd = loader.embedding("token_embd.weight")
         self.output_norm = loader.vector("output_norm.weight", args.n_embd)
-        self.output = loader.output("output.weight", tied_to="token_embd.weight", embedding=self.tok_embd)
+        self.output = loader.output("output.weight", tied_to=self.tok_embd)
         self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
         a = args
         self._rope = a.rope
@@ -190,13 +190,13 @@ class DecoderModel:
         return lw
 
     def _fuse_layers(self) -> None:
-        """After loading: fuse Q/K/V and gate/up where their inputs round alike."""
-        pr = self.precision
+        """After loading (f32 numerics): fuse Q/K/V and gate/up into one matmul each. The ggml
+        numerics keep the GGUF blocks and share the activation's quantization instead."""
+        if self.precision.quantized_weights:
+            return
         for lw in self.layers:
-            if pr.same_rounding(lw.wq.qtype, lw.wk.qtype) and pr.same_rounding(lw.wq.qtype, lw.wv.qtype):
-                lw.qkv = fuse([lw.wq, lw.wk, lw.wv])
-            if pr.same_rounding(lw.w_gate.qtype, lw.w_up.qtype):
-                lw.gate_up = fuse([lw.w_gate, lw.w_up])
+            lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
+            lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
 
     def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
         a = self.args
@@ -205,7 +205,7 @@ class DecoderModel:
     # ---- hooks ---------------------------------------------------------------------------
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) token ids -> (T, n_embd)."""
-        x = self.tok_embd[tokens]
+        x = self.tok_embd.rows(tokens)
         if self.args.embed_scale is not None:
             x = x * np.float32(self.args.embed_scale)
         return x
@@ -213,11 +213,7 @@ class DecoderModel:
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)); h (T, n_embd)."""
         pr = self.precision
-        if lw.gate_up is not None:
-            g, u = pr.linear_fused(h, lw.gate_up)
-        else:
-            g = pr.linear(h, lw.w_gate)
-            u = pr.linear(h, lw.w_up)
+        g, u = pr.linears(h, [lw.w_gate, lw.w_up], lw.gate_up)
         act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
         return pr.linear(act * u, lw.w_down)
 
@@ -299,10 +295,7 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = h.shape[0]
-        if lw.qkv is not None:
-            q, k, v = pr.linear_fused(h, lw.qkv)
-        else:
-            q, k, v = pr.linear(h, lw.wq), pr.linear(h, lw.wk), pr.linear(h, lw.wv)
+        q, k, v = pr.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
         q = q.reshape(T, a.n_head, a.head_dim)
         k = k.reshape(T, a.n_head_kv, a.head_dim)
         v = v.reshape(T, a.n_head_kv, a.head_dim_v)

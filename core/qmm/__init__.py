@@ -1,0 +1,5 @@
+"""Matmuls on weights kept in their GGUF blocks (integer block dot products, compiled with numba)."""
+
+from llamacli.core.qmm.matrix import QuantMatrix, matmul, prepare, supports
+
+__all__ = ["QuantMatrix", "matmul", "prepare", "supports"]

@@ -1,0 +1,196 @@
+"""The quantized matmul kernels: y (T, N) = x (T, K) @ W.T for W (N, K) in its GGUF blocks.
+
+What every output element is (the same arithmetic in both kernels below, so a row's result
+does not depend on the batch it is in, on the kernel chosen or on the thread count):
+
+    acc = 0.0f
+    for each block b of the row, in order:              (float32, each operation rounded)
+        isum = sum_j sc[j] * dot(q_w[j], q_x[j])        (exact integer)
+        term = (d_x * d_w) * float(isum)                (float(int): round to nearest even)
+        K mins:   term = term - (d_x * dmin_w) * float(sum_j m[j] * sum(q_x[j]))
+        Q8_1 min: term = term + m_w * s_x
+        acc = acc + term
+
+The integer dot products are exact however they are computed, and LLVM may not reorder float
+operations (no fast-math): the result is the same on every CPU and SIMD width. ggml sums the
+same terms, but lane by lane in its SIMD registers, so its float roundings differ from ours in
+the last bits (docs/numerics.md).
+
+`mm_decode`: few rows of activations. Each weight block is unpacked once to int8 codes and
+dotted with every activation row by `idot` (vpmaddwd).
+`mm_prefill`: many rows. The weight row is unpacked once to int16 codes (scales folded in),
+and multiplied with the activation codes of 64 tokens at a time in 32-bit integer lanes
+(`simd.tile_dot`: vpmaddwd / vpdpwssd), so `isum` is the same exact integer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from llamacli.core.qmm.simd import TILE, idot32, idot_w16_32, idot_w16_256, tile_dot
+from llamacli.core.qmm.unpack import F16, Q8_0, f16_at, unpack
+
+_JIT = dict(cache=True, nogil=True, parallel=True)
+
+ROWS_PER_TASK = 16  # weight rows per parallel work item
+
+
+@njit(cache=True, nogil=True)
+def _term(act, min_term, dx, d, dmin, isum, msum, s_x):  # type: ignore[no-untyped-def]
+    """One block's contribution (see the module docstring)."""
+    term = (dx * d) * np.float32(isum)
+    if min_term == 2:
+        term = term - (dx * dmin) * np.float32(msum)
+    elif min_term == 1:
+        term = term + dmin * s_x
+    return term
+
+
+@njit(cache=True, nogil=True)
+def _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
+    """A row as int16 codes with the sub-block scales folded in (|sc * q| <= 4064), so that one
+    integer dot per block gives isum = sum_j sc[j] * dot(q_j, x_j); ds, dms, mn per block."""
+    unpack(kind, wr, nb, codes, sc, mn, ds, dms)
+    if nsub > 1:
+        sub = qk // nsub
+        for b in range(nb):
+            for j in range(nsub):
+                scj = sc[b, j]
+                o = b * qk + j * sub
+                for i in range(sub):
+                    codes[o + i] *= scj
+
+
+@njit(cache=True, nogil=True)
+def _min_sum(mn, xb, t, b):  # type: ignore[no-untyped-def]
+    """sum_j m[j] * (sum of the activation codes of sub-block j); xb (T, nb, nsub)."""
+    msum = 0
+    for j in range(mn.shape[0]):
+        msum += mn[j] * xb[t, b, j]
+    return msum
+
+
+@njit(**_JIT)
+def mm_decode(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out):  # type: ignore[no-untyped-def]
+    """w (N, row bytes) uint8; xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums;
+    xb (T, nb, nsub) int32 code sums per sub-block (K mins only); out (T, N) float32."""
+    n = w.shape[0]
+    t_rows = xc.shape[0]
+    k = xc.shape[1]
+    nb = k // qk
+    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    for task in prange(n_tasks):
+        codes = np.empty(k, dtype=np.int16)
+        sc = np.ones((nb, nsub), dtype=np.int32)
+        mn = np.zeros((nb, nsub), dtype=np.int32)
+        ds = np.empty(nb, dtype=np.float32)
+        dms = np.empty(nb, dtype=np.float32)
+        for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
+            wr = w[r]
+            if kind == Q8_0:  # the codes are the bytes: no unpacking
+                wi = wr.view(np.int8)
+                for t in range(t_rows):
+                    xt = xc[t]
+                    acc = np.float32(0.0)
+                    for b in range(nb):
+                        isum = idot32(wi, b * 34 + 2, xt, b * 32)
+                        acc += _term(act, 0, xd[t, b], f16_at(wr, b * 34), ds[0], isum, 0, ds[0])
+                    out[t, r] = acc
+                continue
+            _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms)
+            for t in range(t_rows):
+                xt = xc[t]
+                acc = np.float32(0.0)
+                for b in range(nb):
+                    if qk == 256:
+                        isum = idot_w16_256(codes, b * 256, xt, b * 256)
+                    else:
+                        isum = idot_w16_32(codes, b * 32, xt, b * 32)
+                    msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
+                    s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
+                    acc += _term(act, min_term, xd[t, b], ds[b], dms[b], isum, msum, s_x)
+                out[t, r] = acc
+
+
+@njit(**_JIT)
+def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, xd, xs, xb, out):  # type: ignore[no-untyped-def]
+    """As mm_decode, with the activation codes as x16: int16 laid out (K / 2, tp, 2) (see
+    simd.tile_dot), tp a multiple of TILE (padding tokens are zero); xd, xs, xb padded to tp
+    rows; out (T, N)."""
+    n = w.shape[0]
+    k = x16.shape[0] // tp
+    t_rows = out.shape[0]
+    nb = k // qk
+    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    for task in prange(n_tasks):
+        wsc = np.empty(k, dtype=np.int16)
+        sc = np.ones((nb, nsub), dtype=np.int32)
+        mn = np.zeros((nb, nsub), dtype=np.int32)
+        ds = np.empty(nb, dtype=np.float32)
+        dms = np.empty(nb, dtype=np.float32)
+        isum = np.empty(TILE, dtype=np.int32)
+        acc = np.empty(TILE, dtype=np.float32)
+        for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
+            _unpack_row(kind, w[r], nb, qk, nsub, wsc, sc, mn, ds, dms)
+            for t0 in range(0, tp, TILE):
+                acc[:] = 0.0
+                for b in range(nb):
+                    tile_dot(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
+                    for tt in range(TILE):
+                        t = t0 + tt
+                        msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
+                        s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
+                        acc[tt] += _term(act, min_term, xd[t, b], ds[b], dms[b], isum[tt], msum, s_x)
+                for tt in range(min(TILE, t_rows - t0)):
+                    out[t0 + tt, r] = acc[tt]
+
+
+LANES = 16
+
+
+@njit(cache=True, nogil=True)
+def _row_to_f32(ftype, wr, k, wf):  # type: ignore[no-untyped-def]
+    """A float weight row (bytes) -> wf (k,) float32. ftype 0 F32, 1 F16, 2 BF16."""
+    if ftype == 1:
+        for i in range(k):
+            wf[i] = F16[np.int64(wr[2 * i]) | (np.int64(wr[2 * i + 1]) << 8)]
+    elif ftype == 2:
+        bits = wf.view(np.uint32)
+        for i in range(k):
+            bits[i] = (np.uint32(wr[2 * i]) << 16) | (np.uint32(wr[2 * i + 1]) << 24)
+    else:
+        src = wr.view(np.float32)
+        for i in range(k):
+            wf[i] = src[i]
+
+
+@njit(**_JIT)
+def mm_float(w, ftype, x, out):  # type: ignore[no-untyped-def]
+    """Float weights: out (T, N) = x (T, K) @ W.T, W (N, K) as F32/F16/BF16 bytes (N, row bytes).
+
+    Fixed order: 16 lanes, lane l summing the products of elements l, l + 16, ... in order
+    (product and sum each rounded), then lanes added pairwise (l + 8, + 4, + 2, + 1)."""
+    n = w.shape[0]
+    t_rows, k = x.shape
+    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
+    k16 = k - k % LANES
+    for task in prange(n_tasks):
+        wf = np.empty(k, dtype=np.float32)
+        lane = np.empty(LANES, dtype=np.float32)
+        for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
+            _row_to_f32(ftype, w[r], k, wf)
+            for t in range(t_rows):
+                xt = x[t]
+                lane[:] = 0.0
+                for i0 in range(0, k16, LANES):
+                    for l in range(LANES):
+                        lane[l] += wf[i0 + l] * xt[i0 + l]
+                for i in range(k16, k):
+                    lane[i - k16] += wf[i] * xt[i]
+                h = LANES // 2
+                while h >= 1:
+                    for l in range(h):
+                        lane[l] += lane[l + h]
+                    h //= 2
+                out[t, r] = lane[0]

@@ -1,0 +1,106 @@
+"""A weight matrix kept in its GGUF bytes, and the matmul on it.
+
+`QuantMatrix.data` is a read-only view of the memory-mapped file: (n_out, row bytes) uint8.
+Nothing is dequantized at load; `matmul` quantizes the activations once to the weight's
+vec_dot type and runs the compiled block kernels (core/qmm/kernels.py) on the kernels' own
+threads (core/qmm/threads.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from llamacli.core import numerics as N
+from llamacli.core.errors import UnsupportedTensorType
+from llamacli.core.qmm import kernels as Kn
+from llamacli.core.qmm import threads
+from llamacli.core.qmm.acts import QActs, quantize_acts
+from llamacli.core.qmm.simd import TILE
+from llamacli.core.qmm.formats import FLOAT_BF16, FLOAT_F16, FLOAT_FORMATS, MIN_K, QUANT_FORMATS
+
+_EMPTY3 = np.zeros((0, 0, 0), dtype=np.int32)
+
+QT = GGMLQuantizationType
+
+# From this many activation rows on, the token-vectorised kernel is faster (measured on the
+# demo model's shapes; the choice does not change results).
+PREFILL_MIN_ROWS = 12
+
+
+@dataclass
+class QuantMatrix:
+    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes)."""
+
+    data: np.ndarray
+    qtype: GGMLQuantizationType
+    n_in: int
+
+    @property
+    def n_out(self) -> int:
+        return int(self.data.shape[0])
+
+
+def supports(qtype: GGMLQuantizationType) -> bool:
+    return qtype in QUANT_FORMATS or qtype in FLOAT_FORMATS
+
+
+def act_key(qtype: GGMLQuantizationType) -> object:
+    """Weights with the same key read identically quantized activations (one quantization can
+    serve several matmuls)."""
+    if qtype in QUANT_FORMATS:
+        return ("q", QUANT_FORMATS[qtype].act)
+    return ("f", FLOAT_FORMATS[qtype])
+
+
+def prepare(x: np.ndarray, qtype: GGMLQuantizationType) -> QActs | np.ndarray:
+    """The activation as the kernels for this weight type take it."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    fmt = QUANT_FORMATS.get(qtype)
+    if fmt is not None:
+        return quantize_acts(x, fmt.act)
+    ft = FLOAT_FORMATS.get(qtype)
+    if ft is None:
+        raise UnsupportedTensorType("<weight>", f"no matmul for ggml type {qtype.name}")
+    if ft == FLOAT_F16:
+        return N.round_f16(x)
+    if ft == FLOAT_BF16:
+        return N.round_bf16(x)
+    return x
+
+
+def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None) -> np.ndarray:
+    """y (T, n_out) = x @ W.T, with xa from `prepare(x, m.qtype)`."""
+    threads.configure()
+    if isinstance(xa, np.ndarray):
+        t = xa.shape[0]
+        y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
+        Kn.mm_float(m.data, FLOAT_FORMATS[m.qtype], xa, y)
+        return y
+    fmt = QUANT_FORMATS[m.qtype]
+    t = xa.codes.shape[0]
+    y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
+    xsub = _EMPTY3
+    if fmt.min_term == MIN_K:  # code sums per sub-block (T, nb, nsub), from the sums per 16
+        xsub = xa.bsums.reshape(t, -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
+    if t < PREFILL_MIN_ROWS:
+        Kn.mm_decode(m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term, xa.codes, xa.d, xa.s, xsub, y)
+        return y
+    tp = -(-t // TILE) * TILE
+    x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot
+    x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
+    Kn.mm_prefill(
+        m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
+        x16.reshape(-1), tp, _pad(xa.d, tp), _pad(xa.s, tp), _pad(xsub, tp), y,
+    )
+    return y
+
+
+def _pad(a: np.ndarray, rows: int) -> np.ndarray:
+    if a.shape[0] in (0, rows):
+        return a
+    p = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
+    p[: a.shape[0]] = a
+    return p

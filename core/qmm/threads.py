@@ -1,0 +1,40 @@
+"""The kernels' threads: numba's parallel loops, sized by `-t/--threads`.
+
+numba's OpenMP layer (libgomp) spins idle threads for a while before they sleep; with another
+process busy on a core, spinning threads steal its time and the whole step waits for the
+slowest thread. We keep the spin short (GOMP_SPINCOUNT, read once when libgomp loads) unless
+the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT. No BLAS threads run on the quantized path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+os.environ.setdefault("GOMP_SPINCOUNT", "20000") if "OMP_WAIT_POLICY" not in os.environ else None
+
+import numba  # noqa: E402
+
+_lock = threading.Lock()
+_wanted = 0
+_local = threading.local()
+
+
+def max_threads() -> int:
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def set_threads(n: int | None) -> int:
+    """The kernels' thread count from now on (None or <= 0: every core). Returns it."""
+    global _wanted
+    with _lock:
+        _wanted = max_threads() if not n or n <= 0 else max(1, min(int(n), max_threads()))
+        return _wanted
+
+
+def configure() -> None:
+    """Apply the thread count in the calling thread (numba's setting is per thread)."""
+    want = _wanted or max_threads()
+    if getattr(_local, "n", None) != want:
+        numba.set_num_threads(want)
+        _local.n = want

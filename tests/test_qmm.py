@@ -1,0 +1,154 @@
+"""Quantized matmul kernels (core/qmm) against float64 references, and their invariances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from llamacli.core import numerics as N
+from llamacli.core.qmm import QuantMatrix, matmul, prepare
+from llamacli.core.qmm import threads
+from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS
+from llamacli.core.quantize.convert import encode
+from llamacli.core.quants import dequantize
+
+QT = GGMLQuantizationType
+
+TYPES = [QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q2_K, QT.Q3_K,
+         QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS]
+
+
+def _matrix(qtype: QT, n_out: int, n_in: int, seed: int = 0) -> QuantMatrix:
+    rng = np.random.default_rng(seed)
+    if qtype in (QT.IQ4_NL, QT.IQ4_XS):  # no quantizer for these: random blocks, fp16 d = 0.01
+        qk, size = GGML_QUANT_SIZES[qtype]
+        blocks = rng.integers(0, 256, size=(n_out, n_in // qk, size), dtype=np.uint8)
+        blocks[:, :, 0:2] = np.array([0.01], dtype=np.float16).view(np.uint8)
+        return QuantMatrix(blocks.reshape(n_out, -1), qtype, n_in)
+    w = rng.standard_normal((n_out, n_in)).astype(np.float32) * 0.05
+    raw = encode(w, qtype)
+    data = np.ascontiguousarray(raw).view(np.uint8).reshape(n_out, -1)
+    return QuantMatrix(data, qtype, n_in)
+
+
+def _reference(x: np.ndarray, m: QuantMatrix) -> np.ndarray:
+    """float64 dequantize(W) @ dequantize(quantize(x)): what the kernel computes up to the
+    float32 roundings of its scale arithmetic."""
+    w = dequantize(m.data, m.qtype, (m.n_out, m.n_in)).astype(np.float64)
+    xr = N.round_activations(x, m.qtype).astype(np.float64)
+    ref = xr @ w.T
+    if m.qtype in (QT.Q4_1, QT.Q5_1):
+        # ggml's Q4_1/Q5_1 x Q8_1 dot adds min_w * s_x, where the Q8_1 block's s is
+        # fp16(d_f32 * sum of codes), not the sum of the block's rounded values.
+        _, s = N.round_q8_1(x, with_sums=True)
+        nb = m.n_in // 32
+        blocks = m.data.reshape(m.n_out, nb, -1)
+        mins = np.ascontiguousarray(blocks[:, :, 2:4]).view(np.float16)[..., 0].astype(np.float64)
+        block_sums = xr.reshape(x.shape[0], nb, 32).sum(-1)
+        ref += (s.astype(np.float64) - block_sums) @ mins.T
+    return ref
+
+
+def _k_for(qtype: QT) -> int:
+    return 512 if qtype in (QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS) else 96
+
+
+@pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("rows", [1, 3, PREFILL_MIN_ROWS + 5])
+def test_matches_float64_reference(qtype: QT, rows: int) -> None:
+    n_in = _k_for(qtype) + (0 if qtype not in (QT.F32, QT.F16, QT.BF16) else 7)  # odd K for floats
+    m = _matrix(qtype, 37, n_in)  # odd row count: tails of the row partition
+    x = np.random.default_rng(1).standard_normal((rows, n_in)).astype(np.float32)
+    y = matmul(prepare(x, qtype), m)
+    ref = _reference(x, m)
+    scale = np.abs(ref).max()
+    assert y.shape == (rows, 37)
+    # Each output is a sum of K/qk float32-rounded terms: relative error ~ (K/qk) * 2^-24.
+    np.testing.assert_allclose(y, ref, rtol=0, atol=scale * 2e-6)
+
+
+@pytest.mark.parametrize("qtype", [QT.Q8_0, QT.Q4_K, QT.Q6_K, QT.Q4_1, QT.F16], ids=lambda t: t.name)
+def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
+    """A token's result does not depend on the batch around it (nor on the kernel chosen)."""
+    k = _k_for(qtype)
+    m = _matrix(qtype, 45, k, seed=3)
+    x = np.random.default_rng(4).standard_normal((70, k)).astype(np.float32)
+    full = matmul(prepare(x, qtype), m)
+    for i in (0, 5, 69):
+        alone = matmul(prepare(x[i : i + 1], qtype), m)
+        assert np.array_equal(alone[0], full[i])
+    part = matmul(prepare(x[10:13], qtype), m)
+    assert np.array_equal(part, full[10:13])
+
+
+@pytest.mark.parametrize("qtype", [QT.Q5_0, QT.Q4_K], ids=lambda t: t.name)
+def test_thread_count_does_not_change_results(qtype: QT) -> None:
+    k = _k_for(qtype)
+    m = _matrix(qtype, 301, k, seed=5)
+    x = np.random.default_rng(6).standard_normal((20, k)).astype(np.float32)
+    results = []
+    try:
+        for n in (1, 2, 4):
+            threads.set_threads(n)
+            results.append((matmul(prepare(x[:2], qtype), m), matmul(prepare(x, qtype), m)))
+    finally:
+        threads.set_threads(None)
+    for a, b in results[1:]:
+        assert np.array_equal(a, results[0][0]) and np.array_equal(b, results[0][1])
+
+
+_CROSS_CPU_SCRIPT = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import test_qmm as T
+from llamacli.core.qmm import matmul, prepare
+out = []
+for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
+    k = T._k_for(qt)
+    m = T._matrix(qt, 33, k, seed=9)
+    x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
+    out.append(matmul(prepare(x[:2], qt), m))
+    out.append(matmul(prepare(x, qt), m))
+np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
+"""
+
+
+@pytest.mark.slow
+def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The kernels compiled for AVX2 (Haswell) give the same bits as for this CPU: integer
+    block dots are exact and the float order is fixed, whatever the SIMD width."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    results = []
+    for cpu in (None, "haswell"):
+        env = dict(os.environ)
+        env.pop("NUMBA_CPU_NAME", None)
+        if cpu:
+            env["NUMBA_CPU_NAME"] = cpu
+            env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
+        f = tmp_path / f"{cpu or 'host'}.npy"
+        subprocess.run([sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f)], env=env, check=True, timeout=600)
+        results.append(np.load(f))
+    assert np.array_equal(results[0], results[1])
+
+
+def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
+    """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes."""
+    from llamacli.core.model import load_model
+
+    model, g, stats = load_model(demo_model)
+    mapped = g.data
+    mats = [model.output.q, model.tok_embd.q]
+    for lw in model.layers:
+        mats += [lw.wq.q, lw.wk.q, lw.wv.q, lw.wo.q, lw.w_gate.q, lw.w_up.q, lw.w_down.q]
+    for m in mats:
+        assert m is not None and m.data.dtype == np.uint8
+        assert np.shares_memory(m.data, mapped)
+        assert not m.data.flags.owndata
+    assert stats.weight_bytes < 1 << 20  # only the norm vectors are float32
