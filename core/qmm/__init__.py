@@ -1,5 +1,6 @@
 """Matmuls on weights kept in their GGUF blocks (integer block dot products, compiled with numba)."""
 
+from llamacli.core.qmm import cache as _cache  # noqa: F401  (before any kernel is defined)
 from llamacli.core.qmm.matrix import QuantMatrix, matmul, prepare, supports
 
 __all__ = ["QuantMatrix", "matmul", "prepare", "supports"]

@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from llamacli.core.qmm.simd import TILE, idot32, idot_w16_32, idot_w16_256, tile_dot
-from llamacli.core.qmm.unpack import F16, Q8_0, f16_at, unpack
+from llamacli.core.qmm.simd import TILE, dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, idot32, idot_w16_32, idot_w16_256, tile_dot
+from llamacli.core.qmm.unpack import F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, f16_at, unpack
 
 _JIT = dict(cache=True, nogil=True, parallel=True)
 
@@ -52,14 +52,6 @@ def _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms):  # type: ignore
     """A row as int16 codes with the sub-block scales folded in (|sc * q| <= 4064), so that one
     integer dot per block gives isum = sum_j sc[j] * dot(q_j, x_j); ds, dms, mn per block."""
     unpack(kind, wr, nb, codes, sc, mn, ds, dms)
-    if nsub > 1:
-        sub = qk // nsub
-        for b in range(nb):
-            for j in range(nsub):
-                scj = sc[b, j]
-                o = b * qk + j * sub
-                for i in range(sub):
-                    codes[o + i] *= scj
 
 
 @njit(cache=True, nogil=True)
@@ -69,6 +61,33 @@ def _min_sum(mn, xb, t, b):  # type: ignore[no-untyped-def]
     for j in range(mn.shape[0]):
         msum += mn[j] * xb[t, b, j]
     return msum
+
+
+@njit(cache=True, nogil=True)
+def _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r):  # type: ignore[no-untyped-def]
+    """Row r of a 32-value block type, each block dotted in registers without unpacking."""
+    size = 34 if kind == Q8_0 else 18 if kind == Q4_0 else 20 if kind == Q4_1 else 22 if kind == Q5_0 else 24
+    wi = wr.view(np.int8)
+    for t in range(xc.shape[0]):
+        xt = xc[t]
+        acc = np.float32(0.0)
+        for b in range(nb):
+            o = b * size
+            if kind == Q8_0:
+                isum = idot32(wi, o + 2, xt, b * 32)
+            elif kind == Q4_0:
+                isum = dot_q4_0(wr, o, xt, b * 32)
+            elif kind == Q4_1:
+                isum = dot_q4_1(wr, o, xt, b * 32)
+            elif kind == Q5_0:
+                isum = dot_q5_0(wr, o, xt, b * 32)
+            else:
+                isum = dot_q5_1(wr, o, xt, b * 32)
+            d = f16_at(wr, o)
+            dmin = f16_at(wr, o + 2) if min_term == 1 else d
+            s_x = xs[t, b] if min_term == 1 else d
+            acc += _term(act, min_term, xd[t, b], d, dmin, isum, 0, s_x)
+        out[t, r] = acc
 
 
 @njit(**_JIT)
@@ -88,15 +107,8 @@ def mm_decode(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out):  # type: i
         dms = np.empty(nb, dtype=np.float32)
         for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
             wr = w[r]
-            if kind == Q8_0:  # the codes are the bytes: no unpacking
-                wi = wr.view(np.int8)
-                for t in range(t_rows):
-                    xt = xc[t]
-                    acc = np.float32(0.0)
-                    for b in range(nb):
-                        isum = idot32(wi, b * 34 + 2, xt, b * 32)
-                        acc += _term(act, 0, xd[t, b], f16_at(wr, b * 34), ds[0], isum, 0, ds[0])
-                    out[t, r] = acc
+            if kind == Q8_0 or kind == Q4_0 or kind == Q4_1 or kind == Q5_0 or kind == Q5_1:
+                _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r)
                 continue
             _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms)
             for t in range(t_rows):

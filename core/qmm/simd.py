@@ -151,3 +151,153 @@ def tile_dot(typingctx: Any, w: Any, wo: Any, npairs: Any, x: Any, xo: Any, tp: 
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+# ---- bit-field unpacking, n lanes at a time (uint8 source -> int16 destination) ---------------
+# Numba compiles element loops over packed bytes to scalar code (int64 arithmetic, negative-index
+# checks); these write the same lanes as one vector operation each. Arguments after the arrays
+# are ints (offsets in elements, shift counts, masks), splatted to every lane.
+
+
+def _ptr(context: Any, builder: Any, aty: Any, arr: Any, off: Any, elem: Any, n: int) -> Any:
+    a = context.make_array(aty)(context, builder, arr)
+    return builder.bitcast(builder.gep(a.data, [off]), ir.VectorType(elem, n).as_pointer())
+
+
+def _splat16(builder: Any, v: Any, n: int) -> Any:
+    i16 = ir.IntType(16)
+    s = builder.trunc(v, i16) if v.type.width > 16 else builder.sext(v, i16) if v.type.width < 16 else v
+    vec = builder.insert_element(ir.Constant(ir.VectorType(i16, n), ir.Undefined), s, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(vec, ir.Constant(ir.VectorType(i16, n), ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), n), [0] * n))
+
+
+def _make_bits(n: int, op: str) -> Any:
+    @intrinsic
+    def bits(typingctx: Any, src: Any, so: Any, dst: Any, do: Any, shift: Any, mask: Any, arg: Any) -> Any:
+        """set: dst[do+i] = ((src[so+i] >> shift) & mask) + arg
+        or:  dst[do+i] |= ((src[so+i] >> shift) & mask) << arg        (for i < n)"""
+        sig = types.void(src, so, dst, do, shift, mask, arg)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            i16 = ir.IntType(16)
+            sp = _ptr(context, builder, signature.args[0], args[0], args[1], ir.IntType(8), n)
+            dp = _ptr(context, builder, signature.args[2], args[2], args[3], i16, n)
+            v = builder.zext(builder.load(sp, align=1), ir.VectorType(i16, n))
+            v = builder.and_(builder.lshr(v, _splat16(builder, args[4], n)), _splat16(builder, args[5], n))
+            if op == "set":
+                v = builder.add(v, _splat16(builder, args[6], n))
+            else:
+                v = builder.or_(builder.load(dp, align=2), builder.shl(v, _splat16(builder, args[6], n)))
+            builder.store(v, dp, align=2)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return bits
+
+
+set_bits16 = _make_bits(16, "set")
+set_bits32 = _make_bits(32, "set")
+or_bits32 = _make_bits(32, "or")
+
+
+def _make_scale(n: int) -> Any:
+    @intrinsic
+    def scale(typingctx: Any, dst: Any, do: Any, mul: Any, add: Any) -> Any:
+        """dst[do+i] = (dst[do+i] + add) * mul for i < n (int16 lanes)."""
+        sig = types.void(dst, do, mul, add)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            dp = _ptr(context, builder, signature.args[0], args[0], args[1], ir.IntType(16), n)
+            v = builder.add(builder.load(dp, align=2), _splat16(builder, args[3], n))
+            builder.store(builder.mul(v, _splat16(builder, args[2], n)), dp, align=2)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return scale
+
+
+scale16 = _make_scale(16)
+scale32 = _make_scale(32)
+
+
+@intrinsic
+def or_bitmask32(typingctx: Any, qh: Any, dst: Any, do: Any, lshift: Any) -> Any:
+    """dst[do+i] |= ((qh >> i) & 1) << lshift for i < 32; qh a uint32 bit mask (Q5_0/Q5_1)."""
+    sig = types.void(qh, dst, do, lshift)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i32, i16 = ir.IntType(32), ir.IntType(16)
+        dp = _ptr(context, builder, signature.args[1], args[1], args[2], i16, 32)
+        q = builder.trunc(args[0], i32) if args[0].type.width > 32 else args[0]
+        qv = builder.shuffle_vector(
+            builder.insert_element(ir.Constant(ir.VectorType(i32, 32), ir.Undefined), q, ir.Constant(i32, 0)),
+            ir.Constant(ir.VectorType(i32, 32), ir.Undefined),
+            ir.Constant(ir.VectorType(i32, 32), [0] * 32),
+        )
+        bitsv = builder.and_(builder.lshr(qv, ir.Constant(ir.VectorType(i32, 32), list(range(32)))), ir.Constant(ir.VectorType(i32, 32), [1] * 32))
+        b16 = builder.shl(builder.trunc(bitsv, ir.VectorType(i16, 32)), _splat16(builder, args[3], 32))
+        builder.store(builder.or_(builder.load(dp, align=2), b16), dp, align=2)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def load_f16(typingctx: Any, w: Any, o: Any) -> Any:
+    """The fp16 value stored at byte offset o of the uint8 array w, as float32 (exact; F16C)."""
+    sig = types.float32(w, o)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        p = builder.bitcast(builder.gep(a.data, [args[1]]), ir.HalfType().as_pointer())
+        return builder.fpext(builder.load(p, align=1), ir.FloatType())
+
+    return sig, codegen
+
+
+def _make_dot_legacy(qs_at: int, qh_at: int, offset: int) -> Any:
+    """Dot of one 32-value legacy block (4-bit codes, optional 5th bits) with 32 int8 codes, in
+    registers: the nibbles (qs at byte qs_at of the block: low nibbles are values 0-15, high
+    16-31), the 5th bits (the uint32 bit mask at qh_at, if >= 0), minus `offset`."""
+
+    @intrinsic
+    def dot(typingctx: Any, w: Any, wo: Any, x: Any, xo: Any) -> Any:
+        sig = types.int32(w, wo, x, xo)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            i8, i32 = ir.IntType(8), ir.IntType(32)
+            wa = context.make_array(signature.args[0])(context, builder, args[0])
+            base = builder.gep(wa.data, [args[1]])
+            qs = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(ir.IntType(64), qs_at)]), ir.VectorType(i8, 16).as_pointer()), align=1)
+            lo = builder.and_(qs, ir.Constant(ir.VectorType(i8, 16), [15] * 16))
+            hi = builder.lshr(qs, ir.Constant(ir.VectorType(i8, 16), [4] * 16))
+            q = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, 32), list(range(32))))
+            if qh_at >= 0:
+                qh = builder.load(builder.bitcast(builder.gep(base, [ir.Constant(ir.IntType(64), qh_at)]), i32.as_pointer()), align=1)
+                qv = builder.shuffle_vector(
+                    builder.insert_element(ir.Constant(ir.VectorType(i32, 32), ir.Undefined), qh, ir.Constant(i32, 0)),
+                    ir.Constant(ir.VectorType(i32, 32), ir.Undefined),
+                    ir.Constant(ir.VectorType(i32, 32), [0] * 32),
+                )
+                bit = builder.and_(builder.lshr(qv, ir.Constant(ir.VectorType(i32, 32), list(range(32)))), ir.Constant(ir.VectorType(i32, 32), [1] * 32))
+                q = builder.or_(q, builder.shl(builder.trunc(bit, ir.VectorType(i8, 32)), ir.Constant(ir.VectorType(i8, 32), [4] * 32)))
+            if offset:
+                q = builder.sub(q, ir.Constant(ir.VectorType(i8, 32), [offset] * 32))
+            xa = context.make_array(signature.args[2])(context, builder, args[2])
+            xv = builder.load(builder.bitcast(builder.gep(xa.data, [args[3]]), ir.VectorType(i8, 32).as_pointer()), align=1)
+            wt = ir.VectorType(i32, 32)
+            prod = builder.mul(builder.sext(q, wt), builder.sext(xv, wt))
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [wt]), "llvm.vector.reduce.add.v32i32")
+            return builder.call(fn, [prod])
+
+        return sig, codegen
+
+    return dot
+
+
+dot_q4_0 = _make_dot_legacy(2, -1, 8)  # d | qs[16]
+dot_q4_1 = _make_dot_legacy(4, -1, 0)  # d | m | qs[16]
+dot_q5_0 = _make_dot_legacy(6, 2, 16)  # d | qh | qs[16]
+dot_q5_1 = _make_dot_legacy(8, 4, 0)  # d | m | qh | qs[16]
