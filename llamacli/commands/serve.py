@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import typer
 
-from llamacli.cli import app, err, guarded
+from llamacli.cli import app, guarded
 from llamacli.llama_flags import llama_cpp_flags, note
 from llamacli.core.sampling import SamplingParams
 from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
