@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from tests.ui_browser import browser, page  # noqa: F401 - fixtures
 from tests.ui_stub import Reply, StubServer
 
 ASSISTANT = ".msg.assistant"

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from tests.http_server import LlamaServer
-from tests.ui_browser import browser, page  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 
