@@ -2,7 +2,7 @@
 
 Cross-cutting concerns live here and only here: 503 while the model loads, API-key auth,
 CORS (preflight and response headers), error responses, the request log. Endpoints are in
-routes_admin (health, models, props, slots, metrics, UI), routes_native (/completion,
+routes_admin (health, models, props, slots, metrics), ui (the chat page and /static/), routes_native (/completion,
 /tokenize, /infill, /embedding, ...), routes_oai (/v1/...) and routes_anthropic (/v1/messages).
 """
 
@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from llamacli.http.context import ModelInfo, ServerConfig, ServerState
 from llamacli.http.errors import INVALID_API_KEY, LOADING, ApiError, to_api_error
 from llamacli.http.sse import dumps, json_response
+from llamacli.http.ui import STATIC_PREFIX
 
 # Reachable without an API key (llama-server's public endpoints) and while loading for /health.
 PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/models", "/v1/models", "/", "/index.html"})
@@ -36,7 +37,7 @@ def create_app(
 ) -> Quart:
     """The app over `engine` (serving `model`). With engine=None the app starts in the loading
     state (every endpoint 503) until `app.extensions["llama"].set_ready(engine, model)`."""
-    from llamacli.http import routes_admin, routes_anthropic, routes_native, routes_oai
+    from llamacli.http import routes_admin, routes_anthropic, routes_native, routes_oai, ui
 
     st = state or ServerState(config)
     if engine is not None:
@@ -53,7 +54,7 @@ def create_app(
         JSON_SORT_KEYS=False,
     )
     app.extensions["llama"] = st
-    for mod in (routes_admin, routes_native, routes_oai, routes_anthropic):
+    for mod in (routes_admin, routes_native, routes_oai, routes_anthropic, ui):
         app.register_blueprint(mod.bp)
 
     @app.before_request
@@ -62,9 +63,10 @@ def create_app(
         if request.method == "OPTIONS":
             return _preflight(st.config)
         path = request.path
-        if not st.ready and path not in HEALTH_PATHS:
+        if not st.ready and path not in HEALTH_PATHS and not _is_ui(path):
             raise LOADING
-        if st.config.api_keys and path not in PUBLIC_PATHS and not _authorized(st.config.api_keys):
+        public = path in PUBLIC_PATHS or path.startswith(STATIC_PREFIX)
+        if st.config.api_keys and not public and not _authorized(st.config.api_keys):
             raise INVALID_API_KEY
         return None
 
@@ -93,6 +95,11 @@ def create_app(
         return json_response(err.body(), err.status)
 
     return app
+
+
+def _is_ui(path: str) -> bool:
+    """The page and its files load while the model loads (the page shows the loading state)."""
+    return path in ("/", "/index.html") or path.startswith(STATIC_PREFIX)
 
 
 def _authorized(keys: list[str]) -> bool:

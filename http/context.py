@@ -18,6 +18,7 @@ from llamacli.core.chat_template import ChatTemplate
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.tasks import Final, Partial, Result, Task, TaskParams
 from llamacli.http.errors import LOADING, ApiError
+from llamacli.http.tasklog import log_task
 
 R = TypeVar("R")
 
@@ -256,6 +257,8 @@ class ServerState:
                 if isinstance(r, Partial):
                     texts[i].append(r.content)
                     toks[i].extend(r.tokens)
+                elif isinstance(r, Final) and r.embedding is None:
+                    log_task(tasks[i].id, r, self.config.log_format)
                 yield i, r
         finally:
             self._close_waiters.discard(closing)

@@ -1,10 +1,8 @@
-"""Server endpoints: /health, /v1/models, /props, /slots, /metrics and the chat page at /."""
+"""Server endpoints: /health, /v1/models, /props, /slots, /metrics (the chat page is http/ui.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import os
 
 from quart import Blueprint, Response, request
 
@@ -17,8 +15,6 @@ from llamacli.http.params import Body
 from llamacli.http.sse import json_response
 
 bp = Blueprint("admin", __name__)
-
-STATIC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 
 @bp.get("/health")
@@ -34,20 +30,6 @@ async def health() -> Response:
 async def models() -> Response:
     st = current_state()
     return json_response(oai.models_json(st.model_id, st.config.aliases, st.model))
-
-
-@bp.get("/")
-@bp.get("/index.html")
-async def index() -> Response:
-    if not current_state().config.ui:
-        raise ApiError(404, "File Not Found")
-    return Response(_page(), content_type="text/html; charset=utf-8")
-
-
-@functools.cache
-def _page() -> bytes:
-    with open(os.path.join(STATIC_DIR, "index.html"), "rb") as f:
-        return f.read()
 
 
 # ---- /props ------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ def bind_sockets(host: str, port: int, backlog: int = 100) -> list[socket.socket
     """Listening sockets (connections queue until Hypercorn serves them); port 0 picks one
     free port shared by every host."""
     socks: list[socket.socket] = []
+    h = host
     try:
         for h in [x.strip() for x in host.split(",") if x.strip()]:
             if h.endswith(".sock"):
@@ -57,10 +58,11 @@ def bind_sockets(host: str, port: int, backlog: int = 100) -> list[socket.socket
             s.listen(backlog)
             socks.append(s)
             port = s.getsockname()[1]
-    except OSError:
+    except OSError as e:
         for s in socks:
             s.close()
-        raise
+        where = h if h.endswith(".sock") else f"{h}:{port}"
+        raise OSError(e.errno, f"cannot listen on {where}: {e.strerror or e}") from None
     return socks
 
 

@@ -8,6 +8,7 @@ line on stderr and an exit code: 0 ok, 1 usage or request error, 2 model/load er
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, Optional, TypeVar
@@ -39,6 +40,9 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:
+            stdout_closed()
+            raise typer.Exit(0) from None
         except LlamaError as e:
             error_line(str(e))
             raise typer.Exit(e.exit_code) from None
@@ -47,6 +51,18 @@ def guarded(fn: F) -> F:
             raise typer.Exit(2 if e.filename else 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def stdout_closed() -> None:
+    """The reader of stdout went away (`llama complete ... | head -c 5`): end quietly with
+    status 0 like other Unix tools. Point stdout at /dev/null so that the interpreter's final
+    flush does not complain about the broken pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _version(value: bool) -> None:
@@ -87,6 +103,7 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except BrokenPipeError:
+        stdout_closed()
         sys.exit(0)
     except Exception as e:
         # typer's (vendored click's) usage errors: bad option values, missing arguments

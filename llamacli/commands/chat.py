@@ -11,17 +11,23 @@ import typer
 
 from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
+from llamacli.core.sampling import SamplingParams
+from llamacli.llama_flags import llama_cpp_flags
 from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
+from llamacli.sampling_options import sampling_options
 
 S = "Sampling"
 P = "Scripting (stdin not a terminal)"
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 @guarded
+@llama_cpp_flags("chat")
+@sampling_options
 def chat(
+    ctx: typer.Context,
     model: Optional[str] = ModelOpt,
-    ctx_size: int = typer.Option(4096, "-c", "--ctx-size", help="Context size of the conversation (0: the model's training context)."),
+    ctx_size: int = typer.Option(0, "-c", "--ctx-size", min=0, help="Context size of the conversation (0: the model's training context)."),
     n_predict: int = typer.Option(-1, "-n", "--n-predict", help="Most tokens per answer (-1: until end of turn or context)."),
     batch_size: int = typer.Option(512, "-b", "--batch-size", help="Prompt tokens per forward pass."),
     system_prompt: Optional[str] = typer.Option(None, "-sys", "--system-prompt", help="System prompt."),
@@ -31,33 +37,9 @@ def chat(
     chat_template: Optional[str] = typer.Option(None, "--chat-template", help="Built-in template name or Jinja source (default: the model's)."),
     chat_template_file: Optional[str] = typer.Option(None, "--chat-template-file", help="Read the Jinja chat template from a file."),
     jinja: bool = typer.Option(True, "--jinja/--no-jinja", help="Run Jinja templates (--no-jinja: the built-in format they resemble)."),
-    temp: float = typer.Option(0.8, "--temp", "--temperature", help="Temperature; 0 = greedy.", rich_help_panel=S),
-    top_k: int = typer.Option(40, "--top-k", help="Top-k (0 = off).", rich_help_panel=S),
-    top_p: float = typer.Option(0.95, "--top-p", help="Top-p (1.0 = off).", rich_help_panel=S),
-    min_p: float = typer.Option(0.05, "--min-p", help="Min-p (0.0 = off).", rich_help_panel=S),
-    typical: float = typer.Option(1.0, "--typical", "--typical-p", help="Locally typical p (1.0 = off).", rich_help_panel=S),
-    top_nsigma: float = typer.Option(-1.0, "--top-nsigma", "--top-n-sigma", help="Top-n-sigma (-1 = off).", rich_help_panel=S),
-    repeat_last_n: int = typer.Option(64, "--repeat-last-n", help="Tokens the penalties look back (0 = off, -1 = context).", rich_help_panel=S),
-    repeat_penalty: float = typer.Option(1.0, "--repeat-penalty", help="Repetition penalty (1.0 = off).", rich_help_panel=S),
-    presence_penalty: float = typer.Option(0.0, "--presence-penalty", help="Presence penalty (0 = off).", rich_help_panel=S),
-    frequency_penalty: float = typer.Option(0.0, "--frequency-penalty", help="Frequency penalty (0 = off).", rich_help_panel=S),
-    dry_multiplier: float = typer.Option(0.0, "--dry-multiplier", help="DRY multiplier (0 = off).", rich_help_panel=S),
-    dry_base: float = typer.Option(1.75, "--dry-base", help="DRY base.", rich_help_panel=S),
-    dry_allowed_length: int = typer.Option(2, "--dry-allowed-length", help="DRY allowed length.", rich_help_panel=S),
-    dry_penalty_last_n: int = typer.Option(64, "--dry-penalty-last-n", help="DRY look-back (0 = off, -1 = context).", rich_help_panel=S),
-    xtc_probability: float = typer.Option(0.0, "--xtc-probability", help="XTC probability (0 = off).", rich_help_panel=S),
-    xtc_threshold: float = typer.Option(0.1, "--xtc-threshold", help="XTC threshold.", rich_help_panel=S),
-    dynatemp_range: float = typer.Option(0.0, "--dynatemp-range", help="Dynamic temperature range (0 = off).", rich_help_panel=S),
-    dynatemp_exp: float = typer.Option(1.0, "--dynatemp-exp", help="Dynamic temperature exponent.", rich_help_panel=S),
-    mirostat: int = typer.Option(0, "--mirostat", help="Mirostat (0 = off, 1, 2).", rich_help_panel=S),
-    mirostat_lr: float = typer.Option(0.1, "--mirostat-lr", help="Mirostat learning rate (eta).", rich_help_panel=S),
-    mirostat_ent: float = typer.Option(5.0, "--mirostat-ent", help="Mirostat target entropy (tau).", rich_help_panel=S),
-    samplers: Optional[str] = typer.Option(None, "--samplers", help="Sampler order, names separated by ';'.", rich_help_panel=S),
-    sampling_seq: Optional[str] = typer.Option(None, "--sampling-seq", "--sampler-seq", help="Sampler order as letters (edskypmxt).", rich_help_panel=S),
-    seed: int = typer.Option(-1, "-s", "--seed", help="RNG seed (-1: random).", rich_help_panel=S),
-    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Keep generating past end-of-turn tokens.", rich_help_panel=S),
+    sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     reverse_prompt: Optional[list[str]] = typer.Option(None, "-r", "--reverse-prompt", help="Stop the answer at this text (repeatable).", rich_help_panel=S),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
+    color: Optional[bool] = typer.Option(None, "-co", "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
     multiline_input: bool = typer.Option(False, "-mli", "--multiline-input", help="Start in multiline mode: Enter inserts a newline, Alt+Enter sends."),
     single_turn: bool = typer.Option(False, "-st", "--single-turn", help="Answer the first message (-p/-f) and exit."),
     history_file: Optional[str] = typer.Option(None, "--history-file", help="Input history file (default: $XDG_STATE_HOME/llamacli/chat_history)."),
@@ -86,7 +68,6 @@ def chat(
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
     from llamacli.core.grammar import compile_grammar, grammar_from_cli
-    from llamacli.core.sampling import SamplingParams
     from llamacli.runtime import open_model
 
     # ---- options -> plain values (nothing here touches the model) -------------------------
@@ -109,22 +90,10 @@ def chat(
         raise InvalidRequest("--jsonl and --batch-lines read one prompt per line from stdin: pipe the prompts in")
     if (as_json or by_lines) and not piped:
         raise InvalidRequest("--json needs piped input (stdin is a terminal)")
-    seq = samplers.split(";") if samplers is not None else (sampling_seq if sampling_seq is not None else None)
-    sampling_kw = dict(
-        temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, typical_p=typical, top_n_sigma=top_nsigma,
-        repeat_last_n=repeat_last_n, repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
-        frequency_penalty=frequency_penalty, dry_multiplier=dry_multiplier, dry_base=dry_base,
-        dry_allowed_length=dry_allowed_length, dry_penalty_last_n=dry_penalty_last_n,
-        xtc_probability=xtc_probability, xtc_threshold=xtc_threshold, dynatemp_range=dynatemp_range,
-        dynatemp_exponent=dynatemp_exp, mirostat=mirostat, mirostat_eta=mirostat_lr, mirostat_tau=mirostat_ent,
-        seed=seed,
-    )
-    sampling = SamplingParams(**sampling_kw) if seq is None else SamplingParams(samplers=seq, **sampling_kw)
-    sampling.validate()
     if n_predict < -1:
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
-    settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=ignore_eos,
+    settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=sampling.ignore_eos,
                             grammar=spec)
 
     messages: list[str] = []

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from llamacli.cli import app, err, guarded
+from llamacli.core.errors import InvalidRequest
+from llamacli.core.sampling import SamplingParams
+from llamacli.llama_flags import llama_cpp_flags
+from llamacli.sampling_options import sampling_options
 from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt, ThreadsOpt, read_prompt
 
 
-@app.command()
+@app.command(context_settings={"allow_extra_args": True})
 @guarded
+@llama_cpp_flags("complete")
+@sampling_options
 def complete(
+    ctx: typer.Context,
     model: Optional[str] = ModelOpt,
     prompt: Optional[str] = typer.Option(
         None, "-p", "--prompt", help="Prompt text (also read from stdin when piped)."
@@ -26,22 +34,19 @@ def complete(
         -1,
         "-n",
         "--n-predict",
+        "--predict",
         help="Tokens to generate (-1: until end of text or context).",
     ),
     ctx_size: int = typer.Option(
-        4096, "-c", "--ctx-size", help="Context size (0: the model's training context)."
+        0, "-c", "--ctx-size", min=0, help="Context size (0: the model's training context)."
     ),
     batch_size: int = typer.Option(
         512, "-b", "--batch-size", help="Prompt tokens per forward pass."
     ),
-    temp: float = typer.Option(0.8, "--temp", help="Temperature; 0 = greedy."),
-    top_k: int = typer.Option(40, "--top-k", help="Top-k sampling (0 = off)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Top-p sampling (1.0 = off)."),
-    min_p: float = typer.Option(0.05, "--min-p", help="Min-p sampling (0.0 = off)."),
-    seed: int = typer.Option(-1, "-s", "--seed", help="RNG seed (-1: random)."),
-    ignore_eos: bool = typer.Option(
-        False, "--ignore-eos", help="Keep generating past end-of-text tokens."
+    display_prompt: bool = typer.Option(
+        True, "--display-prompt/--no-display-prompt", help="Print the prompt before the continuation (as llama-completion does)."
     ),
+    sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -61,40 +66,36 @@ def complete(
     import secrets
 
     from llamacli.core.engine import Engine, EngineConfig
-    from llamacli.core.sampling import SamplingParams
+    from llamacli.core.sampling import DEFAULT_SEED
     from llamacli.core.tasks import Final, Task, TaskParams
     from llamacli.runtime import open_model
 
     from llamacli.core.grammar import grammar_from_cli
 
+    if n_predict < -1:
+        raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
     rt = open_model(model, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
     toks = rt.tokenizer.tokenize(text, add_special=True, parse_special=True)
-    seed = seed if seed >= 0 else secrets.randbits(32)
-    sampling = SamplingParams(
-        temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed
-    )
-    params = TaskParams(n_predict=n_predict, sampling=sampling, ignore_eos=ignore_eos, grammar=spec)
+    if sampling.seed == DEFAULT_SEED:  # random, but printed with --json so that a run can be repeated
+        sampling = dataclasses.replace(sampling, seed=secrets.randbits(32) & 0x7FFFFFFF)
+    seed = sampling.seed
+    params = TaskParams(n_predict=n_predict, sampling=sampling, ignore_eos=sampling.ignore_eos, grammar=spec)
     engine = Engine(
         rt.model,
         rt.tokenizer,
         EngineConfig(n_ctx=n_ctx, n_parallel=1, n_batch=batch_size),
     )
     final: Final | None = None
-    with engine:
-        task = engine.submit(Task(toks, params))
-        try:
-            for r in task.results:
-                if isinstance(r, Final):
-                    final = r
-                elif not as_json and r.content:
-                    sys.stdout.write(r.content)
-                    sys.stdout.flush()
-        except KeyboardInterrupt:
-            task.cancel()
-            raise
+    if display_prompt and not as_json:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if n_predict == 0:  # nothing to generate (llama-completion -n 0 prints only the prompt)
+        final = Final("", [], list(toks), "limit")
+    else:
+        final = _run(engine, Task(toks, params), as_json)
     assert final is not None
     if final.error is not None:
         raise final.error
@@ -116,3 +117,23 @@ def complete(
             f"[dim]prompt {final.timings.prompt_n} tok, {t['prompt_per_second']:.1f} tok/s | "
             f"generated {final.timings.predicted_n} tok, {t['predicted_per_second']:.1f} tok/s[/]"
         )
+
+
+def _run(engine: Any, task: Any, as_json: bool) -> Any:
+    """Stream the task's text to stdout (unless --json); its Final."""
+    from llamacli.core.tasks import Final
+
+    final = None
+    with engine:
+        task = engine.submit(task)
+        try:
+            for r in task.results:
+                if isinstance(r, Final):
+                    final = r
+                elif not as_json and r.content:
+                    sys.stdout.write(r.content)
+                    sys.stdout.flush()
+        except KeyboardInterrupt:
+            task.cancel()
+            raise
+    return final

@@ -4,116 +4,18 @@ EngineConfig and a ServerConfig here and go no deeper."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
-import re
 import sys
 import time
-from collections.abc import Callable
 from typing import Any, Optional
 
 import typer
 
-from llamacli.cli import app, err, guarded
+from llamacli.cli import app, guarded
+from llamacli.llama_flags import llama_cpp_flags, note
+from llamacli.core.sampling import SamplingParams
 from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
-
-# llama-server flags that mean nothing to a NumPy CPU engine: accepted, with a one-line note,
-# so that scripts and harnesses written for llama-server run unchanged.
-# (names, takes a value, why it does nothing here). Flags whose value llama-server made optional
-# (-fa [on|off|auto]) are plain flags here, and a stray on/off/auto argument is accepted, so
-# that both `-fa` and `-fa on` parse.
-IGNORED_FLAGS: list[tuple[tuple[str, ...], bool, str]] = [
-    (("-ngl", "--gpu-layers", "--n-gpu-layers"), True, "no GPU offload: the engine runs on the CPU"),
-    (("-fa", "--flash-attn"), False, "attention is one NumPy kernel; there is no flash-attention switch"),
-    (("-sm", "--split-mode"), True, "no multi-GPU split"),
-    (("-ts", "--tensor-split"), True, "no multi-GPU split"),
-    (("-mg", "--main-gpu"), True, "no GPU"),
-    (("-dev", "--device"), True, "the only device is the CPU"),
-    (("-tb", "--threads-batch"), True, "NumPy's BLAS picks its own threads"),
-    (("-C", "--cpu-mask"), True, "no CPU affinity control"),
-    (("-Cr", "--cpu-range"), True, "no CPU affinity control"),
-    (("--cpu-strict",), True, "no CPU affinity control"),
-    (("--prio",), True, "no thread priority control"),
-    (("--poll",), True, "the engine thread sleeps on a condition variable"),
-    (("--numa",), True, "no NUMA placement"),
-    (("--mlock",), False, "weights are dequantized into process memory"),
-    (("--no-mmap",), False, "the GGUF is memory-mapped only while loading"),
-    (("--mmap",), False, "the GGUF is memory-mapped only while loading"),
-    (("-lm", "--load-mode"), True, "one loading mode"),
-    (("--swa-full",), False, "the KV cache keeps full-size rows for every layer already"),
-    (("-ctk", "--cache-type-k"), True, "K is cached in float32 (ggml numerics round it to f16 first)"),
-    (("-ctv", "--cache-type-v"), True, "V is cached in float32 (ggml numerics round it to f16 first)"),
-    (("-nkvo", "--no-kv-offload"), False, "no GPU"),
-    (("-kvo", "--kv-offload"), False, "no GPU"),
-    (("-cb", "--cont-batching"), False, "continuous batching is always on"),
-    (("-nocb", "--no-cont-batching"), False, "continuous batching is always on"),
-    (("--repack",), False, "no weight repacking"),
-    (("-nr", "--no-repack"), False, "no weight repacking"),
-    (("--no-host",), False, "no host buffers"),
-    (("--check-tensors",), False, "tensors are validated while loading"),
-    (("-fit", "--fit"), False, "no device memory to fit"),
-    (("-cram", "--cache-ram"), True, "no host-memory prompt cache beyond the slots"),
-    (("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, "no context checkpoints"),
-    (("--offline",), False, "the server never downloads anything"),
-    (("--perf",), False, "timings are always reported"),
-    (("--no-perf",), False, "timings are always reported"),
-    (("--log-colors",), False, "plain log lines"),
-    (("--log-disable",), False, "request lines go to stderr; redirect it to silence them"),
-    (("--log-file",), True, "logs go to stderr; redirect it to a file"),
-    (("-lv", "--verbosity", "--log-verbosity"), True, "use -v/--verbose"),
-    (("--log-prefix",), False, "plain log lines"),
-    (("--log-timestamps",), False, "plain log lines"),
-    (("--reuse-port",), False, "one process serves the port"),
-    (("-dt", "--defrag-thold"), True, "the KV cache never fragments (one row per slot)"),
-    (("--sleep-idle-seconds",), True, "the model stays loaded"),
-    (("-md", "--model-draft"), True, "no speculative decoding (outputs are the same without it)"),
-    (("--reasoning-format",), True, "reasoning is left in message.content"),
-    (("--reasoning-budget",), True, "no reasoning budget"),
-    (("-rea", "--reasoning"), True, "reasoning is left to the chat template"),
-]
-
-
-def _note(msg: str) -> None:
-    err.print(f"note: {msg}", markup=False, highlight=False, soft_wrap=True)
-
-
-def accept_ignored_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Add IGNORED_FLAGS to a command as hidden options that only print a note when given."""
-    sig = inspect.signature(fn, eval_str=True)
-    params = list(sig.parameters.values())
-    hints = {p.name: p.annotation for p in params}
-    for i, (names, takes_value, _) in enumerate(IGNORED_FLAGS):
-        ann = Optional[str] if takes_value else Optional[bool]
-        params.append(
-            inspect.Parameter(
-                f"ignored_{i}", inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, *names, hidden=True),
-                annotation=ann,
-            )
-        )
-        hints[f"ignored_{i}"] = ann
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for i, (names, _, why) in enumerate(IGNORED_FLAGS):
-            if kwargs.pop(f"ignored_{i}", None) is not None:
-                _note(f"{names[-1]} has no effect here ({why}); ignored")
-        return fn(*args, **kwargs)
-
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = hints
-    return wrapper
-
-
-def _parse_logit_bias(items: list[str]) -> list[tuple[int, float]]:
-    out = []
-    for it in items:
-        m = re.fullmatch(r"\s*(\d+)\s*([+-]\s*[0-9.eE+-]+|[+-]inf)\s*", it)
-        if not m:
-            raise typer.BadParameter(f"--logit-bias {it!r}: expected TOKEN_ID(+/-)BIAS, e.g. 15043+1")
-        out.append((int(m.group(1)), float(m.group(2).replace(" ", ""))))
-    return out
-
+from llamacli.sampling_options import sampling_options
 
 def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
     out = [k.strip() for arg in keys for k in arg.split(",") if k.strip()]
@@ -128,12 +30,10 @@ def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
     return out
 
 
-OPTIONAL_VALUES = {"on", "off", "auto", "enabled", "disabled", "true", "false", "1", "0"}
-
-
 @app.command(context_settings={"allow_extra_args": True})
 @guarded
-@accept_ignored_flags
+@llama_cpp_flags("serve")
+@sampling_options
 def serve(
     ctx: typer.Context,
     model: Optional[str] = ModelOpt,
@@ -164,33 +64,7 @@ def serve(
     cache_reuse: int = typer.Option(0, "--cache-reuse", help="Accepted; prefixes are reused, chunks after a difference are not."),
     kv_unified: Optional[bool] = typer.Option(None, "-kvu/-no-kvu", "--kv-unified/--no-kv-unified", help="Every slot may use the whole context (default: on when -np is auto)."),
     slot_prompt_similarity: float = typer.Option(0.10, "-sps", "--slot-prompt-similarity", help="Prompt overlap needed to prefer a slot's cache."),
-    temp: float = typer.Option(0.8, "--temp", "--temperature", help="Default temperature."),
-    top_k: int = typer.Option(40, "--top-k", help="Default top-k (0: off)."),
-    top_p: float = typer.Option(0.95, "--top-p", help="Default top-p (1.0: off)."),
-    min_p: float = typer.Option(0.05, "--min-p", help="Default min-p (0.0: off)."),
-    top_nsigma: float = typer.Option(-1.0, "--top-nsigma", "--top-n-sigma", help="Default top-n-sigma (-1: off)."),
-    typical: float = typer.Option(1.0, "--typical", "--typical-p", help="Default locally typical p (1.0: off)."),
-    xtc_probability: float = typer.Option(0.0, "--xtc-probability", help="Default XTC probability."),
-    xtc_threshold: float = typer.Option(0.1, "--xtc-threshold", help="Default XTC threshold."),
-    repeat_last_n: int = typer.Option(64, "--repeat-last-n", help="Tokens considered by the penalties (-1: context)."),
-    repeat_penalty: float = typer.Option(1.0, "--repeat-penalty", help="Default repeat penalty (1.0: off)."),
-    presence_penalty: float = typer.Option(0.0, "--presence-penalty", help="Default presence penalty."),
-    frequency_penalty: float = typer.Option(0.0, "--frequency-penalty", help="Default frequency penalty."),
-    dry_multiplier: float = typer.Option(0.0, "--dry-multiplier", help="Default DRY multiplier (0: off)."),
-    dry_base: float = typer.Option(1.75, "--dry-base", help="Default DRY base."),
-    dry_allowed_length: int = typer.Option(2, "--dry-allowed-length", help="Default DRY allowed length."),
-    dry_penalty_last_n: int = typer.Option(64, "--dry-penalty-last-n", help="Tokens scanned by DRY (-1: context, 0: off)."),
-    dry_sequence_breaker: list[str] = typer.Option([], "--dry-sequence-breaker", help="DRY sequence breaker (repeatable; 'none' for none)."),
-    dynatemp_range: float = typer.Option(0.0, "--dynatemp-range", help="Dynamic temperature range."),
-    dynatemp_exp: float = typer.Option(1.0, "--dynatemp-exp", help="Dynamic temperature exponent."),
-    mirostat: int = typer.Option(0, "--mirostat", help="Mirostat (0 off, 1, 2)."),
-    mirostat_lr: float = typer.Option(0.1, "--mirostat-lr", help="Mirostat learning rate (eta)."),
-    mirostat_ent: float = typer.Option(5.0, "--mirostat-ent", help="Mirostat target entropy (tau)."),
-    samplers: Optional[str] = typer.Option(None, "--samplers", help="Sampler order, ';'-separated names."),
-    sampling_seq: Optional[str] = typer.Option(None, "--sampling-seq", "--sampler-seq", help="Sampler order as letters (e.g. edskypmxt)."),
-    logit_bias: list[str] = typer.Option([], "-l", "--logit-bias", help="TOKEN_ID(+/-)BIAS (repeatable)."),
-    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Default: keep generating past end-of-generation tokens."),
-    seed: int = typer.Option(-1, "-s", "--seed", help="Default RNG seed (-1: random per request)."),
+    sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     timeout: float = typer.Option(3600, "-to", "--timeout", help="Connection read timeout, seconds."),
     sse_ping_interval: float = typer.Option(30.0, "--sse-ping-interval", help="Seconds of stream silence before an SSE ping comment (-1: never)."),
     threads_http: int = typer.Option(-1, "--threads-http", help="Threads for tokenizing and templating requests (-1: auto)."),
@@ -212,13 +86,8 @@ def serve(
 
     llama-server options that mean nothing to a NumPy CPU engine (-ngl, -fa, --mlock, --no-mmap, --swa-full, -tb, --numa, --offline, -ctk/-ctv, -cb, ...) are accepted with a one-line note.
     """
-    from llamacli.core.sampling import DEFAULT_SEED, SamplingParams
     from llamacli.http.context import ServerConfig, ServerState
     from llamacli.http.server import Listen, run_server
-
-    stray = [a for a in ctx.args if a.lower() not in OPTIONAL_VALUES]
-    if stray:
-        raise typer.BadParameter(f"unexpected argument(s): {' '.join(stray)}")
 
     if log_format not in ("text", "json"):
         raise typer.BadParameter("--log-format must be text or json")
@@ -227,7 +96,7 @@ def serve(
     if bool(ssl_key_file) != bool(ssl_cert_file):
         raise typer.BadParameter("--ssl-key-file and --ssl-cert-file go together")
     if cache_reuse > 0:
-        _note("--cache-reuse: cached prefixes are reused; chunks after the first difference are recomputed")
+        note("--cache-reuse: cached prefixes are reused; chunks after the first difference are recomputed")
     kwargs: dict[str, Any] = {}
     if chat_template_kwargs:
         try:
@@ -240,25 +109,6 @@ def serve(
     if chat_template_file:
         with open(chat_template_file, encoding="utf-8") as f:
             template_override = f.read()
-    order: Any = SamplingParams().samplers
-    if samplers:
-        order = tuple(s for s in samplers.split(";") if s)
-    elif sampling_seq:
-        order = sampling_seq
-    breakers: Any = SamplingParams().dry_sequence_breakers
-    if dry_sequence_breaker:
-        breakers = () if dry_sequence_breaker == ["none"] else tuple(dry_sequence_breaker)
-    sampling = SamplingParams(
-        temperature=temp, top_k=top_k, top_p=top_p, min_p=min_p, top_n_sigma=top_nsigma, typical_p=typical,
-        xtc_probability=xtc_probability, xtc_threshold=xtc_threshold, repeat_last_n=repeat_last_n,
-        repeat_penalty=repeat_penalty, presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-        dry_multiplier=dry_multiplier, dry_base=dry_base, dry_allowed_length=dry_allowed_length,
-        dry_penalty_last_n=dry_penalty_last_n, dry_sequence_breakers=breakers, dynatemp_range=dynatemp_range,
-        dynatemp_exponent=dynatemp_exp, mirostat=mirostat, mirostat_eta=mirostat_lr, mirostat_tau=mirostat_ent,
-        samplers=order, logit_bias=_parse_logit_bias(logit_bias), ignore_eos=ignore_eos,
-        seed=DEFAULT_SEED if seed < 0 else seed,
-    )
-    sampling.validate()
     config = ServerConfig(
         aliases=[a.strip() for a in (alias or "").split(",") if a.strip()],
         api_keys=_read_api_keys(api_key, api_key_file),

@@ -1,0 +1,222 @@
+"""llama.cpp's options that `llama` accepts on every model command (chat, complete, serve).
+
+Click reads an unknown `-ngl` as `-n gl` and `-hf` as `-h -f`, so every multi-letter short
+option of llama.cpp's tools (and its long names) is declared here once. A command that
+implements an option declares it itself; `llama_cpp_flags(command)` adds the others as hidden
+options that, when given, print one note line (`note: --n-gpu-layers has no effect here (...);
+ignored`), the same on every command. Options llama.cpp gives an optional value
+(`-fa [on|off|auto]`) are flags here and a following on/off/auto word is accepted, so that
+both `-fa` and `-fa on` parse.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import typer
+
+from llamacli.cli import err
+
+# The words llama.cpp accepts after a flag whose value is optional.
+OPTIONAL_VALUES = frozenset({"on", "off", "auto", "enabled", "disabled", "true", "false", "1", "0"})
+
+NO_GPU = "no GPU: the engine runs on the CPU"
+NO_DRAFT = "no speculative decoding (outputs are the same without it)"
+NO_AFFINITY = "no CPU affinity control"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One llama.cpp option: its names, whether it takes a value, and why it does nothing here
+    (why=None: another `llama` command implements it, it just does not apply to this one)."""
+
+    names: tuple[str, ...]
+    takes_value: bool
+    why: str | None
+
+
+F = Flag
+FLAGS: list[Flag] = [
+    F(("-ngl", "--gpu-layers", "--n-gpu-layers"), True, NO_GPU),
+    F(("-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"), True, NO_GPU),
+    F(("-fa", "--flash-attn"), False, "attention is one NumPy kernel; there is no flash-attention switch"),
+    F(("-sm", "--split-mode"), True, "no multi-GPU split"),
+    F(("-ts", "--tensor-split"), True, "no multi-GPU split"),
+    F(("-mg", "--main-gpu"), True, NO_GPU),
+    F(("-dev", "--device"), True, "the only device is the CPU"),
+    F(("-devd", "--device-draft"), True, "the only device is the CPU"),
+    F(("-nkvo", "--no-kv-offload"), False, NO_GPU),
+    F(("-kvo", "--kv-offload"), False, NO_GPU),
+    F(("--no-host",), False, "no host buffers"),
+    F(("-fit", "--fit"), False, "no device memory to fit"),
+    F(("-fitc", "--fit-ctx"), True, "no device memory to fit"),
+    F(("-fitt", "--fit-target"), True, "no device memory to fit"),
+    F(("-cmoe", "--cpu-moe"), False, NO_GPU),
+    F(("-cmoed", "--cpu-moe-draft"), False, NO_GPU),
+    F(("-ncmoe", "--n-cpu-moe"), True, NO_GPU),
+    F(("-ncmoed", "--n-cpu-moe-draft"), True, NO_GPU),
+    F(("-ncffn", "--n-cpu-ffn"), True, NO_GPU),
+    F(("-ot", "--override-tensor"), True, "no buffer types to choose"),
+    F(("-otd", "--override-tensor-draft"), True, "no buffer types to choose"),
+    F(("-tb", "--threads-batch"), True, "NumPy's BLAS picks its own threads"),
+    F(("-tbd", "--threads-batch-draft"), True, NO_DRAFT),
+    F(("-td", "--threads-draft"), True, NO_DRAFT),
+    F(("-C", "--cpu-mask"), True, NO_AFFINITY),
+    F(("-Cr", "--cpu-range"), True, NO_AFFINITY),
+    F(("-Cb", "--cpu-mask-batch"), True, NO_AFFINITY),
+    F(("-Crb", "--cpu-range-batch"), True, NO_AFFINITY),
+    F(("-Cd", "--cpu-mask-draft"), True, NO_AFFINITY),
+    F(("-Crd", "--cpu-range-draft"), True, NO_AFFINITY),
+    F(("--cpu-strict",), True, NO_AFFINITY),
+    F(("--prio",), True, "no thread priority control"),
+    F(("--poll",), True, "the engine thread sleeps on a condition variable"),
+    F(("--numa",), True, "no NUMA placement"),
+    F(("--mlock",), False, "weights are dequantized into process memory"),
+    F(("--no-mmap",), False, "the GGUF is memory-mapped only while loading"),
+    F(("--mmap",), False, "the GGUF is memory-mapped only while loading"),
+    F(("-lm", "--load-mode"), True, "one loading mode"),
+    F(("-lzm", "--lazy-mode"), True, "one loading mode"),
+    F(("--swa-full",), False, "the KV cache keeps full-size rows for every layer already"),
+    F(("-ctk", "--cache-type-k"), True, "K is cached in float32 (ggml numerics round it to f16 first)"),
+    F(("-ctv", "--cache-type-v"), True, "V is cached in float32 (ggml numerics round it to f16 first)"),
+    F(("-ctkd", "--cache-type-k-draft"), True, NO_DRAFT),
+    F(("-ctvd", "--cache-type-v-draft"), True, NO_DRAFT),
+    F(("-cb", "--cont-batching"), False, "continuous batching is always on"),
+    F(("-nocb", "--no-cont-batching"), False, "continuous batching is always on"),
+    F(("--repack",), False, "no weight repacking"),
+    F(("-nr", "--no-repack"), False, "no weight repacking"),
+    F(("--check-tensors",), False, "tensors are validated while loading"),
+    F(("-cram", "--cache-ram"), True, "no host-memory prompt cache beyond the slots"),
+    F(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, "no context checkpoints"),
+    F(("-cms", "--checkpoint-min-step"), True, "no context checkpoints"),
+    F(("-dt", "--defrag-thold"), True, "the KV cache never fragments (one row per slot)"),
+    F(("-md", "--model-draft"), True, NO_DRAFT),
+    F(("-hfd", "-hfrd", "--hf-repo-draft"), True, NO_DRAFT),
+    F(("-lcd", "--lookup-cache-dynamic"), True, NO_DRAFT),
+    F(("-lcs", "--lookup-cache-static"), True, NO_DRAFT),
+    F(("-mm", "--mmproj"), True, "no multimodal projector support"),
+    F(("-mmu", "--mmproj-url"), True, "no multimodal projector support"),
+    F(("-mmdev", "--mmproj-device"), True, "no multimodal projector support"),
+    F(("-bs", "--backend-sampling"), False, "sampling always runs in NumPy"),
+    F(("-rea", "--reasoning"), False, "reasoning is left to the chat template"),
+    F(("--reasoning-format",), True, "reasoning is left in message.content"),
+    F(("--reasoning-budget",), True, "no reasoning budget"),
+    F(("-ag", "--agent"), False, "no agent mode"),
+    F(("-no-ag", "--no-agent"), False, "no agent mode"),
+    F(("-cl", "--cache-list"), False, "no model cache listing yet"),
+    F(("-bf", "--binary-file"), True, "no binary task files"),
+    F(("-sp", "--special"), False, "special tokens are always printed as text"),
+    F(("--offline",), False, "nothing is ever downloaded"),
+    F(("--perf",), False, "timings are always reported"),
+    F(("--no-perf",), False, "timings are always reported"),
+    F(("--log-colors",), False, "plain log lines"),
+    F(("--log-disable",), False, "log lines go to stderr; redirect it to silence them"),
+    F(("--log-file",), True, "logs go to stderr; redirect it to a file"),
+    F(("-lv", "--verbosity", "--log-verbosity"), True, "one log level"),
+    F(("--log-prefix",), False, "plain log lines"),
+    F(("--log-timestamps",), False, "plain log lines"),
+    F(("--reuse-port",), False, "one process serves the port"),
+    F(("--sleep-idle-seconds",), True, "the model stays loaded"),
+    # implemented by some commands, accepted (with a note) by the others
+    F(("-np", "--parallel"), True, None),
+    F(("-sys", "--system-prompt"), True, None),
+    F(("-sysf", "--system-prompt-file"), True, None),
+    F(("-mli", "--multiline-input"), False, None),
+    F(("-st", "--single-turn"), False, None),
+    F(("-co", "--color"), False, None),
+    F(("-jf", "--json-schema-file"), True, None),
+    F(("-sps", "--slot-prompt-similarity"), True, None),
+    F(("-to", "--timeout"), True, None),
+    F(("-ub", "--ubatch-size"), True, None),
+    F(("-kvu", "--kv-unified"), False, None),
+    F(("-no-kvu", "--no-kv-unified"), False, None),
+]
+
+# Getting a model from a hub: not implemented; asking for it is an error, not a note.
+UNSUPPORTED: list[Flag] = [
+    F(("-hf", "-hfr", "--hf-repo"), True, "downloading from Hugging Face"),
+    F(("-hff", "--hf-file"), True, "downloading from Hugging Face"),
+    F(("-hft", "--hf-token"), True, "downloading from Hugging Face"),
+    F(("-dr", "--docker-repo"), True, "downloading from Docker Hub"),
+    F(("-mu", "--model-url"), True, "downloading a model from a URL"),
+]
+
+# Every multi-letter short option of llama-server and llama-cli (their READMEs in
+# shared/reference); each must parse as itself on every model command.
+LLAMA_CPP_SHORTS = sorted(
+    {n for f in FLAGS + UNSUPPORTED for n in f.names if n.startswith("-") and not n.startswith("--") and len(n) > 2}
+    | {"-jf", "-kvu", "-no-kvu", "-mli", "-np", "-sps", "-st", "-sys", "-sysf", "-to", "-ub"}
+)
+
+
+def note(msg: str) -> None:
+    err.print(f"note: {msg}", markup=False, highlight=False, soft_wrap=True)
+
+
+def declared_names(params: list[inspect.Parameter]) -> set[str]:
+    """Option names a command declares itself (typer.Option param_decls, '/'-split)."""
+    names: set[str] = set()
+    for p in params:
+        for decl in getattr(p.default, "param_decls", ()) or ():
+            names.update(n.strip() for n in str(decl).split("/") if n.strip())
+    return names
+
+
+def _alias(params: list[inspect.Parameter], flag: Flag, missing: list[str]) -> None:
+    for p in params:
+        decls = getattr(p.default, "param_decls", None)
+        if decls and declared_names([p]) & set(flag.names):
+            p.default.param_decls = (*decls, *missing)
+            return
+
+
+def llama_cpp_flags(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: add FLAGS that `command` does not declare as hidden options (one note each
+    when given) and UNSUPPORTED ones (an error when given). The command must take
+    `ctx: typer.Context` and allow extra args: stray on/off/auto words after optional-value
+    flags are dropped there, anything else is an error."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn, eval_str=True)
+        params = list(sig.parameters.values())
+        hints = {p.name: p.annotation for p in params}
+        have = declared_names(params)
+        added: list[tuple[str, Flag, bool]] = []
+        for i, flag in enumerate(FLAGS + UNSUPPORTED):
+            names = [n for n in flag.names if n not in have]
+            if len(names) < len(flag.names):
+                _alias(params, flag, names)  # the command implements it: give it llama.cpp's other names
+                continue
+            ann = Optional[str] if flag.takes_value else Optional[bool]
+            pname = f"llama_cpp_flag_{i}"
+            params.append(inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY,
+                                            default=typer.Option(None, *names, hidden=True), annotation=ann))
+            hints[pname] = ann
+            added.append((pname, flag, i >= len(FLAGS)))
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for pname, flag, unsupported in added:
+                if kwargs.pop(pname, None) is None:
+                    continue
+                if unsupported:
+                    raise typer.BadParameter(
+                        f"{flag.names[-1]}: {flag.why} is not supported; download the GGUF file and pass -m FILE.gguf"
+                    )
+                why = flag.why or f"not used by `llama {command}`"
+                note(f"{flag.names[-1]} has no effect here ({why}); ignored")
+            ctx = kwargs.get("ctx")
+            stray = [a for a in getattr(ctx, "args", []) if a.lower() not in OPTIONAL_VALUES]
+            if stray:
+                raise typer.BadParameter(f"unexpected argument(s): {' '.join(stray)}")
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = hints
+        return wrapper
+
+    return deco
