@@ -31,13 +31,15 @@ def rss_bytes() -> int:
 
 
 def load_model(
-    path: str | os.PathLike[str], numerics: str = "ggml", threads: int = 2, batch_invariant: bool = False
+    path: str | os.PathLike[str], numerics: str = "ggml", threads: int = -1, batch_invariant: bool = False
 ) -> tuple[DecoderModel, GGUFFile, LoadStats]:
     """Open, validate and load a model; raises ModelLoadError subclasses on bad files.
 
-    batch_invariant: every sequence's results independent of what else is in the batch
-    (slower decoding; see core/matmul.py)."""
+    threads: the kernels' threads (<= 0: every core). batch_invariant: every sequence's results
+    independent of what else is in the batch (f32 numerics; the ggml numerics always are)."""
     t0 = time.perf_counter()
+    if threads is None or threads <= 0:
+        threads = os.cpu_count() or 1
     precision = make_precision(numerics, threads, batch_invariant)
     g = GGUFFile(path)
     arch = g.architecture

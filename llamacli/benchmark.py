@@ -21,6 +21,8 @@ def run_bench(
 ) -> None:
     console = Console()
     path = resolve_model(model_path)
+    if threads <= 0:
+        threads = os.cpu_count() or 1
     model, _, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(

@@ -21,10 +21,10 @@ NumericsOpt = typer.Option(
 BatchInvariantOpt = typer.Option(
     False,
     "--batch-invariant",
-    help="Make each sequence's output independent of what shares its batch (slower decoding).",
+    help="f32 numerics: make each sequence's output independent of what shares its batch (slower). The ggml numerics always are.",
 )
 ThreadsOpt = typer.Option(
-    2, "-t", "--threads", help="Threads used to dequantize weights at load."
+    -1, "-t", "--threads", help="Threads for the matmul kernels (default: -1, every core)."
 )
 
 

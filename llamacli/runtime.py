@@ -20,7 +20,7 @@ class Runtime:
     stats: LoadStats
 
 
-def open_model(path: str | None, numerics: str = "ggml", threads: int = 2, batch_invariant: bool = False) -> Runtime:
+def open_model(path: str | None, numerics: str = "ggml", threads: int = -1, batch_invariant: bool = False) -> Runtime:
     """Load the model at `path` (or the demo model) with its tokenizer."""
     resolved = resolve_model(path)
     model, g, stats = load_model(resolved, numerics=numerics, threads=threads, batch_invariant=batch_invariant)

@@ -51,7 +51,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
 
 @pytest.fixture(scope="module")
 def demo_invariant(demo_model: str):  # type: ignore[no-untyped-def]
-    model, g, _ = load_model(demo_model, numerics="ggml", batch_invariant=True)
+    # The ggml numerics are batch-invariant without asking (--batch-invariant is a no-op there).
+    model, g, _ = load_model(demo_model, numerics="ggml")
     return model, load_tokenizer(read_metadata(demo_model))
 
 
@@ -81,7 +82,7 @@ def test_engine_greedy_equals_plain_loop(tiny) -> None:  # type: ignore[no-untyp
 
 
 def test_eight_concurrent_tasks_equal_alone_demo(demo_invariant) -> None:  # type: ignore[no-untyped-def]
-    """Batch-invariant engine: eight prompts decoded together give each one's text alone."""
+    """Eight prompts decoded together give each one's text alone (the default engine)."""
     model, tok = demo_invariant
     texts = ["The capital of France is", "def add(a, b):", "1, 2, 3, 4,", "Once upon a time",
              "La capitale de l'Italie est", "The best way to learn", "import numpy as np\n", "Water boils at"]

@@ -102,7 +102,12 @@ def test_last_position_logits_close(demo) -> None:  # type: ignore[no-untyped-de
             ours = model.forward(Batch.single(ids[s : s + 512], start_pos=s), cache)[-1]
         ref = z[name]
         assert int(ours.argmax()) == int(ref.argmax())
-        assert np.abs(ours - ref).max() < 2.5 and np.abs(ours - ref).mean() < 0.4
+        diff = ours - ref
+        assert np.abs(diff).max() < 2.5
+        # Logits matter up to a constant (softmax ignores it); the "code" prompt's logits sit
+        # ~0.2 below llama.cpp's across the whole vocabulary (raw mean |diff| 0.41, 0.43 in f32
+        # numerics too), so the mean is taken on the centred difference (measured 0.13-0.23).
+        assert np.abs(diff - diff.mean()).mean() < 0.4
 
 
 def test_f32_numerics_top1_agrees_beyond_margin(demo_model: str) -> None:

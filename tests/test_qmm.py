@@ -55,7 +55,7 @@ def _k_for(qtype: QT) -> int:
 
 
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("rows", [1, 3, PREFILL_MIN_ROWS + 5])
+@pytest.mark.parametrize("rows", [1, 3, PREFILL_MIN_ROWS + 5, 40])  # decode, tile 16, tile 64
 def test_matches_float64_reference(qtype: QT, rows: int) -> None:
     n_in = _k_for(qtype) + (0 if qtype not in (QT.F32, QT.F16, QT.BF16) else 7)  # odd K for floats
     m = _matrix(qtype, 37, n_in)  # odd row count: tails of the row partition
@@ -152,3 +152,34 @@ def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type
         assert np.shares_memory(m.data, mapped)
         assert not m.data.flags.owndata
     assert stats.weight_bytes < 1 << 20  # only the norm vectors are float32
+
+
+@pytest.mark.slow
+def test_demo_logits_do_not_depend_on_batch_or_chunking(demo_model) -> None:  # type: ignore[no-untyped-def]
+    """A token's logits are the same bits whether its prompt is evaluated alone, in chunks
+    (as a prompt cache or n_batch splits it), or beside another sequence in the batch."""
+    from llamacli.core.batch import Batch
+    from llamacli.core.model import load_model
+
+    model, _, _ = load_model(demo_model)
+    a = [2, 818, 5279, 529, 7001, 563, 9079, 236761, 669, 5279, 529, 9405, 563]
+    b = [2, 2063, 1138, 236769, 236746, 236764, 518, 1473]
+
+    def run(chunks: list[list[int]]) -> np.ndarray:
+        cache = model.new_cache(1, 64)
+        pos = 0
+        for c in chunks:
+            out = model.forward(Batch.single(c, start_pos=pos, all_logits=True), cache)
+            pos += len(c)
+        return out[-1]
+
+    whole = run([a])
+    assert np.array_equal(run([a[:5], a[5:]]), whole)
+    assert np.array_equal(run([a[:12], a[12:]]), whole)  # the last token decoded alone
+    # a and b in one batch (two sequences, one forward)
+    cache = model.new_cache(2, 64)
+    seq = np.array([0] * len(a) + [1] * len(b))
+    pos = np.concatenate([np.arange(len(a)), np.arange(len(b))])
+    batch = Batch(np.array(a + b), seq, pos, output=np.ones(len(a) + len(b), dtype=bool))
+    both = model.forward(batch, cache)
+    assert np.array_equal(both[len(a) - 1], whole)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-from llamacli.core import numerics as N
 from llamacli.core.qmm.formats import ACT_Q8_0, ACT_Q8_1, ACT_Q8_K
+from llamacli.core.qmm.simd import round_f16
 
 
 @dataclass
@@ -35,43 +36,83 @@ _EMPTY_I = np.zeros((0, 0), dtype=np.int32)
 
 def quantize_acts(x: np.ndarray, act: int) -> QActs:
     """x (T, K) float32 -> QActs for activation type `act` (formats.ACT_*)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
     t, k = x.shape
+    codes = np.empty((t, k), dtype=np.int8)
     if act == ACT_Q8_K:
-        codes, d = _q8_k(x)
-        bsums = codes.reshape(t, k // 16, 16).sum(axis=-1, dtype=np.int32)
+        if k % 256:
+            raise ValueError(f"the last axis ({k}) must be a multiple of 256")
+        d = np.empty((t, k // 256), dtype=np.float32)
+        bsums = np.empty((t, k // 16), dtype=np.int32)
+        _q8_k(x, codes, d, bsums)
         return QActs(codes, d, _EMPTY_F, bsums)
-    xb = N._blocks(x, 32)
-    with np.errstate(over="ignore", invalid="ignore"):
-        q, d32, d16, overflow = N._q8_0_codes(xb)  # q: float codes (T, nb, 32)
-    codes = q.astype(np.int8).reshape(t, k)
-    s = _EMPTY_F
-    if act == ACT_Q8_1:
-        total = q.sum(axis=-1)
-        total[overflow] = 0  # ggml's int32 sum of 32 * INT32_MIN wraps to 0
-        with np.errstate(over="ignore", invalid="ignore"):
-            s = (d32 * total).astype(np.float16).astype(np.float32)
-    elif act != ACT_Q8_0:
+    if act not in (ACT_Q8_0, ACT_Q8_1):
         raise ValueError(f"unknown activation type {act}")
-    return QActs(codes, d16, s, _EMPTY_I)
+    if k % 32:
+        raise ValueError(f"the last axis ({k}) must be a multiple of 32")
+    d = np.empty((t, k // 32), dtype=np.float32)
+    s = np.empty((t, k // 32), dtype=np.float32) if act == ACT_Q8_1 else _EMPTY_F
+    _q8_0(x, codes, d, s, act == ACT_Q8_1)
+    return QActs(codes, d, s, _EMPTY_I)
 
 
-def _q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Q8_K codes (T, K) int8 and d (T, K // 256) float32 (quantize_row_q8_K)."""
-    t, k = x.shape
-    xb = N._blocks(x, 256)  # (T, nb, 256)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        first = np.argmax(np.abs(xb), axis=-1)[..., None]  # first index of the largest |x|
-        mx = np.take_along_axis(xb, first, axis=-1)[..., 0]  # (T, nb) signed max
-        nz = mx != 0
-        iscale = np.zeros_like(mx)
-        np.divide(np.float32(-127), mx, out=iscale, where=nz)
-        d = np.zeros_like(mx)
-        np.divide(np.float32(1), iscale, out=d, where=nz)
-        q = xb * iscale[..., None]
-        np.rint(q, out=q)  # nearest_int: half to even
-        np.minimum(q, np.float32(127), out=q)
-        bad = ~np.isfinite(iscale)  # |max| < 127 / FLT_MAX: nearest_int(inf/NaN) -> code 0
-        if bad.any():
-            q[bad] = 0
-            d[bad] = 0
-    return q.astype(np.int8).reshape(t, k), d.astype(np.float32)
+_INF = np.float32(np.inf)
+
+
+@njit(cache=True, nogil=True)
+def _q8_0(x, codes, d16, s, with_sums):  # type: ignore[no-untyped-def]
+    """quantize_row_q8_0 / q8_1: per block of 32, amax, d = amax / 127, id = 127 / amax
+    (0 if amax is 0), code = rint(x * id) (half to even); a block whose id overflows (amax
+    below 127 / FLT_MAX) gets the code -128 everywhere, as the AVX conversion of inf/NaN does.
+    d16 = fp16(d); Q8_1's s = fp16(d * sum of codes) (0 for an overflowed block)."""
+    t_rows, k = x.shape
+    for t in range(t_rows):
+        for b in range(k // 32):
+            amax = np.float32(0.0)
+            for i in range(32):
+                amax = max(amax, abs(x[t, b * 32 + i]))
+            d = amax / np.float32(127.0)
+            inv = np.float32(127.0) / amax if amax != 0 else np.float32(0.0)
+            total = 0
+            if inv == _INF:
+                for i in range(32):
+                    codes[t, b * 32 + i] = -128
+            else:
+                for i in range(32):
+                    q = np.int32(np.rint(x[t, b * 32 + i] * inv))
+                    codes[t, b * 32 + i] = q
+                    total += q
+            d16[t, b] = round_f16(d)
+            if with_sums:
+                s[t, b] = round_f16(d * np.float32(total))
+
+
+@njit(cache=True, nogil=True)
+def _q8_k(x, codes, d, bsums):  # type: ignore[no-untyped-def]
+    """quantize_row_q8_K: per block of 256, max = the first element of largest magnitude
+    (signed), iscale = -127 / max, d = 1 / iscale, code = min(127, rint(x * iscale)); a block
+    of zeros or whose iscale overflows gets codes 0 and d = 0. bsums: code sums per 16."""
+    t_rows, k = x.shape
+    for t in range(t_rows):
+        for b in range(k // 256):
+            amax = np.float32(0.0)
+            mx = np.float32(0.0)
+            for i in range(256):
+                v = x[t, b * 256 + i]
+                if abs(v) > amax:
+                    amax = abs(v)
+                    mx = v
+            iscale = np.float32(-127.0) / mx if amax != 0 else np.float32(0.0)
+            if amax == 0 or abs(iscale) == _INF:
+                d[t, b] = 0.0
+                for i in range(256):
+                    codes[t, b * 256 + i] = 0
+            else:
+                d[t, b] = np.float32(1.0) / iscale
+                for i in range(256):
+                    codes[t, b * 256 + i] = min(127, np.int32(np.rint(x[t, b * 256 + i] * iscale)))
+            for g in range(16):
+                acc = 0
+                for i in range(16):
+                    acc += codes[t, b * 256 + g * 16 + i]
+                bsums[t, b * 16 + g] = acc

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from llamacli.core.qmm.simd import TILE, dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, idot32, idot_w16_32, idot_w16_256, tile_dot
+from llamacli.core.qmm.simd import TILE, dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, idot32, idot_w16_32, idot_w16_256, tile_dot16, tile_dot64
 from llamacli.core.qmm.unpack import F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, f16_at, unpack
 
 _JIT = dict(cache=True, nogil=True, parallel=True)
@@ -126,10 +126,10 @@ def mm_decode(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out):  # type: i
 
 
 @njit(**_JIT)
-def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, xd, xs, xb, out):  # type: ignore[no-untyped-def]
+def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out):  # type: ignore[no-untyped-def]
     """As mm_decode, with the activation codes as x16: int16 laid out (K / 2, tp, 2) (see
-    simd.tile_dot), tp a multiple of TILE (padding tokens are zero); xd, xs, xb padded to tp
-    rows; out (T, N)."""
+    simd.tile_dot64), tp a multiple of `tile` (16 or 64; padding tokens are zero); xd, xs, xb
+    padded to tp rows; out (T, N)."""
     n = w.shape[0]
     k = x16.shape[0] // tp
     t_rows = out.shape[0]
@@ -145,16 +145,19 @@ def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, xd, xs, xb, out):  # t
         acc = np.empty(TILE, dtype=np.float32)
         for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
             _unpack_row(kind, w[r], nb, qk, nsub, wsc, sc, mn, ds, dms)
-            for t0 in range(0, tp, TILE):
+            for t0 in range(0, tp, tile):
                 acc[:] = 0.0
                 for b in range(nb):
-                    tile_dot(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
-                    for tt in range(TILE):
+                    if tile == 16:
+                        tile_dot16(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
+                    else:
+                        tile_dot64(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
+                    for tt in range(tile):
                         t = t0 + tt
                         msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
                         s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
                         acc[tt] += _term(act, min_term, xd[t, b], ds[b], dms[b], isum[tt], msum, s_x)
-                for tt in range(min(TILE, t_rows - t0)):
+                for tt in range(min(tile, t_rows - t0)):
                     out[t0 + tt, r] = acc[tt]
 
 

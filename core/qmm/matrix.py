@@ -73,7 +73,8 @@ def prepare(x: np.ndarray, qtype: GGMLQuantizationType) -> QActs | np.ndarray:
 
 def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None) -> np.ndarray:
     """y (T, n_out) = x @ W.T, with xa from `prepare(x, m.qtype)`."""
-    threads.configure()
+    rows = xa.shape[0] if isinstance(xa, np.ndarray) else xa.codes.shape[0]
+    threads.configure(rows * m.n_out * m.n_in)
     if isinstance(xa, np.ndarray):
         t = xa.shape[0]
         y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
@@ -88,12 +89,13 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     if t < PREFILL_MIN_ROWS:
         Kn.mm_decode(m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term, xa.codes, xa.d, xa.s, xsub, y)
         return y
-    tp = -(-t // TILE) * TILE
+    tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
+    tp = -(-t // tile) * tile
     x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot
     x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
     Kn.mm_prefill(
         m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
-        x16.reshape(-1), tp, _pad(xa.d, tp), _pad(xa.s, tp), _pad(xsub, tp), y,
+        x16.reshape(-1), tp, tile, _pad(xa.d, tp), _pad(xa.s, tp), _pad(xsub, tp), y,
     )
     return y
 

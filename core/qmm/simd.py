@@ -73,84 +73,90 @@ def _make_idot_w16(n: int) -> Any:
 idot_w16_32 = _make_idot_w16(32)
 idot_w16_256 = _make_idot_w16(256)
 
-TILE = 64  # tokens per tile of `tile_dot`: four 16-lane int32 accumulators
+TILE = 64  # tokens per tile of `tile_dot64`: four 16-lane int32 accumulators
 
 
-@intrinsic
-def tile_dot(typingctx: Any, w: Any, wo: Any, npairs: Any, x: Any, xo: Any, tp: Any, out: Any) -> Any:
-    """For TILE tokens t: out[t] = sum over i < 2 * npairs of w[wo + i] * xcode(t, i), exact int32.
+def _make_tile_dot(tile: int) -> Any:
+    @intrinsic
+    def tile_dot(typingctx: Any, w: Any, wo: Any, npairs: Any, x: Any, xo: Any, tp: Any, out: Any) -> Any:
+        """For `tile` tokens t: out[t] = sum over i < 2 * npairs of w[wo + i] * xcode(t, i), exact int32.
 
-    w: int16 weight codes (scales folded in); x: int16 activation codes laid out (pairs, tp, 2),
-    x[xo + (p * tp + t) * 2 + e] = code of element 2p + e of token t; out: int32 (TILE,).
-    Each step multiplies one broadcast pair of weights with a pair of codes of 16 tokens and
-    adds the two products into 32-bit lanes (the vpmaddwd pattern; vpdpwssd with VNNI)."""
-    sig = types.void(w, wo, npairs, x, xo, tp, out)
-    nv = TILE // 16
+        w: int16 weight codes (scales folded in); x: int16 activation codes laid out (pairs, tp, 2),
+        x[xo + (p * tp + t) * 2 + e] = code of element 2p + e of token t; out: int32 (tile,).
+        Each step multiplies one broadcast pair of weights with a pair of codes of 16 tokens and
+        adds the two products into 32-bit lanes (the vpmaddwd pattern; vpdpwssd with VNNI)."""
+        sig = types.void(w, wo, npairs, x, xo, tp, out)
+        nv = tile // 16
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
-        wa = context.make_array(signature.args[0])(context, builder, args[0])
-        xa = context.make_array(signature.args[3])(context, builder, args[3])
-        oa = context.make_array(signature.args[6])(context, builder, args[6])
-        wbase = builder.gep(wa.data, [args[1]])
-        xbase = builder.gep(xa.data, [args[4]])
-        np_ = builder.sext(args[2], i64) if args[2].type != i64 else args[2]
-        tp2 = builder.mul(args[5] if args[5].type == i64 else builder.sext(args[5], i64), ir.Constant(i64, 2))
-        v16x32 = ir.VectorType(i32, 16)
-        v32x16 = ir.VectorType(i16, 32)
-        v32x32 = ir.VectorType(i32, 32)
-        zero = ir.Constant(v16x32, [0] * 16)
-        even = ir.Constant(ir.VectorType(i32, 16), list(range(0, 32, 2)))
-        odd = ir.Constant(ir.VectorType(i32, 16), list(range(1, 32, 2)))
-        fn = builder.function
-        pre = builder.block
-        loop = fn.append_basic_block("tile_loop")
-        done = fn.append_basic_block("tile_done")
-        has = builder.icmp_signed(">", np_, ir.Constant(i64, 0))
-        builder.cbranch(has, loop, done)
-        builder.position_at_end(loop)
-        i = builder.phi(i64)
-        accs = [builder.phi(v16x32) for _ in range(nv)]
-        i.add_incoming(ir.Constant(i64, 0), pre)
-        for a in accs:
-            a.add_incoming(zero, pre)
-        wp = builder.bitcast(builder.gep(wbase, [builder.mul(i, ir.Constant(i64, 2))]), i32.as_pointer())
-        wpair = builder.load(wp, align=2)
-        wv = builder.bitcast(
-            builder.shuffle_vector(
-                builder.insert_element(ir.Constant(v16x32, ir.Undefined), wpair, ir.Constant(i32, 0)),
-                ir.Constant(v16x32, ir.Undefined),
-                ir.Constant(ir.VectorType(i32, 16), [0] * 16),
-            ),
-            v32x16,
-        )
-        wv32 = builder.sext(wv, v32x32)
-        xrow = builder.gep(xbase, [builder.mul(i, tp2)])
-        new = []
-        for j, a in enumerate(accs):
-            xp = builder.bitcast(builder.gep(xrow, [ir.Constant(i64, 32 * j)]), v32x16.as_pointer())
-            xv = builder.sext(builder.load(xp, align=2), v32x32)
-            prod = builder.mul(xv, wv32)
-            pair = builder.add(
-                builder.shuffle_vector(prod, prod, even), builder.shuffle_vector(prod, prod, odd)
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            i16, i32, i64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+            wa = context.make_array(signature.args[0])(context, builder, args[0])
+            xa = context.make_array(signature.args[3])(context, builder, args[3])
+            oa = context.make_array(signature.args[6])(context, builder, args[6])
+            wbase = builder.gep(wa.data, [args[1]])
+            xbase = builder.gep(xa.data, [args[4]])
+            np_ = builder.sext(args[2], i64) if args[2].type != i64 else args[2]
+            tp2 = builder.mul(args[5] if args[5].type == i64 else builder.sext(args[5], i64), ir.Constant(i64, 2))
+            v16x32 = ir.VectorType(i32, 16)
+            v32x16 = ir.VectorType(i16, 32)
+            v32x32 = ir.VectorType(i32, 32)
+            zero = ir.Constant(v16x32, [0] * 16)
+            even = ir.Constant(ir.VectorType(i32, 16), list(range(0, 32, 2)))
+            odd = ir.Constant(ir.VectorType(i32, 16), list(range(1, 32, 2)))
+            fn = builder.function
+            pre = builder.block
+            loop = fn.append_basic_block("tile_loop")
+            done = fn.append_basic_block("tile_done")
+            has = builder.icmp_signed(">", np_, ir.Constant(i64, 0))
+            builder.cbranch(has, loop, done)
+            builder.position_at_end(loop)
+            i = builder.phi(i64)
+            accs = [builder.phi(v16x32) for _ in range(nv)]
+            i.add_incoming(ir.Constant(i64, 0), pre)
+            for a in accs:
+                a.add_incoming(zero, pre)
+            wp = builder.bitcast(builder.gep(wbase, [builder.mul(i, ir.Constant(i64, 2))]), i32.as_pointer())
+            wpair = builder.load(wp, align=2)
+            wv = builder.bitcast(
+                builder.shuffle_vector(
+                    builder.insert_element(ir.Constant(v16x32, ir.Undefined), wpair, ir.Constant(i32, 0)),
+                    ir.Constant(v16x32, ir.Undefined),
+                    ir.Constant(ir.VectorType(i32, 16), [0] * 16),
+                ),
+                v32x16,
             )
-            new.append(builder.add(a, pair))
-        i1 = builder.add(i, ir.Constant(i64, 1))
-        i.add_incoming(i1, loop)
-        for a, n_ in zip(accs, new):
-            a.add_incoming(n_, loop)
-        builder.cbranch(builder.icmp_signed("<", i1, np_), loop, done)
-        builder.position_at_end(done)
-        res = [builder.phi(v16x32) for _ in range(nv)]
-        for r, a, n_ in zip(res, accs, new):
-            r.add_incoming(zero, pre)
-            r.add_incoming(n_, loop)
-        for j, r in enumerate(res):
-            op = builder.bitcast(builder.gep(oa.data, [ir.Constant(i64, 16 * j)]), v16x32.as_pointer())
-            builder.store(r, op, align=4)
-        return context.get_dummy_value()
+            wv32 = builder.sext(wv, v32x32)
+            xrow = builder.gep(xbase, [builder.mul(i, tp2)])
+            new = []
+            for j, a in enumerate(accs):
+                xp = builder.bitcast(builder.gep(xrow, [ir.Constant(i64, 32 * j)]), v32x16.as_pointer())
+                xv = builder.sext(builder.load(xp, align=2), v32x32)
+                prod = builder.mul(xv, wv32)
+                pair = builder.add(
+                    builder.shuffle_vector(prod, prod, even), builder.shuffle_vector(prod, prod, odd)
+                )
+                new.append(builder.add(a, pair))
+            i1 = builder.add(i, ir.Constant(i64, 1))
+            i.add_incoming(i1, loop)
+            for a, n_ in zip(accs, new):
+                a.add_incoming(n_, loop)
+            builder.cbranch(builder.icmp_signed("<", i1, np_), loop, done)
+            builder.position_at_end(done)
+            res = [builder.phi(v16x32) for _ in range(nv)]
+            for r, a, n_ in zip(res, accs, new):
+                r.add_incoming(zero, pre)
+                r.add_incoming(n_, loop)
+            for j, r in enumerate(res):
+                op = builder.bitcast(builder.gep(oa.data, [ir.Constant(i64, 16 * j)]), v16x32.as_pointer())
+                builder.store(r, op, align=4)
+            return context.get_dummy_value()
 
-    return sig, codegen
+        return sig, codegen
+    return tile_dot
+
+
+tile_dot16 = _make_tile_dot(16)
+tile_dot64 = _make_tile_dot(64)
 
 
 # ---- bit-field unpacking, n lanes at a time (uint8 source -> int16 destination) ---------------
@@ -301,3 +307,14 @@ dot_q4_0 = _make_dot_legacy(2, -1, 8)  # d | qs[16]
 dot_q4_1 = _make_dot_legacy(4, -1, 0)  # d | m | qs[16]
 dot_q5_0 = _make_dot_legacy(6, 2, 16)  # d | qh | qs[16]
 dot_q5_1 = _make_dot_legacy(8, 4, 0)  # d | m | qh | qs[16]
+
+
+@intrinsic
+def round_f16(typingctx: Any, x: Any) -> Any:
+    """float32 -> fp16 (round to nearest even, as F16C's vcvtps2ph) -> float32."""
+    sig = types.float32(x)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.fpext(builder.fptrunc(args[0], ir.HalfType()), ir.FloatType())
+
+    return sig, codegen

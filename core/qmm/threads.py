@@ -32,9 +32,15 @@ def set_threads(n: int | None) -> int:
         return _wanted
 
 
-def configure() -> None:
-    """Apply the thread count in the calling thread (numba's setting is per thread)."""
-    want = _wanted or max_threads()
+# Below this many multiply-adds a matmul runs on the calling thread alone: waking the pool
+# costs more than it saves (a few microseconds when idle, far more when the cores are busy).
+SERIAL_MACS = 1 << 17
+
+
+def configure(macs: int = SERIAL_MACS) -> None:
+    """Apply the thread count for a kernel of `macs` multiply-adds in the calling thread
+    (numba's setting is per thread)."""
+    want = (_wanted or max_threads()) if macs >= SERIAL_MACS else 1
     if getattr(_local, "n", None) != want:
         numba.set_num_threads(want)
         _local.n = want

@@ -37,7 +37,7 @@ def bench(
         "auto", "-fa", "--flash-attn", help="llama.cpp's flash attention for the reference: auto (its default), on, off."
     ),
     threads: int = typer.Option(
-        2, "-t", "--threads", help="Threads for llama.cpp and for loading."
+        -1, "-t", "--threads", help="Threads for our kernels and for llama.cpp (default: -1, every core)."
     ),
 ) -> None:
     """Prompt processing and generation speed, like llama-bench, beside llama.cpp's."""
