@@ -225,7 +225,7 @@ def chat_json(
         if setup is not None:
             parser = setup.parser()
             parser.feed(final.content)
-            parser.finish()
+            parser.finish(cut=final.stop_type != "eos")
             message = parser.message.to_openai()
             finish = parser.finish_reason(finish)
         choices.append(

@@ -54,7 +54,7 @@ async def messages() -> Response:
         ((_, final),) = await st.collect([task])
         parser = setup.parser()
         parser.feed(final.content)
-        parser.finish()
+        parser.finish(cut=final.stop_type != "eos")
         return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id, message=parser.message))
 
     async def events() -> Any:
@@ -74,7 +74,7 @@ async def messages() -> Response:
                         err = to_api_error(r.error)
                         yield event("error", {"type": "error", "error": {"type": err.type, "message": err.message}})
                         return
-                    for name, ev in blocks.events(parser.finish()) + blocks.close():
+                    for name, ev in blocks.events(parser.finish(cut=r.stop_type != "eos")) + blocks.close():
                         yield event(name, ev)
                     yield event("message_delta", anthropic.message_delta(r, blocks.calls))
                     yield event("message_stop", {"type": "message_stop"})

@@ -81,7 +81,7 @@ async def chat_completions() -> Response:
                         yield data(to_api_error(r.error).body())
                         continue
                     finals.append(r)
-                    for d in parsers[i].finish():
+                    for d in parsers[i].finish(cut=r.stop_type != "eos"):
                         yield data(oai.chat_chunk(choices=[oai.chat_delta(i, d.to_openai())], **meta))
                     finish = parsers[i].finish_reason(oai.finish_reason(r))
                     yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, finish)],
