@@ -359,7 +359,9 @@ def embeddings_json(vectors: Sequence[np.ndarray], n_prompt: int, model: str, en
     }
 
 
-def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict[str, Any]:
+def models_json(
+    model_id: str, aliases: Sequence[str], info: Any | None, tags: Sequence[str] = (), n_ctx: int = 0
+) -> dict[str, Any]:
     meta = None
     created = int(time.time())
     if info is not None:
@@ -367,6 +369,7 @@ def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict
         meta = {
             "vocab_type": info.vocab_type,
             "n_vocab": info.n_vocab,
+            "n_ctx": n_ctx,
             "n_ctx_train": info.n_ctx_train,
             "n_embd": info.n_embd,
             "n_params": info.n_params,
@@ -380,7 +383,8 @@ def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict
                 "object": "model",
                 "created": created,
                 "owned_by": "llamacpp",
-                "aliases": list(aliases),
+                "aliases": sorted(set(aliases)),
+                "tags": sorted(set(tags)),
                 "meta": meta,
             }
         ],

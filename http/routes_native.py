@@ -75,7 +75,6 @@ async def completion() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     if "prompt" not in body:
         raise bad_request("'prompt' is required")
@@ -92,7 +91,6 @@ async def infill() -> Response:
     st = current_state()
     engine, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     prefix = body.str("input_prefix", "")
     suffix = body.str("input_suffix", "")

@@ -49,7 +49,6 @@ async def chat_completions() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(oai.native_fields(req, chat=True))
     params = st.task_params(body)
     n = oai.n_choices(req)
@@ -107,7 +106,6 @@ async def chat_input_tokens() -> Response:
     st = current_state()
     st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     _, prompt = await _chat_setup(req, grammar_spec(req))
     return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
 
@@ -117,7 +115,6 @@ async def completions() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(oai.native_fields(req, chat=False))
     if "prompt" not in body:
         raise bad_request("'prompt' is required")
@@ -182,7 +179,6 @@ async def v1_embeddings() -> Response:
     if pooling == "none":
         raise bad_request("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     encoding = body.str("encoding_format", "float")
     if encoding not in ("float", "base64"):
