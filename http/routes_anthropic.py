@@ -29,7 +29,7 @@ async def _setup(req: dict[str, Any], grammar: Any = None) -> tuple[Any, list[in
     fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
     def build() -> tuple[Any, list[int]]:
-        setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs, st.config.prefill_assistant)
+        setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs, oai.PromptOptions(continue_final=st.config.prefill_assistant))
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)

@@ -151,8 +151,9 @@ async def apply_template() -> Response:
     msgs = oai.chat_messages(req)
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     tools = Body(req).list("tools", None)
+    opts = oai.prompt_options(req, st.config.prefill_assistant)
     prompt = await st.blocking(
-        lambda: oai.render_chat(model.template, msgs, tools, kwargs, st.config.prefill_assistant)
+        lambda: oai.render_chat(model.template, msgs, tools, kwargs, opts)
     )
     return json_response({"prompt": prompt})
 

@@ -911,3 +911,70 @@ def test_canonical_header_case() -> None:
 
     assert canonical(b"access-control-allow-origin") == b"Access-Control-Allow-Origin"
     assert canonical(b"process-start-time-unix") == b"Process-Start-Time-Unix"
+
+
+def test_chat_prompt_endings() -> None:
+    """add_generation_prompt false leaves the assistant header out; continue_final_message (vLLM)
+    continues a final assistant message like the prefill, text parts joined by blank lines; both
+    true is a 400; invalid message lists are 400s."""
+    c, _ = make(ServerConfig())
+    user = [{"role": "user", "content": "Hi"}]
+    _, d, _ = c.post("/apply-template", {"messages": user})
+    assert d["prompt"].endswith("<|im_start|>assistant\n")
+    _, d, _ = c.post("/apply-template", {"messages": user, "add_generation_prompt": False})
+    assert "assistant" not in d["prompt"] and d["prompt"].endswith("<|im_end|>\n")
+    pre = user + [{"role": "assistant", "content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]}]
+    _, auto, _ = c.post("/apply-template", {"messages": pre})
+    _, cont, _ = c.post("/apply-template", {"messages": pre, "continue_final_message": True, "add_generation_prompt": False})
+    assert auto["prompt"] == cont["prompt"] and cont["prompt"].endswith("<|im_start|>assistant\nWh\n\nill")
+    code, d, _ = c.post("/v1/chat/completions", {"messages": pre, "continue_final_message": True, "add_generation_prompt": True})
+    assert code == 400 and d["error"]["type"] == "invalid_request_error"
+    for bad in (None, "string", [123], [{}], [{"role": 123}], [{"role": "system", "content": 123}],
+                [{"role": "system", "content": "t"}, {}],
+                [{"role": "user", "content": "t"}, {"role": "assistant", "content": "t"}, {"role": "assistant", "content": "t"}]):
+        code, d, _ = c.post("/chat/completions", {"messages": bad})
+        assert code == 400 and "error" in d, bad
+
+
+def test_reasoning_off_closes_the_thinking_block() -> None:
+    """enable_thinking false (chat_template_kwargs, reasoning_effort "none", --reasoning off):
+    the prompt ends with the empty thinking block the template's model expects."""
+    from llamacli.core.chat_templates.thinking import close_thinking
+
+    deepseek = "{{ '<｜Assistant｜><think>\\n' if add_generation_prompt }}"
+    assert close_thinking("<｜Assistant｜><think>\n", deepseek) == "<｜Assistant｜><think>\n</think>"
+    cmdr = "{% if x %}<|START_THINKING|>{{ t }}<|END_THINKING|>{% endif %}<|CHATBOT_TOKEN|>"
+    assert close_thinking("<|CHATBOT_TOKEN|>", cmdr) == "<|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>"
+    assert close_thinking("assistant\n<think>\n\n</think>\n\n", "<think></think>") == "assistant\n<think>\n\n</think>\n\n"
+    assert close_thinking("assistant\n", "no tags") == "assistant\n"
+    tok = FakeTokenizer()
+    src = "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}"
+    c = Client(create_app(FakeEngine(tok), ServerConfig(), fake_model(tok, src)))
+    msgs = [{"role": "user", "content": "Q"}]
+    assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n"
+    for extra in ({"chat_template_kwargs": {"enable_thinking": False}}, {"reasoning_effort": "none"}):
+        assert c.post("/apply-template", {"messages": msgs, **extra})[1]["prompt"] == "Q<A><think>\n</think>", extra
+    c = Client(create_app(FakeEngine(tok), ServerConfig(chat_template_kwargs={"enable_thinking": False}), fake_model(tok, src)))
+    assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n</think>"
+
+
+def test_verbose_and_token_count_routes() -> None:
+    """`verbose` (or --verbose) adds llama-server's __verbose with the rendered prompt; the
+    token-count routes answer under both prefixes; usage chunks carry timings."""
+    c, _ = make(ServerConfig())
+    msgs = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
+    _, d, _ = c.post("/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": True})
+    assert "Book" in d["__verbose"]["prompt"] and d["__verbose"]["tokens_evaluated"] > 0
+    assert "__verbose" not in c.post("/chat/completions", {"messages": msgs, "max_tokens": 2})[1]
+    c2, _ = make(ServerConfig(verbose=True))
+    assert "__verbose" in c2.post("/v1/completions", {"prompt": "a", "max_tokens": 2})[1]
+    counts = {p: c.post(p, {"messages": msgs})[1]["input_tokens"] for p in ("/chat/completions/input_tokens", "/v1/chat/completions/input_tokens")}
+    assert len(set(counts.values())) == 1 and counts["/chat/completions/input_tokens"] > 5
+    for p in ("/responses/input_tokens", "/v1/responses/input_tokens"):
+        code, d, _ = c.post(p, {"instructions": "Book", "input": "What is the best book"})
+        assert code == 200 and d["input_tokens"] == counts["/chat/completions/input_tokens"], p
+    code, text, _ = c.post("/chat/completions", {"messages": msgs, "max_tokens": 3, "stream": True,
+                                                  "stream_options": {"include_usage": True}})
+    chunks = [json.loads(ln[6:]) for ln in text.splitlines() if ln.startswith("data: {")]
+    usage = [ch for ch in chunks if not ch["choices"]]
+    assert len(usage) == 1 and "predicted_n" in usage[0]["timings"] and "timings" not in chunks[0]

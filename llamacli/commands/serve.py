@@ -70,7 +70,6 @@ IGNORED_FLAGS: list[tuple[tuple[str, ...], bool, str]] = [
     (("-md", "--model-draft"), True, "no speculative decoding (outputs are the same without it)"),
     (("--reasoning-format",), True, "reasoning is left in message.content"),
     (("--reasoning-budget",), True, "no reasoning budget"),
-    (("-rea", "--reasoning"), True, "reasoning is left to the chat template"),
 ]
 
 
@@ -208,7 +207,8 @@ def serve(
     prefill_assistant: bool = typer.Option(True, "--prefill-assistant/--no-prefill-assistant", help="A final assistant message is continued."),
     warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="Run one token through the model before serving."),
     log_format: str = typer.Option("text", "--log-format", help="Request log lines: text or json."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Log /health requests too."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Log /health requests too; responses carry __verbose (the prompt, the settings)."),
+    reasoning: str = typer.Option("auto", "-rea", "--reasoning", help="Reasoning of thinking models: on, off (the prompt ends with an empty thinking block) or auto."),
     numerics: str = NumericsOpt,
     threads: int = ThreadsOpt,
 ) -> None:
@@ -242,6 +242,8 @@ def serve(
     if cache_reuse > 0:
         _note("--cache-reuse: cached prefixes are reused; chunks after the first difference are recomputed")
     kwargs: dict[str, Any] = {}
+    if reasoning not in ("on", "off", "auto"):
+        raise typer.BadParameter("--reasoning must be on, off or auto")
     if chat_template_kwargs:
         try:
             kwargs = json.loads(chat_template_kwargs)
@@ -249,6 +251,8 @@ def serve(
             raise typer.BadParameter(f"--chat-template-kwargs is not valid JSON: {e}") from None
         if not isinstance(kwargs, dict):
             raise typer.BadParameter("--chat-template-kwargs must be a JSON object")
+    if reasoning != "auto":
+        kwargs.setdefault("enable_thinking", reasoning == "on")
     template_override = chat_template
     if chat_template_file:
         with open(chat_template_file, encoding="utf-8") as f:
