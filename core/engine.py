@@ -66,7 +66,8 @@ class EngineConfig:
 class Metrics:
     """Counters behind /metrics (llama-server's `llamacpp:` names)."""
 
-    prompt_tokens_total: int = 0
+    prompt_tokens_total: int = 0  # processed (decoded) prompt tokens; cached ones apart
+    prompt_tokens_cached_total: int = 0
     prompt_seconds_total: float = 0.0
     tokens_predicted_total: int = 0
     tokens_predicted_seconds_total: float = 0.0
@@ -472,6 +473,7 @@ class Engine:
             content = s.stop.text
         m = self.metrics
         m.prompt_tokens_total += t.prompt_n
+        m.prompt_tokens_cached_total += t.cache_n
         m.prompt_seconds_total += t.prompt_ms / 1e3
         m.tokens_predicted_total += t.predicted_n
         m.tokens_predicted_seconds_total += t.predicted_ms / 1e3
@@ -530,6 +532,7 @@ class Engine:
         n = len(s.cached)
         self.cache.clear(s.id)
         s.cached.clear()
+        s.last_task = None
         return n
 
     def _idle_slot(self, slot_id: int) -> Slot:

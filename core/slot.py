@@ -20,6 +20,7 @@ class Slot:
     cached: list[int] = field(default_factory=list)  # tokens whose K/V are in the cache, in order
     last_used: float = 0.0
     task: Task | None = None
+    last_task: Task | None = None  # the task served before, for GET /slots
     # --- per task state -------------------------------------------------------------------
     generating: bool = False  # False while the prompt is being processed
     n_past: int = 0  # prompt tokens already in the cache
@@ -51,6 +52,7 @@ class Slot:
 
     def release(self) -> None:
         """Back to idle; the cached tokens stay for prompt reuse."""
+        self.last_task = self.task
         self.task = None
         self.generating = False
         self.sampler = None

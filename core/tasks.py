@@ -50,8 +50,10 @@ class Timings:
         d: dict[str, float] = asdict(self)
         d["prompt_per_token_ms"] = self.prompt_ms / self.prompt_n if self.prompt_n else 0.0
         d["prompt_per_second"] = 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms else 0.0
-        d["predicted_per_token_ms"] = self.predicted_ms / self.predicted_n if self.predicted_n else 0.0
-        d["predicted_per_second"] = 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms else 0.0
+        # the first token comes from the prompt's last batch: the rate is over the decode steps
+        steps = self.predicted_n - 1
+        d["predicted_per_token_ms"] = self.predicted_ms / steps if steps > 0 else 0.0
+        d["predicted_per_second"] = 1e3 * steps / self.predicted_ms if steps > 0 and self.predicted_ms else 0.0
         return d
 
 

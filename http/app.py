@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+from urllib.parse import urlsplit
 from typing import Any
 
 from quart import Quart, Response, g, request
@@ -22,11 +23,12 @@ from llamacli.http.context import ModelInfo, ServerConfig, ServerState
 from llamacli.http.errors import INVALID_API_KEY, LOADING, ApiError, to_api_error
 from llamacli.http.sse import dumps, json_response
 from llamacli.http.ui import STATIC_PREFIX
+from llamacli.http.ui_assets import UI_PATHS
 
-# Reachable without an API key (llama-server's public endpoints) and while loading for /health.
-PUBLIC_PATHS = frozenset({"/health", "/v1/health", "/models", "/v1/models", "/", "/index.html"})
 HEALTH_PATHS = frozenset({"/health", "/v1/health"})
-CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+# Reachable without an API key: llama-server's public endpoints (server-http.cpp) are the
+# health checks and the web UI's files; everything else, /v1/models included, needs the key.
+PUBLIC_PATHS = HEALTH_PATHS | UI_PATHS
 
 
 def create_app(
@@ -37,7 +39,7 @@ def create_app(
 ) -> Quart:
     """The app over `engine` (serving `model`). With engine=None the app starts in the loading
     state (every endpoint 503) until `app.extensions["llama"].set_ready(engine, model)`."""
-    from llamacli.http import routes_admin, routes_anthropic, routes_native, routes_oai, ui
+    from llamacli.http import routes_admin, routes_anthropic, routes_native, routes_oai, routes_proxy, ui, ui_assets
 
     st = state or ServerState(config)
     if engine is not None:
@@ -54,7 +56,7 @@ def create_app(
         JSON_SORT_KEYS=False,
     )
     app.extensions["llama"] = st
-    for mod in (routes_admin, routes_native, routes_oai, routes_anthropic, ui):
+    for mod in (routes_admin, routes_native, routes_oai, routes_anthropic, routes_proxy, ui, ui_assets):
         app.register_blueprint(mod.bp)
 
     @app.before_request
@@ -63,7 +65,7 @@ def create_app(
         if request.method == "OPTIONS":
             return _preflight(st.config)
         path = request.path
-        if not st.ready and path not in HEALTH_PATHS and not _is_ui(path):
+        if not st.ready and path not in HEALTH_PATHS and not _is_ui(path) and path not in UI_PATHS:
             raise LOADING
         public = path in PUBLIC_PATHS or path.startswith(STATIC_PREFIX)
         if st.config.api_keys and not public and not _authorized(st.config.api_keys):
@@ -120,16 +122,26 @@ def _authorized(keys: list[str]) -> bool:
 
 
 def _allowed_origin(cfg: ServerConfig, origin: str) -> str | None:
-    if not origin:
-        return None
+    """The Access-Control-Allow-Origin value, as llama-server chooses it: `*` reflects the
+    request's Origin, `localhost` reflects localhost origins only (any port), an explicit origin
+    is sent as it is; from a comma-separated list the matching origin is reflected."""
     spec = cfg.cors_origins.strip()
     if spec == "*":
-        return origin
+        return origin or None
     if spec == "localhost":
-        host = origin.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
-        return origin if host in ("localhost", "127.0.0.1", "::1") else None
-    allowed = {o.strip().rstrip("/") for o in spec.split(",") if o.strip()}
-    return origin if origin.rstrip("/") in allowed else None
+        return origin if origin and _is_localhost(origin) else None
+    allowed = [o.strip() for o in spec.split(",") if o.strip()]
+    if origin and origin.rstrip("/") in {o.rstrip("/") for o in allowed}:
+        return origin
+    return allowed[0] if len(allowed) == 1 else None
+
+
+def _is_localhost(origin: str) -> bool:
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host in ("localhost", "127.0.0.1", "::1")
 
 
 def _cors_headers(resp: Response, cfg: ServerConfig) -> None:
@@ -137,14 +149,17 @@ def _cors_headers(resp: Response, cfg: ServerConfig) -> None:
     if origin is None:
         return
     resp.headers["Access-Control-Allow-Origin"] = origin
-    resp.headers["Access-Control-Allow-Credentials"] = "true"
+    if cfg.cors_credentials:
+        resp.headers["Access-Control-Allow-Credentials"] = "true"
     resp.headers.add("Vary", "Origin")
 
 
 def _preflight(cfg: ServerConfig) -> Response:
-    resp = Response("", status=200)
-    resp.headers["Access-Control-Allow-Methods"] = CORS_METHODS
-    resp.headers["Access-Control-Allow-Headers"] = request.headers.get("Access-Control-Request-Headers", "*") or "*"
+    """OPTIONS: answered before any key check (browsers send no Authorization there)."""
+    resp = Response("", status=200, content_type="text/html")
+    resp.headers["Access-Control-Allow-Credentials"] = "true" if cfg.cors_credentials else "false"
+    resp.headers["Access-Control-Allow-Methods"] = cfg.cors_methods
+    resp.headers["Access-Control-Allow-Headers"] = cfg.cors_headers
     resp.headers["Access-Control-Max-Age"] = "86400"
     return resp
 

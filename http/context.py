@@ -32,6 +32,7 @@ class ServerConfig:
     """`llama serve`'s options that the HTTP layer uses (engine options go to EngineConfig)."""
 
     aliases: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # informational, listed by /v1/models
     api_keys: list[str] = field(default_factory=list)
     metrics: bool = False
     slots: bool = True
@@ -42,6 +43,11 @@ class ServerConfig:
     embd_normalize: int = 2
     ui: bool = True
     cors_origins: str = "*"  # "*": reflect any Origin; "localhost"; or a comma-separated list
+    cors_methods: str = "GET, POST, DELETE, OPTIONS"
+    cors_headers: str = "*"
+    cors_credentials: bool = True
+    ui_mcp_proxy: bool = False  # GET/POST /cors-proxy
+    tools: list[str] = field(default_factory=list)  # --tools (names; "all")
     sampling: SamplingParams = field(default_factory=SamplingParams)
     n_predict: int = -1
     n_keep: int = 0
@@ -144,27 +150,14 @@ class ServerState:
     # ---- identity -------------------------------------------------------------------------
     @property
     def model_id(self) -> str:
-        """The name the API reports: the first alias, else the model path (as llama-server)."""
+        """The name the API reports: the first alias in sorted order (llama-server keeps them in
+        a std::set), else the model path."""
         if self.config.aliases:
-            return self.config.aliases[0]
+            return sorted(self.config.aliases)[0]
         return self.model.path if self.model is not None else ""
 
-    def check_model(self, requested: Any) -> None:
-        """With --alias set, a request naming another model is a 404; without, any name goes
-        (OpenAI clients must send some name and llama-server serves whatever is loaded)."""
-        if requested is None or not self.config.aliases:
-            return
-        if not isinstance(requested, str):
-            raise ApiError(400, f"'model' must be a string, got {type(requested).__name__}")
-        known = set(self.config.aliases)
-        if self.model is not None:
-            known |= {self.model.path, self.model.name}
-        if requested not in known:
-            raise ApiError(
-                404,
-                f"model '{requested}' not found; this server serves: {', '.join(self.config.aliases)}",
-                "not_found_error",
-            )
+    # A request may name any model: one model is served whatever the name (llama-server in
+    # single-model mode ignores `model`, so OpenAI scripts keep their model names).
 
     # ---- running work ---------------------------------------------------------------------
     async def blocking(self, fn: Callable[[], R]) -> R:

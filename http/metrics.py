@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+START_HEADER = "Process-Start-Time-Unix"  # llama-server's header: when the server started
 
 
 def prometheus_text(m: Any) -> str:
@@ -15,11 +16,17 @@ def prometheus_text(m: Any) -> str:
 
     rows = [
         ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", m.prompt_tokens_total),
+        ("counter", "prompt_tokens_cached_total", "Number of prompt tokens taken from the cache.",
+         getattr(m, "prompt_tokens_cached_total", 0)),
         ("counter", "prompt_seconds_total", "Prompt process time", m.prompt_seconds_total),
         ("counter", "tokens_predicted_total", "Number of generation tokens processed.", m.tokens_predicted_total),
         ("counter", "tokens_predicted_seconds_total", "Predict process time", m.tokens_predicted_seconds_total),
         ("counter", "n_decode_total", "Total number of llama_decode() calls", m.n_decode_total),
         ("counter", "n_tokens_max", "Largest observed n_tokens.", m.n_tokens_max),
+        # no speculative decoding here: llama-server's counters, always 0
+        ("counter", "spec_decode_num_draft_tokens_total", "Number of draft tokens generated.", 0),
+        ("counter", "spec_decode_num_accepted_tokens_total", "Number of draft tokens accepted.", 0),
+        ("counter", "spec_decode_num_drafts_total", "Number of drafts generated.", 0),
         (
             "gauge",
             "n_busy_slots_per_decode",

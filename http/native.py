@@ -351,26 +351,31 @@ def native_embedding_json(index: int, rows: np.ndarray) -> dict[str, Any]:
 
 
 def slot_json(slot: Any, n_ctx: int, defaults: TaskParams) -> dict[str, Any]:
-    """One slot of GET /slots (read on the engine thread)."""
+    """One slot of GET /slots (read on the engine thread). As llama-server, `id_task`,
+    `params` and `next_token` are there once the slot has served a task (the current one,
+    else the one before)."""
     task = slot.task
-    params = task.params if task is not None else defaults
+    out: dict[str, Any] = {"id": slot.id, "n_ctx": n_ctx, "speculative": False, "is_processing": task is not None}
+    shown = task if task is not None else getattr(slot, "last_task", None)
+    if shown is None:
+        return out
+    params = shown.params
     n_decoded = len(slot.generated)
-    n_remain = -1 if params.n_predict < 0 else max(0, params.n_predict - n_decoded)
+    n_remain = -1 if params.n_predict < 0 or task is None else max(0, params.n_predict - n_decoded)
     text = slot.stop.text if slot.stop is not None else ""
-    return {
-        "id": slot.id,
-        "id_task": task.id if task is not None else -1,
-        "n_ctx": n_ctx,
-        "speculative": False,
-        "is_processing": task is not None,
+    out |= {
+        "id_task": shown.id,
         "params": params_json(params),
-        "n_prompt_tokens": len(task.prompt_tokens) if task is not None else 0,
+        "n_prompt_tokens": len(shown.prompt_tokens),
         "n_cached_tokens": len(slot.cached),
-        "next_token": {
-            "has_next_token": task is not None,
-            "has_new_line": "\n" in text,
-            "n_remain": n_remain,
-            "n_decoded": n_decoded,
-            "stopping_word": slot.stop.stopped_word if slot.stop is not None else "",
-        },
+        "next_token": [  # a list, as llama-server writes it
+            {
+                "has_next_token": task is not None,
+                "has_new_line": "\n" in text,
+                "n_remain": n_remain,
+                "n_decoded": n_decoded,
+                "stopping_word": slot.stop.stopped_word if slot.stop is not None else "",
+            }
+        ],
     }
+    return out

@@ -8,6 +8,7 @@ import base64
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,65 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                 raise not_supported(f"'messages[{i}]' has a {kind} part: this server has no multimodal support")
             if kind != "text" or not isinstance(part.get("text"), str):
                 raise bad_request(f"'messages[{i}].content' parts must be {{\"type\": \"text\", \"text\": ...}}")
+    if len(msgs) >= 2 and msgs[-1].get("role") == "assistant" and msgs[-2].get("role") == "assistant":
+        raise bad_request("Cannot have 2 or more assistant messages at the end of the list.")
     return msgs
+
+
+def responses_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages of a Responses API request: `instructions` as the system message, then
+    `input` (a string: one user message; a list: message items whose text parts are
+    input_text/output_text)."""
+    b = Body(data)
+    msgs: list[dict[str, Any]] = []
+    if "instructions" in b and b.raw("instructions") is not None:
+        msgs.append({"role": "system", "content": b.str("instructions")})
+    raw = b.raw("input")
+    if isinstance(raw, str):
+        return msgs + [{"role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        raise bad_request("'input' must be a string or an array of items")
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or not isinstance(item.get("role"), str):
+            raise bad_request(f"'input[{i}]' must be a message item with a role")
+        content = item.get("content")
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not isinstance(content, str):
+            raise bad_request(f"'input[{i}].content' must be text or an array of text parts")
+        msgs.append({"role": item["role"], "content": content})
+    if not msgs:
+        raise bad_request("'input' must not be empty")
+    return msgs
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """How a chat request's prompt ends: `add_generation_prompt` (the assistant header) and
+    whether a final assistant message is continued (`continue_final_message`, vLLM's name for
+    llama-server's assistant prefill)."""
+
+    add_generation_prompt: bool = True
+    continue_final: bool = True
+
+
+def prompt_options(data: Mapping[str, Any], prefill_assistant: bool) -> PromptOptions:
+    """The request's fields; both true is a 400, as in vLLM and llama-server."""
+    b = Body(data)
+    agp = b.bool("add_generation_prompt", True)
+    if "continue_final_message" in b:
+        cont = b.bool("continue_final_message")
+        if cont and "add_generation_prompt" in b and agp:
+            raise bad_request("Cannot set both add_generation_prompt and continue_final_message to true.")
+        if cont:
+            return PromptOptions(add_generation_prompt=False, continue_final=True)
+        return PromptOptions(agp, continue_final=False)
+    return PromptOptions(agp, continue_final=prefill_assistant)
+
+
+def _continues(messages: list[dict[str, Any]], opts: PromptOptions) -> bool:
+    last = messages[-1]
+    return opts.continue_final and last.get("role") == "assistant" and not last.get("tool_calls") and len(messages) > 1
 
 
 def render_chat(
@@ -84,21 +143,25 @@ def render_chat(
     messages: list[dict[str, Any]],
     tools: list[Any] | None = None,
     kwargs: Mapping[str, Any] | None = None,
-    prefill_assistant: bool = True,
+    opts: PromptOptions | None = None,
 ) -> str:
-    """The prompt text. A final assistant message is a prefill: the answer continues it."""
+    """The prompt text. A final assistant message is a prefill: the answer continues it
+    (unless `opts.continue_final` is off); otherwise the prompt ends with the assistant header
+    when `opts.add_generation_prompt`."""
+    opts = opts or PromptOptions()
     kw = dict(kwargs or {})
-    last = messages[-1]
-    if prefill_assistant and last.get("role") == "assistant" and len(messages) > 1:
+    if _continues(messages, opts):
         head = template.render(messages[:-1], add_generation_prompt=True, tools=tools, **kw)
-        return head + _prefill_text(last)
-    return template.render(messages, add_generation_prompt=True, tools=tools, **kw)
+        return head + _prefill_text(messages[-1])
+    return template.render(messages, add_generation_prompt=opts.add_generation_prompt, tools=tools, **kw)
 
 
 def _prefill_text(msg: Mapping[str, Any]) -> str:
+    """The text a final assistant message leaves for the answer to continue; text parts are
+    joined by blank lines, as llama-server joins them."""
     content = msg.get("content") or ""
     if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        content = "\n\n".join(p.get("text", "") for p in content if isinstance(p, dict))
     return content
 
 
@@ -109,7 +172,7 @@ def chat_setup(
     grammar: Any,
     tokenizer: Any,
     kwargs: Mapping[str, Any] | None = None,
-    prefill_assistant: bool = True,
+    opts: PromptOptions | None = None,
 ) -> Any:
     """The chat request's ChatSetup (core/tool_calls.prepare_chat): prompt text, grammar,
     preserved tokens and the tool-call parser's format. `tools`, `tool_choice` and
@@ -117,11 +180,11 @@ def chat_setup(
     assistant message is a prefill: the prompt ends with its text."""
     from llamacli.core.tool_calls import prepare_chat
 
+    opts = opts or PromptOptions()
     msgs = messages
     prefill = ""
-    last = messages[-1]
-    if prefill_assistant and last.get("role") == "assistant" and not last.get("tool_calls") and len(messages) > 1:
-        msgs, prefill = messages[:-1], _prefill_text(last)
+    if _continues(messages, opts):
+        msgs, prefill = messages[:-1], _prefill_text(messages[-1])
     setup = prepare_chat(
         template,
         msgs,
@@ -130,6 +193,7 @@ def chat_setup(
         parallel_tool_calls=data.get("parallel_tool_calls"),
         grammar=grammar,
         tokenizer=tokenizer,
+        add_generation_prompt=opts.add_generation_prompt or bool(prefill),
         **dict(kwargs or {}),
     )
     if prefill:
@@ -138,8 +202,19 @@ def chat_setup(
 
 
 def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
+    """The template's extra variables: the server's, then the request's; `reasoning_effort:
+    "none"` turns thinking off (enable_thinking=False), other efforts reach the template."""
     kw = dict(server)
-    kw.update(Body(data).obj("chat_template_kwargs", {}))
+    b = Body(data)
+    kw.update(b.obj("chat_template_kwargs", {}))
+    if "reasoning_effort" in b:
+        effort = b.str("reasoning_effort")
+        if effort == "none":
+            kw["enable_thinking"] = False
+        elif effort:
+            kw["reasoning_effort"] = effort
+    if "enable_thinking" in kw and not isinstance(kw["enable_thinking"], bool):
+        raise bad_request('invalid type for "enable_thinking" (expected boolean)')
     return kw
 
 
@@ -225,7 +300,7 @@ def chat_json(
         if setup is not None:
             parser = setup.parser()
             parser.feed(final.content)
-            parser.finish()
+            parser.finish(cut=final.stop_type != "eos")
             message = parser.message.to_openai()
             finish = parser.finish_reason(finish)
         choices.append(
@@ -359,7 +434,9 @@ def embeddings_json(vectors: Sequence[np.ndarray], n_prompt: int, model: str, en
     }
 
 
-def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict[str, Any]:
+def models_json(
+    model_id: str, aliases: Sequence[str], info: Any | None, tags: Sequence[str] = (), n_ctx: int = 0
+) -> dict[str, Any]:
     meta = None
     created = int(time.time())
     if info is not None:
@@ -367,6 +444,7 @@ def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict
         meta = {
             "vocab_type": info.vocab_type,
             "n_vocab": info.n_vocab,
+            "n_ctx": n_ctx,
             "n_ctx_train": info.n_ctx_train,
             "n_embd": info.n_embd,
             "n_params": info.n_params,
@@ -380,7 +458,8 @@ def models_json(model_id: str, aliases: Sequence[str], info: Any | None) -> dict
                 "object": "model",
                 "created": created,
                 "owned_by": "llamacpp",
-                "aliases": list(aliases),
+                "aliases": sorted(set(aliases)),
+                "tags": sorted(set(tags)),
                 "meta": meta,
             }
         ],

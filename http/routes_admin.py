@@ -10,7 +10,7 @@ from llamacli.core.tasks import TaskParams
 from llamacli.http import native, oai
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import LOADING, ApiError, bad_request, not_supported
-from llamacli.http.metrics import CONTENT_TYPE, prometheus_text
+from llamacli.http.metrics import CONTENT_TYPE, START_HEADER, prometheus_text
 from llamacli.http.params import Body
 from llamacli.http.sse import json_response
 
@@ -29,7 +29,8 @@ async def health() -> Response:
 @bp.get("/models")
 async def models() -> Response:
     st = current_state()
-    return json_response(oai.models_json(st.model_id, st.config.aliases, st.model))
+    n_ctx = st.engine.n_ctx_slot if st.engine is not None else 0
+    return json_response(oai.models_json(st.model_id, st.config.aliases, st.model, st.config.tags, n_ctx))
 
 
 # ---- /props ------------------------------------------------------------------------------------
@@ -160,4 +161,6 @@ async def metrics() -> Response:
         requests_processing=sum(1 for s in engine.slots if s.task is not None),
         requests_deferred=getattr(engine, "n_queued", engine.metrics.requests_deferred),
     )
-    return Response(prometheus_text(m), content_type=CONTENT_TYPE)
+    resp = Response(prometheus_text(m), content_type=CONTENT_TYPE)
+    resp.headers[START_HEADER] = str(int(st.started))
+    return resp

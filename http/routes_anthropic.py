@@ -29,7 +29,7 @@ async def _setup(req: dict[str, Any], grammar: Any = None) -> tuple[Any, list[in
     fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
     def build() -> tuple[Any, list[int]]:
-        setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs, st.config.prefill_assistant)
+        setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs, oai.PromptOptions(continue_final=st.config.prefill_assistant))
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
@@ -40,7 +40,6 @@ async def messages() -> Response:
     st = current_state()
     st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(anthropic.native_fields(req))
     params = st.task_params(body)
     stream = body.bool("stream", False)
@@ -54,7 +53,7 @@ async def messages() -> Response:
         ((_, final),) = await st.collect([task])
         parser = setup.parser()
         parser.feed(final.content)
-        parser.finish()
+        parser.finish(cut=final.stop_type != "eos")
         return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id, message=parser.message))
 
     async def events() -> Any:
@@ -74,7 +73,7 @@ async def messages() -> Response:
                         err = to_api_error(r.error)
                         yield event("error", {"type": "error", "error": {"type": err.type, "message": err.message}})
                         return
-                    for name, ev in blocks.events(parser.finish()) + blocks.close():
+                    for name, ev in blocks.events(parser.finish(cut=r.stop_type != "eos")) + blocks.close():
                         yield event(name, ev)
                     yield event("message_delta", anthropic.message_delta(r, blocks.calls))
                     yield event("message_stop", {"type": "message_stop"})
@@ -90,6 +89,5 @@ async def count_tokens() -> Response:
     st = current_state()
     st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     _, prompt = await _setup(req)
     return json_response({"input_tokens": len(prompt)})

@@ -75,7 +75,6 @@ async def completion() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     if "prompt" not in body:
         raise bad_request("'prompt' is required")
@@ -92,7 +91,6 @@ async def infill() -> Response:
     st = current_state()
     engine, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     prefix = body.str("input_prefix", "")
     suffix = body.str("input_suffix", "")
@@ -153,8 +151,9 @@ async def apply_template() -> Response:
     msgs = oai.chat_messages(req)
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     tools = Body(req).list("tools", None)
+    opts = oai.prompt_options(req, st.config.prefill_assistant)
     prompt = await st.blocking(
-        lambda: oai.render_chat(model.template, msgs, tools, kwargs, st.config.prefill_assistant)
+        lambda: oai.render_chat(model.template, msgs, tools, kwargs, opts)
     )
     return json_response({"prompt": prompt})
 

@@ -35,12 +35,22 @@ async def _chat_setup(req: dict[str, Any], grammar: Any = None) -> tuple[Any, li
     _, model = st.require()
     msgs = oai.chat_messages(req)
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
+    opts = oai.prompt_options(req, st.config.prefill_assistant)
 
     def build() -> tuple[Any, list[int]]:
-        setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, st.config.prefill_assistant)
+        setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts)
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
+
+
+def _verbose(final: Final, parts: list[Any], params: Any) -> dict[str, Any]:
+    """llama-server's `__verbose` (with --verbose or `"verbose": true`): the native /completion
+    answer of the first choice, the rendered prompt included."""
+    st = current_state()
+    engine, model = st.require()
+    return native.completion_json(final, parts, index=0, model=st.model_id, tokenizer=model.tokenizer, params=params,
+                                  n_ctx=engine.n_ctx_slot, return_tokens=False)
 
 
 @bp.post("/v1/chat/completions")
@@ -49,7 +59,6 @@ async def chat_completions() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(oai.native_fields(req, chat=True))
     params = st.task_params(body)
     n = oai.n_choices(req)
@@ -63,9 +72,13 @@ async def chat_completions() -> Response:
     meta = {"id": oai.new_id("chatcmpl-"), "created": int(time.time()), "model": st.model_id,
             "fingerprint": st.config.build_info}
 
+    verbose = body.bool("verbose", st.config.verbose)
     if not stream:
         results = await st.collect(tasks)
-        return json_response(oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, setup=setup, **meta))
+        out = oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, setup=setup, **meta)
+        if verbose:
+            out["__verbose"] = _verbose(results[0][1], results[0][0], params)
+        return json_response(out)
 
     async def events() -> Any:
         finals: list[Final] = []
@@ -81,7 +94,7 @@ async def chat_completions() -> Response:
                         yield data(to_api_error(r.error).body())
                         continue
                     finals.append(r)
-                    for d in parsers[i].finish():
+                    for d in parsers[i].finish(cut=r.stop_type != "eos"):
                         yield data(oai.chat_chunk(choices=[oai.chat_delta(i, d.to_openai())], **meta))
                     finish = parsers[i].finish_reason(oai.finish_reason(r))
                     yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, finish)],
@@ -96,19 +109,34 @@ async def chat_completions() -> Response:
                 for k, delta in enumerate(deltas):
                     yield data(oai.chat_chunk(choices=[oai.chat_delta(i, delta, None, lp if k == 0 else None)], **meta))
         if include_usage:
-            yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **meta))
+            timings = {"timings": finals[-1].timings.to_dict()} if finals else {}
+            yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **timings, **meta))
         yield DONE
 
     return stream_response(events())
 
 
 @bp.post("/v1/chat/completions/input_tokens")
+@bp.post("/chat/completions/input_tokens")
 async def chat_input_tokens() -> Response:
     st = current_state()
     st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     _, prompt = await _chat_setup(req, grammar_spec(req))
+    return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
+
+
+@bp.post("/v1/responses/input_tokens")
+@bp.post("/responses/input_tokens")
+async def responses_input_tokens() -> Response:
+    """The Responses API's token count: `instructions` and `input` (text or message items)
+    rendered through the chat template like a chat request."""
+    st = current_state()
+    st.require()
+    req = await request_json()
+    chat = dict(req)
+    chat["messages"] = oai.responses_messages(req)
+    _, prompt = await _chat_setup(chat, grammar_spec(req))
     return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
 
 
@@ -117,7 +145,6 @@ async def completions() -> Response:
     st = current_state()
     _, model = st.require()
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(oai.native_fields(req, chat=False))
     if "prompt" not in body:
         raise bad_request("'prompt' is required")
@@ -137,11 +164,13 @@ async def completions() -> Response:
             "fingerprint": st.config.build_info}
     echo_texts = [model.tokenizer.detokenize(t.prompt_tokens, True, False) for t in tasks] if echo else None
 
+    verbose = body.bool("verbose", st.config.verbose)
     if not stream:
         results = await st.collect(tasks)
-        return json_response(
-            oai.text_completion_json(results, tokenizer=model.tokenizer, n_top=n_top, echo_prompts=echo_texts, **meta)
-        )
+        out = oai.text_completion_json(results, tokenizer=model.tokenizer, n_top=n_top, echo_prompts=echo_texts, **meta)
+        if verbose:
+            out["__verbose"] = _verbose(results[0][1], results[0][0], params)
+        return json_response(out)
 
     async def events() -> Any:
         finals: list[Final] = []
@@ -182,7 +211,6 @@ async def v1_embeddings() -> Response:
     if pooling == "none":
         raise bad_request("Pooling type 'none' is not OAI compatible. Please use a different pooling type")
     req = await request_json()
-    st.check_model(req.get("model"))
     body = Body(req)
     encoding = body.str("encoding_format", "float")
     if encoding not in ("float", "base64"):

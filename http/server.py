@@ -21,6 +21,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from llamacli.http.app import create_app
+from llamacli.http.header_case import CanonicalHeaders
 from llamacli.http.context import ModelInfo, ServerState
 
 
@@ -149,7 +150,7 @@ async def _serve(
     cfg.read_timeout = int(listen.timeout) if listen.timeout > 0 else None
     cfg.accesslog = None
     cfg.loglevel = "WARNING"
-    await hypercorn_serve(app, cfg, shutdown_trigger=shutdown_trigger)
+    await hypercorn_serve(CanonicalHeaders(app), cfg, shutdown_trigger=shutdown_trigger, mode="asgi")
     engine = state.engine
     if engine is not None:  # stop it while this loop still runs: its results wake this loop
         await loop.run_in_executor(None, lambda: engine.stop(cancel=True))

@@ -4,7 +4,12 @@ that `llama bench` prints both side by side from one run on the same machine loa
 from __future__ import annotations
 
 import ctypes
+import json
+import signal
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -104,3 +109,60 @@ class LlamaCppBench:
             p = n_prompt + i
             self._decode(np.full(n_seq, toks[p]), np.arange(n_seq), np.full(n_seq, p))
         return BenchResult(f"parallel{n_seq}", n_seq * n_steps, time.perf_counter() - t)
+
+
+# ---- in a child process ------------------------------------------------------------------------
+# llama-cpp-python can take the whole process down (it segfaults on CPUs whose AMX state the OS
+# does not grant): the reference runs in a child, and a crash costs only its column.
+
+
+@dataclass
+class ReferenceRun:
+    """The reference's results (one per test, in order), or None and why they are missing."""
+
+    results: list[BenchResult] | None
+    missing_reason: str = ""
+
+
+def run_in_child(
+    path: str, n_prompt: int, n_gen: int, seqs: list[int], reps: int, threads: int, flash_attn: str,
+    timeout_s: float = 1800.0,
+) -> ReferenceRun:
+    """Run `LlamaCppBench` in `python -m llamacli.bench_reference`; never raises for its failures."""
+    args = {"path": path, "n_prompt": n_prompt, "n_gen": n_gen, "seqs": seqs, "reps": reps, "threads": threads,
+            "flash_attn": flash_attn}
+    try:
+        p = subprocess.run([sys.executable, "-m", "llamacli.bench_reference", json.dumps(args)],
+                           capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return ReferenceRun(None, f"the llama.cpp reference did not finish in {timeout_s:.0f} s")
+    if p.returncode != 0:
+        if p.returncode < 0:
+            try:
+                why = f"it was killed by {signal.Signals(-p.returncode).name}"
+            except ValueError:
+                why = f"it was killed by signal {-p.returncode}"
+        else:
+            lines = [ln for ln in p.stderr.strip().splitlines() if ln.strip()]
+            why = f"it exited with status {p.returncode}" + (f": {lines[-1]}" if lines else "")
+        return ReferenceRun(None, f"the llama.cpp reference (llama-cpp-python) crashed: {why}")
+    try:
+        rows = json.loads(p.stdout.strip().splitlines()[-1])
+        return ReferenceRun([BenchResult(r["test"], int(r["n_tokens"]), float(r["seconds"])) for r in rows])
+    except (ValueError, IndexError, KeyError, TypeError):
+        return ReferenceRun(None, "the llama.cpp reference printed no results")
+
+
+def _child(args: dict[str, Any]) -> None:
+    seqs = list(args["seqs"])
+    lc = LlamaCppBench(args["path"], n_ctx=max(seqs + [1]) * max(args["n_prompt"], 64) + 256,
+                       n_seq_max=max(seqs + [1]), threads=args["threads"], flash_attn=args["flash_attn"])
+    try:
+        res = [lc.pp(args["n_prompt"], args["reps"]), lc.tg(args["n_gen"])] + [lc.parallel(n) for n in seqs]
+    finally:
+        lc.close()
+    print(json.dumps([{"test": r.test, "n_tokens": r.n_tokens, "seconds": r.seconds} for r in res]), flush=True)
+
+
+if __name__ == "__main__":
+    _child(json.loads(sys.argv[1]))

@@ -35,11 +35,12 @@ def run_bench(
     ours += [B.bench_parallel(model, n) for n in seqs]
     ref: list[BenchResult | None] = [None] * len(ours)
     if reference and bench_reference.available():
-        lc = bench_reference.LlamaCppBench(path, n_ctx=max(seqs + [1]) * max(n_prompt, 64) + 256, n_seq_max=max(seqs + [1]), threads=threads, flash_attn=flash_attn)
-        try:
-            ref = [lc.pp(n_prompt, reps), lc.tg(n_gen)] + [lc.parallel(n) for n in seqs]
-        finally:
-            lc.close()
+        # in a child process: a crash of llama-cpp-python costs only its column
+        run = bench_reference.run_in_child(path, n_prompt, n_gen, seqs, reps, threads, flash_attn)
+        if run.results is not None:
+            ref = list(run.results)
+        else:
+            console.print(f"[dim]{run.missing_reason}: llama.cpp's figures are missing[/]")
     elif reference:
         console.print("[dim]llama-cpp-python is not installed: llama.cpp's figures are skipped[/]")
     table = Table(title="tokens/s")

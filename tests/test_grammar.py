@@ -279,3 +279,32 @@ def test_engine_grammar_with_banned_tokens_fails_loudly(tiny) -> None:  # type: 
         task = eng.submit(Task(fixture_tokens("gemma3", 8), TaskParams(n_predict=4, sampling=sp, grammar=GrammarSpec.gbnf('root ::= "a"+'))))
         final = next(r for r in task.results if isinstance(r, Final))
     assert final.stop_type == "error" and isinstance(final.error, GrammarError)
+
+
+def test_json_schema_rules_of_llama_cpp(demo_tok) -> None:  # type: ignore[no-untyped-def]
+    """grammars-README's rules: objects with properties allow no other keys unless
+    `"additionalProperties": true` (nested objects too); the other rules as measured here
+    (docs/structured-output.md lists where we differ)."""
+    props = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    closed = GrammarSpec.json_schema(props)
+    assert matches(demo_tok, closed, '{"a": 5}') == (True, True)
+    assert matches(demo_tok, closed, '{"a": 5, "b": 1}')[0] is False
+    opened = GrammarSpec.json_schema({**props, "additionalProperties": True})
+    assert matches(demo_tok, opened, '{"a": 5, "b": 1}') == (True, True)
+    nested = GrammarSpec.json_schema({"type": "object", "properties": {"o": props}, "required": ["o"]})
+    assert matches(demo_tok, nested, '{"o": {"a": 1}}') == (True, True)
+    assert matches(demo_tok, nested, '{"o": {"a": 1, "z": 2}}')[0] is False
+    assert matches(demo_tok, GrammarSpec.json_schema({"type": "object"}), '{"any": 1}') == (True, True)
+    # bounds hold for numbers too (llama.cpp: integers only)
+    num = GrammarSpec.json_schema({"type": "number", "minimum": 0, "maximum": 10})
+    assert matches(demo_tok, num, "5.5") == (True, True) and matches(demo_tok, num, "11")[0] is False
+    # an anchored pattern matches the whole string; an unanchored one is a search, as JSON
+    # Schema defines it (llama.cpp requires ^...$)
+    anchored = GrammarSpec.json_schema({"type": "string", "pattern": "^ab+$"})
+    assert matches(demo_tok, anchored, '"abbb"') == (True, True) and matches(demo_tok, anchored, '"xabb"')[0] is False
+    search = GrammarSpec.json_schema({"type": "string", "pattern": "ab+"})
+    assert matches(demo_tok, search, '"xabbx"') == (True, True) and matches(demo_tok, search, '"xyz"')[0] is False
+    # allOf members merge their properties (llama.cpp merges them): they are not closed apart
+    merged = GrammarSpec.json_schema({"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                                                {"properties": {"b": {"type": "integer"}}, "required": ["b"]}]})
+    assert matches(demo_tok, merged, '{"a": 1, "b": 2}') == (True, True)

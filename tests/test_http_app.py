@@ -557,8 +557,9 @@ def test_bad_requests_are_4xx_never_500(client: Client) -> None:
         code, d, _ = client.post(path, body, data=raw)
         assert 400 <= code < 500 and d["error"]["type"] == "invalid_request_error", (path, body, raw, d)
         assert isinstance(d["error"]["message"], str) and d["error"]["code"] == code
+    # any model name is served (llama-server in single-model mode), aliases or not
     code, d, _ = client.post("/v1/chat/completions", {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]})
-    assert code == 404 and "gpt-4" in d["error"]["message"]
+    assert code == 200 and d["model"] == "fake"
     code, d, _ = client.post("/completion", {"prompt": "x" * 500})
     assert code == 400 and d["error"]["type"] == "exceed_context_size_error" and d["error"]["n_ctx"] == 128
     code, d, _ = client.get("/no/such/path")
@@ -576,7 +577,9 @@ def test_health_models_props_slots_metrics(client: Client) -> None:
     assert d["total_slots"] == 2 and d["model_path"] == "/models/fake.gguf" and d["chat_template"] == "chatml"
     assert d["default_generation_settings"]["params"]["temperature"] == 0.8
     _, d, _ = client.get("/slots")
-    assert [s["id"] for s in d] == [0, 1] and not d[0]["is_processing"] and "params" in d[0]
+    # an idle slot that never served a task has no id_task/params/next_token (llama-server)
+    assert [s["id"] for s in d] == [0, 1] and not d[0]["is_processing"] and "params" not in d[0]
+    assert set(d[0]) == {"id", "n_ctx", "speculative", "is_processing"}
     code, text, h = client.get("/metrics")
     assert code == 200 and h["Content-Type"].startswith("text/plain") and "llamacpp:n_decode_total" in text
 
@@ -614,9 +617,12 @@ def test_api_keys_and_public_endpoints() -> None:
     assert c.post("/completion", body, headers={"Authorization": "Bearer nope"})[0] == 401
     assert c.post("/completion", body, headers={"Authorization": "Bearer k2"})[0] == 200
     assert c.post("/completion", body, headers={"X-Api-Key": "k1"})[0] == 200
-    for path in ("/health", "/v1/health", "/v1/models", "/models"):
+    # public: the health checks and the web UI's files; everything else needs the key
+    for path in ("/health", "/v1/health", "/", "/sw.js", "/manifest.webmanifest", "/_app/version.json"):
         assert c.get(path)[0] == 200, path
-    assert c.get("/props")[0] == 401
+    for path in ("/props", "/v1/models", "/models", "/slots", "/metrics"):
+        assert c.get(path)[0] == 401, path
+    assert c.get("/v1/models", headers={"Authorization": "Bearer k1"})[0] == 200
 
 
 def test_cors() -> None:
@@ -625,7 +631,8 @@ def test_cors() -> None:
         "Origin": "http://example.com", "Access-Control-Request-Method": "POST",
         "Access-Control-Request-Headers": "authorization,content-type"})
     assert code == 200 and h["Access-Control-Allow-Origin"] == "http://example.com"
-    assert "POST" in h["Access-Control-Allow-Methods"] and "authorization" in h["Access-Control-Allow-Headers"]
+    assert h["Access-Control-Allow-Methods"] == "GET, POST, DELETE, OPTIONS" and h["Access-Control-Allow-Headers"] == "*"
+    assert h["Access-Control-Allow-Credentials"] == "true"
     _, _, h = c.get("/health", headers={"Origin": "http://example.com"})
     assert h["Access-Control-Allow-Origin"] == "http://example.com" and h["Access-Control-Allow-Credentials"] == "true"
     c2, _ = make(ServerConfig(cors_origins="localhost"))
@@ -807,3 +814,184 @@ def test_bad_tools_are_400() -> None:
         assert code == 400 and d["error"]["type"] == "invalid_request_error" and d["error"]["code"] == 400, (extra, d)
     code, d, _ = c.post("/v1/messages", {"messages": ASK, "tools": [{"input_schema": {}}]})
     assert code == 400 and d["error"]["type"] == "invalid_request_error", d
+
+
+# ---- llama-server compatibility (issue 11) -------------------------------------------------------
+def test_models_aliases_and_tags() -> None:
+    """--alias a,b,c / --tags: /v1/models lists both (sorted, as llama-server's std::set) and the
+    id is the first alias in that order; responses name the same id."""
+    c, _ = make(ServerConfig(aliases=["tinyllama-2", "fim", "code"], tags=["small", "chat", "fim"]))
+    _, d, _ = c.get("/v1/models")
+    (m,) = d["data"]
+    assert m["id"] == "code" and m["aliases"] == ["code", "fim", "tinyllama-2"] and m["tags"] == ["chat", "fim", "small"]
+    assert m["meta"]["n_ctx"] == 128
+    assert c.get("/props")[1]["model_alias"] == "code"
+    _, d, _ = c.post("/v1/chat/completions", {"model": "gpt-3.5-turbo", "messages": [{"role": "user", "content": "hi"}]})
+    assert d["model"] == "code"
+
+
+def test_cors_origin_rules() -> None:
+    """llama-server's rules: `*` reflects any Origin, `localhost` only localhost hosts (any
+    port, IPv6 included, never a lookalike), an explicit origin is sent as given."""
+    pre = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"}
+    c, _ = make(ServerConfig())
+    assert c.request("OPTIONS", "/completions", headers={"Origin": "localhost", **pre})[2]["Access-Control-Allow-Origin"] == "localhost"
+    c, _ = make(ServerConfig(cors_origins="localhost"))
+    for origin in ("http://localhost", "http://localhost:8080", "http://127.0.0.1:3000", "http://[::1]", "http://[::1]:3000"):
+        code, _, h = c.request("OPTIONS", "/completions", headers={"Origin": origin, **pre})
+        assert code == 200 and h["Access-Control-Allow-Origin"] == origin, origin
+    for origin in ("http://evil.com", "http://notlocalhost", "http://localhost.evil.com"):
+        code, _, h = c.request("OPTIONS", "/completions", headers={"Origin": origin, **pre})
+        assert code == 200 and "Access-Control-Allow-Origin" not in h, origin
+    c, _ = make(ServerConfig(cors_origins="https://app.example"))
+    assert c.get("/health", headers={"Origin": "https://other.example"})[2]["Access-Control-Allow-Origin"] == "https://app.example"
+
+
+def test_metrics_header_and_counters() -> None:
+    c, _ = make(ServerConfig(metrics=True))
+    c.post("/completion", {"prompt": "a", "n_predict": 2})
+    code, text, h = c.get("/metrics")
+    assert code == 200 and int(h["Process-Start-Time-Unix"]) > 0
+    for name, kind in [("prompt_tokens_cached_total", "counter"), ("spec_decode_num_drafts_total", "counter"),
+                       ("spec_decode_num_accepted_tokens_total", "counter"), ("n_busy_slots_per_decode", "gauge")]:
+        assert f"# TYPE llamacpp:{name} {kind}" in text and f"# HELP llamacpp:{name} " in text
+
+
+def test_timings_rate_excludes_the_first_token() -> None:
+    """The first token comes from the prompt's last batch: llama-server's rate is over n-1 steps."""
+    from llamacli.core.tasks import Timings
+
+    one = Timings(prompt_n=3, prompt_ms=6.0, predicted_n=1, predicted_ms=0.5).to_dict()
+    assert one["predicted_per_second"] == 0.0 and one["predicted_per_token_ms"] == 0.0
+    many = Timings(prompt_n=3, prompt_ms=6.0, predicted_n=16, predicted_ms=30.0).to_dict()
+    assert many["predicted_per_second"] == pytest.approx(1e3 / 30.0 * 15, abs=1e-6) and many["predicted_per_token_ms"] == 2.0
+
+
+def test_slot_shows_its_last_task() -> None:
+    """After a task the idle slot shows that task's params, with next_token as a list whose
+    budget does not leak (n_remain -1, n_decoded 0)."""
+    from llamacli.core.slot import Slot
+    from llamacli.core.tasks import Task, TaskParams
+    from llamacli.http.native import slot_json
+
+    s = Slot(0, 64)
+    s.task = Task([1, 2, 3], TaskParams(n_predict=8))
+    s.generated = [5, 6]
+    busy = slot_json(s, 64, TaskParams())
+    assert busy["is_processing"] and busy["next_token"][0]["n_remain"] == 6 and busy["params"]["n_predict"] == 8
+    s.release()
+    idle = slot_json(s, 64, TaskParams())
+    assert not idle["is_processing"] and idle["id_task"] == busy["id_task"] and idle["params"]["n_predict"] == 8
+    assert idle["next_token"][0]["n_remain"] == -1 and idle["next_token"][0]["n_decoded"] == 0
+
+
+def test_cors_proxy() -> None:
+    """/cors-proxy is 403 unless --ui-mcp-proxy; with it, only x-llama-server-proxy-header-*
+    headers reach the target (the caller's key, cookies and proxy credentials never do)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: dict[str, str] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.update({k.lower(): v for k, v in self.headers.items()})
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    target = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=target.serve_forever, daemon=True).start()
+    try:
+        url = f"/cors-proxy?url=http://127.0.0.1:{target.server_port}/x"
+        c, _ = make(ServerConfig())
+        code, d, _ = c.get(url)
+        assert code == 403 and d["error"]["type"] == "feature_disabled"
+        c, _ = make(ServerConfig(ui_mcp_proxy=True, api_keys=["k"]))
+        code, text, _ = c.get(url, headers={"Authorization": "Bearer k", "Cookie": "s=1", "Proxy-Authorization": "Basic x",
+                                            "x-llama-server-proxy-header-accept": "application/json",
+                                            "x-llama-server-proxy-header-authorization": "Bearer explicit"})
+        assert code == 200 and text == "ok"
+        assert seen["accept"] == "application/json" and seen["authorization"] == "Bearer explicit"
+        assert "cookie" not in seen and "proxy-authorization" not in seen and "x-api-key" not in seen
+        assert c.get("/cors-proxy?url=ftp://x/y", headers={"Authorization": "Bearer k"})[0] == 400
+    finally:
+        target.shutdown()
+        target.server_close()
+
+
+def test_canonical_header_case() -> None:
+    from llamacli.http.header_case import canonical
+
+    assert canonical(b"access-control-allow-origin") == b"Access-Control-Allow-Origin"
+    assert canonical(b"process-start-time-unix") == b"Process-Start-Time-Unix"
+
+
+def test_chat_prompt_endings() -> None:
+    """add_generation_prompt false leaves the assistant header out; continue_final_message (vLLM)
+    continues a final assistant message like the prefill, text parts joined by blank lines; both
+    true is a 400; invalid message lists are 400s."""
+    c, _ = make(ServerConfig())
+    user = [{"role": "user", "content": "Hi"}]
+    _, d, _ = c.post("/apply-template", {"messages": user})
+    assert d["prompt"].endswith("<|im_start|>assistant\n")
+    _, d, _ = c.post("/apply-template", {"messages": user, "add_generation_prompt": False})
+    assert "assistant" not in d["prompt"] and d["prompt"].endswith("<|im_end|>\n")
+    pre = user + [{"role": "assistant", "content": [{"type": "text", "text": "Wh"}, {"type": "text", "text": "ill"}]}]
+    _, auto, _ = c.post("/apply-template", {"messages": pre})
+    _, cont, _ = c.post("/apply-template", {"messages": pre, "continue_final_message": True, "add_generation_prompt": False})
+    assert auto["prompt"] == cont["prompt"] and cont["prompt"].endswith("<|im_start|>assistant\nWh\n\nill")
+    code, d, _ = c.post("/v1/chat/completions", {"messages": pre, "continue_final_message": True, "add_generation_prompt": True})
+    assert code == 400 and d["error"]["type"] == "invalid_request_error"
+    for bad in (None, "string", [123], [{}], [{"role": 123}], [{"role": "system", "content": 123}],
+                [{"role": "system", "content": "t"}, {}],
+                [{"role": "user", "content": "t"}, {"role": "assistant", "content": "t"}, {"role": "assistant", "content": "t"}]):
+        code, d, _ = c.post("/chat/completions", {"messages": bad})
+        assert code == 400 and "error" in d, bad
+
+
+def test_reasoning_off_closes_the_thinking_block() -> None:
+    """enable_thinking false (chat_template_kwargs, reasoning_effort "none", --reasoning off):
+    the prompt ends with the empty thinking block the template's model expects."""
+    from llamacli.core.chat_templates.thinking import close_thinking
+
+    deepseek = "{{ '<｜Assistant｜><think>\\n' if add_generation_prompt }}"
+    assert close_thinking("<｜Assistant｜><think>\n", deepseek) == "<｜Assistant｜><think>\n</think>"
+    cmdr = "{% if x %}<|START_THINKING|>{{ t }}<|END_THINKING|>{% endif %}<|CHATBOT_TOKEN|>"
+    assert close_thinking("<|CHATBOT_TOKEN|>", cmdr) == "<|CHATBOT_TOKEN|><|START_THINKING|><|END_THINKING|>"
+    assert close_thinking("assistant\n<think>\n\n</think>\n\n", "<think></think>") == "assistant\n<think>\n\n</think>\n\n"
+    assert close_thinking("assistant\n", "no tags") == "assistant\n"
+    tok = FakeTokenizer()
+    src = "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}"
+    c = Client(create_app(FakeEngine(tok), ServerConfig(), fake_model(tok, src)))
+    msgs = [{"role": "user", "content": "Q"}]
+    assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n"
+    for extra in ({"chat_template_kwargs": {"enable_thinking": False}}, {"reasoning_effort": "none"}):
+        assert c.post("/apply-template", {"messages": msgs, **extra})[1]["prompt"] == "Q<A><think>\n</think>", extra
+    c = Client(create_app(FakeEngine(tok), ServerConfig(chat_template_kwargs={"enable_thinking": False}), fake_model(tok, src)))
+    assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n</think>"
+
+
+def test_verbose_and_token_count_routes() -> None:
+    """`verbose` (or --verbose) adds llama-server's __verbose with the rendered prompt; the
+    token-count routes answer under both prefixes; usage chunks carry timings."""
+    c, _ = make(ServerConfig())
+    msgs = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
+    _, d, _ = c.post("/chat/completions", {"messages": msgs, "max_tokens": 2, "verbose": True})
+    assert "Book" in d["__verbose"]["prompt"] and d["__verbose"]["tokens_evaluated"] > 0
+    assert "__verbose" not in c.post("/chat/completions", {"messages": msgs, "max_tokens": 2})[1]
+    c2, _ = make(ServerConfig(verbose=True))
+    assert "__verbose" in c2.post("/v1/completions", {"prompt": "a", "max_tokens": 2})[1]
+    counts = {p: c.post(p, {"messages": msgs})[1]["input_tokens"] for p in ("/chat/completions/input_tokens", "/v1/chat/completions/input_tokens")}
+    assert len(set(counts.values())) == 1 and counts["/chat/completions/input_tokens"] > 5
+    for p in ("/responses/input_tokens", "/v1/responses/input_tokens"):
+        code, d, _ = c.post(p, {"instructions": "Book", "input": "What is the best book"})
+        assert code == 200 and d["input_tokens"] == counts["/chat/completions/input_tokens"], p
+    code, text, _ = c.post("/chat/completions", {"messages": msgs, "max_tokens": 3, "stream": True,
+                                                  "stream_options": {"include_usage": True}})
+    chunks = [json.loads(ln[6:]) for ln in text.splitlines() if ln.startswith("data: {")]
+    usage = [ch for ch in chunks if not ch["choices"]]
+    assert len(usage) == 1 and "predicted_n" in usage[0]["timings"] and "timings" not in chunks[0]

@@ -80,7 +80,9 @@ def test_api_keys_cors_ui_and_ignored_flags(demo_model: str, tmp_path: Path) -> 
         for flag in ("--n-gpu-layers", "--flash-attn", "--mlock", "--cache-type-k", "--no-mmap", "--threads-batch",
                      "--log-colors"):
             assert f"note: {flag} has no effect here" in log, flag
-        assert srv.get("/health")[0] == 200 and srv.get("/v1/models")[0] == 200  # public
+        assert srv.get("/health")[0] == 200 and srv.get("/sw.js")[0] == 404  # public (--no-ui: no UI files)
+        assert srv.get("/v1/models")[0] == 401  # as llama-server: only health and UI files are public
+        assert srv.get("/v1/models", headers={"Authorization": "Bearer k2"})[0] == 200
         code, body = srv.get("/props")
         assert code == 401 and body == {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
         assert srv.get("/props", headers={"Authorization": "Bearer nope"})[0] == 401
@@ -118,7 +120,7 @@ def test_tls_and_json_log_lines(demo_model: str, tmp_path: Path) -> None:
     with LlamaServer("-m", demo_model, "-c", "256", "-np", "1", "--no-warmup", "--ssl-key-file", str(key),
                      "--ssl-cert-file", str(cert), "--log-format", "json", cafile=str(cert)) as srv:
         assert srv.url.startswith("https://")
-        assert srv.get("/v1/models")[0] == 200
+        assert srv.get("/v1/models")[0] == 200  # no --api-key: everything is open
         with pytest.raises(OSError):  # plain HTTP is not served
             urllib.request.urlopen(srv.url.replace("https://", "http://") + "/health", timeout=10).read()
         lines = [json.loads(ln) for ln in srv.log().splitlines() if ln.startswith("{")]
@@ -143,3 +145,37 @@ def test_bad_starts_exit_with_one_error_line(tmp_path: Path) -> None:
         busy.close()
     r = _serve("--top-p", "7", "--port", "0")
     assert r.returncode == 1 and "top_p" in r.stderr
+
+
+def test_llama_server_flags_and_wire_format(demo_model: str) -> None:
+    """Flags llama.cpp's server tests start servers with, on a real `llama serve`: --alias and
+    --tags in /v1/models; --tools limits CORS to localhost origins by default; --no-slots is a
+    501; header names are written capitalised (llama.cpp's tests read them from a plain dict);
+    an OpenAI client's own model name is served."""
+    args = ["-m", demo_model, "-c", "256", "-np", "1", "--no-warmup", "--alias", "tinyllama-2,fim,code",
+            "--tags", "chat,fim,small", "--tools", "all", "--no-slots", "--metrics"]
+    with LlamaServer(*args) as srv:
+        _, d = srv.get("/v1/models")
+        (m,) = d["data"]
+        assert (m["id"], m["aliases"], m["tags"]) == ("code", ["code", "fim", "tinyllama-2"], ["chat", "fim", "small"])
+        code, d = srv.get("/slots")
+        assert code == 501 and d["error"]["type"] == "not_supported_error"
+        u = urlparse(srv.url)
+        for origin, allowed in [("http://localhost:8080", True), ("http://evil.com", False)]:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+            conn.request("OPTIONS", "/completions", headers={"Origin": origin, "Access-Control-Request-Method": "POST"})
+            resp = conn.getresponse()
+            resp.read()
+            names = [k for k, _ in resp.getheaders()]
+            assert resp.status == 200 and "Access-Control-Allow-Methods" in names  # exact case on the wire
+            assert (resp.getheader("Access-Control-Allow-Origin") == origin) == allowed, origin
+            conn.close()
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        resp.read()
+        assert "Process-Start-Time-Unix" in [k for k, _ in resp.getheaders()]
+        conn.close()
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none", max_retries=0)
+        r = client.completions.create(model="gpt-3.5-turbo-instruct", prompt="Hello", max_tokens=1)
+        assert r.model == "code" and r.usage.completion_tokens == 1

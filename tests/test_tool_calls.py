@@ -262,15 +262,72 @@ def test_stream_equals_whole(fmt: str, text: str, content: str | None, calls: li
     assert p.finish_reason("length") == "length"
 
 
-def test_stream_cut_off_call_keeps_what_was_sent() -> None:
-    """n_predict ends the output inside a call: the message keeps the call and the arguments
-    streamed so far (finish_reason stays "length")."""
+def test_stream_cut_off_call_is_dropped_from_the_message() -> None:
+    """n_predict ends the output inside a call: the deltas already streamed stay sent, the
+    final message drops the partial call (finish_reason stays "length")."""
     text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par'
     p = ToolCallParser("hermes", ids())
-    deltas = p.feed(text) + p.finish()
-    assert replay(deltas) == p.message
-    assert p.message.tool_calls[0].arguments == '{"city": "Par'
+    deltas = p.feed(text) + p.finish(cut=True)
+    sent = replay(deltas)
+    assert sent.tool_calls[0].arguments == '{"city": "Par'
+    assert p.message.tool_calls == [] and not p.message.content
     assert p.finish_reason("length") == "length"
+
+
+_ADD = '{"name": "add", "arguments": {"a": 1, "b": 2}}'
+_WEATHER = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+# (format, a whole output with two calls, the content before them): every prefix of it is a
+# possible cut by max_tokens
+CUT_OUTPUTS = [
+    ("hermes", f"Let me see.\n<tool_call>\n{_ADD}\n</tool_call>\n<tool_call>\n{_WEATHER}\n</tool_call>", "Let me see."),
+    ("llama3", f"<|python_tag|>{_ADD.replace('arguments', 'parameters')}; {_WEATHER.replace('arguments', 'parameters')}", None),
+    ("mistral", f'[TOOL_CALLS][{_ADD[:-1]}, "id": "a1"}}, {_WEATHER[:-1]}, "id": "a2"}}]', None),
+    ("mistral_args", '[TOOL_CALLS]add[ARGS]{"a": 1, "b": 2}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', None),
+    ("generic", f'{{"tool_calls": [{_ADD}, {_WEATHER}]}}', None),
+    ("generic", '{"tool_call": ' + _ADD + "}", None),
+]
+_SYNTAX = ("{", "}", "[", "]", '"', "<tool", "tool_call", "TOOL_CALLS", "python_tag", "ARGS", "<|")
+
+
+@pytest.mark.parametrize("fmt, text, before", CUT_OUTPUTS)
+def test_cut_output_keeps_complete_calls_and_no_syntax(fmt: str, text: str, before: str | None) -> None:
+    """Cut anywhere (max_tokens): the calls complete by then are returned, the partial one is
+    dropped, and no fragment of call syntax is content, whole or streamed."""
+    whole = parse_message(fmt, text, ids())
+    assert len(whole.tool_calls) in (1, 2)
+    for cut in range(len(text)):
+        prefix = text[:cut]
+        msg = parse_message(fmt, prefix, ids(), cut=True)
+        assert msg.content in (None, "") or msg.content == (before or "")[: len(msg.content)], (prefix, msg)
+        for piece in _SYNTAX:
+            assert piece not in (msg.content or ""), (prefix, msg.content)
+        # exactly the calls whose text is complete in the prefix
+        assert msg.tool_calls == whole.tool_calls[: len(msg.tool_calls)], prefix
+        for c in msg.tool_calls:
+            json.loads(c.arguments)
+        n_done = sum(1 for c in whole.tool_calls if text.find(c.arguments) + len(c.arguments) < cut)
+        assert len(msg.tool_calls) >= n_done - 1 and len(msg.tool_calls) <= n_done + 1, prefix
+        # streamed one character at a time: the same message; content deltas carry no syntax
+        p = ToolCallParser(fmt, ids())
+        deltas = [d for ch in prefix for d in p.feed(ch)] + p.finish(cut=True)
+        assert p.message == msg, prefix
+        sent = replay(deltas)
+        assert (sent.content or "") == (msg.content or ""), prefix
+        assert sent.tool_calls[: len(msg.tool_calls)] == msg.tool_calls, prefix
+
+
+def test_cut_after_complete_calls_returns_them() -> None:
+    """Cut while the second call is written: the first one is the answer, with no content."""
+    text = f"<tool_call>\n{_ADD}\n</tool_call>\n<tool_call>\n{{\"name\": \"get_weather\", \"argu"
+    msg = parse_message("hermes", text, ids(), cut=True)
+    assert msg.content is None
+    assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("add", {"a": 1, "b": 2})]
+    # the start of each format's call syntax, cut: no content at all
+    for fmt, text in [("generic", '{"'), ("generic", '{"tool_ca'), ("hermes", '<tool_call>\n{"'), ("hermes", "<tool_"),
+                      ("llama3", '{"'), ("llama3", "<|python_"), ("mistral", "[TOOL_CA"), ("mistral", '[TOOL_CALLS][{"na')]:
+        assert not parse_message(fmt, text, ids(), cut=True).content, (fmt, text)
+        if fmt in ("hermes", "mistral"):  # formats whose calls may follow some text
+            assert parse_message(fmt, "Hi. " + text, ids(), cut=True).content == "Hi."
 
 
 def test_stream_holds_marker_prefixes() -> None:

@@ -17,7 +17,8 @@ from llamacli.core.model import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.tasks import Final, Partial, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
-from llamacli.core.tool_calls import ChatSetup, prepare_chat
+from llamacli.core.grammar import GrammarSpec
+from llamacli.core.tool_calls import ChatSetup, parse_message, prepare_chat
 
 from tests.sdist_cache import llama_cpp_path
 from tests.test_tool_calls import CONVERSATION, TOOLS, replay
@@ -43,15 +44,17 @@ def demo(demo_model: str):  # type: ignore[no-untyped-def]
         yield eng, tok, tmpl
 
 
-def run_all(eng: Engine, tok: Any, jobs: list[tuple[str, ChatSetup, float]]) -> list[tuple[str, ChatSetup, Any]]:
+def run_all(
+    eng: Engine, tok: Any, jobs: list[tuple[str, ChatSetup, float]], n_predict: int = 160, grammar: Any = None
+) -> list[tuple[str, ChatSetup, Any]]:
     """Submit every job at once (one continuous batch), stream each through its parser."""
     tasks = []
     for i, (label, setup, temp) in enumerate(jobs):
         prompt = tok.tokenize(setup.prompt, add_special=True, parse_special=True)
         params = TaskParams(
-            n_predict=160,
+            n_predict=n_predict,
             sampling=SamplingParams(temperature=temp, seed=100 + i),
-            grammar=setup.grammar,
+            grammar=grammar or setup.grammar,
             preserved_tokens=setup.preserved_tokens,
         )
         tasks.append((label, setup, eng.submit(Task(prompt, params))))
@@ -66,8 +69,11 @@ def run_all(eng: Engine, tok: Any, jobs: list[tuple[str, ChatSetup, float]]) -> 
             else:
                 final = r
         assert isinstance(final, Final)
-        deltas += parser.finish()
-        assert replay(deltas) == parser.message, label  # the stream spells the same message
+        deltas += parser.finish(cut=final.stop_type != "eos")
+        sent, msg = replay(deltas), parser.message  # the stream spells the same message
+        assert (sent.content or "") == (msg.content or "") and sent.tool_calls[: len(msg.tool_calls)] == msg.tool_calls, label
+        if final.stop_type == "eos":  # only a cut call is streamed but left out of the message
+            assert sent == msg, label
         out.append((label, setup, (final, parser)))
     return out
 
@@ -98,9 +104,8 @@ def test_required_and_named_calls_are_valid(demo) -> None:  # type: ignore[no-un
         calls = msg.tool_calls
         assert calls and msg.content is None, f"{label}: {final.content!r}"
         if setup.parallel_tool_calls and final.stop_type == "limit":
-            # a small model may go on calling; n_predict cuts the last call short
+            # a small model may go on calling; n_predict cuts the last call short: it is dropped
             assert parser.finish_reason(final.finish_reason) == "length"
-            calls = calls[:-1]
         else:
             assert final.stop_type == "eos", f"{label}: {final.stop_type} {final.content!r}"
             assert parser.finish_reason(final.finish_reason) == "tool_calls", label
@@ -128,3 +133,34 @@ def test_auto_answers_or_calls(demo) -> None:  # type: ignore[no-untyped-def]
         assert (msg.content is not None) != bool(msg.tool_calls), label
         for call in msg.tool_calls:
             check_call(label, call.name, call.arguments, set(SCHEMAS))
+
+
+def test_calls_cut_by_max_tokens(demo) -> None:  # type: ignore[no-untyped-def]
+    """max_tokens ends the output inside a call, whatever the model would write: a grammar
+    forces two calls in the generic format, the second with a 400-digit argument (the Gemma
+    tokenizer splits digits, so it cannot end within the budget) and n_predict leaves room
+    for the first call only (a token is at least one character). The first call is returned,
+    the cut one dropped, and no piece of the JSON is content, streamed or not; a budget of
+    two tokens leaves no call and no content."""
+    eng, tok, tmpl = demo
+    first = '{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}, '
+    second = '{"name": "get_weather", "arguments": {"city": "' + "1234567890" * 40 + '"}}]}'
+    forced = GrammarSpec.gbnf("root ::= " + json.dumps(first + second))
+    setup = prepare_chat(tmpl, [{"role": "user", "content": "Add 1 and 2."}], tools=TOOLS, tool_choice="required", tokenizer=tok)
+    assert setup.format == "generic"
+    prefix = first + '{"name": "get_weather", "arguments": {"city": "'
+    for n_predict in (len(prefix) + 5, 2):
+        ((label, _, (final, parser)),) = run_all(eng, tok, [(f"cut/{n_predict}", setup, 1.0)], n_predict, forced)
+        assert final.stop_type == "limit" and final.content.startswith("{"), (label, final.content)
+        msg = parser.message
+        assert parser.finish_reason(final.finish_reason) == "length"
+        assert not msg.content, (label, msg.content)
+        if n_predict == 2:
+            assert msg.tool_calls == [], label
+        else:
+            assert [(c.name, json.loads(c.arguments)) for c in msg.tool_calls] == [("add", {"a": 1, "b": 2})], label
+        # the non-streamed answer (the whole text parsed at once) is the same message
+        whole = parse_message("generic", final.content, cut=True)
+        assert whole.content == msg.content and [(c.name, c.arguments) for c in whole.tool_calls] == [
+            (c.name, c.arguments) for c in msg.tool_calls
+        ]

@@ -12,6 +12,7 @@ Python ports of llama.cpp's C++ formats.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -21,6 +22,7 @@ from .builtin import BUILTIN_FORMATTERS, BUILTIN_NAMES, format_builtin
 from .caps import TemplateCaps, probe_caps
 from .detect import default_builtin, detect_builtin
 from .jinja_env import compile_template, render_template
+from .thinking import close_thinking
 from .messages import (
     ChatTemplateError,
     Message,
@@ -187,6 +189,8 @@ class ChatTemplate:
             out = out[len(self.bos_token) :]
         if self.add_eos and self.eos_token and out.endswith(self.eos_token):
             out = out[: -len(self.eos_token)]
+        if add_generation_prompt and context.get("enable_thinking") is False:
+            out = close_thinking(out, self.source)
         return out
 
     def _adapt(self, msgs: list[Message]) -> list[Message]:
@@ -224,6 +228,9 @@ class ChatTemplate:
         }
         if tools:
             context["tools"] = copy.deepcopy(list(tools))
+        if "+ functions" in self.source or "{{ functions" in self.source:
+            # llama.cpp's FireFunction v2 handler: the tools as indented JSON text ("" when none)
+            context["functions"] = json.dumps(list(tools), indent=2) if tools else ""
         context.update(copy.deepcopy(dict(extra)))
         context["add_generation_prompt"] = add_generation_prompt
         return context

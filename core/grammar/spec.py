@@ -111,7 +111,7 @@ class GrammarSpec:
             return L.grammar_from_regex(self.source)
         if self.kind == "json_schema":
             try:
-                schema = bound_numbers(json.loads(self.source))
+                schema = closed_objects(bound_numbers(json.loads(self.source)))
                 xg = schema.get("x-guidance") if isinstance(schema, dict) else None
                 own_ws = isinstance(xg, dict) and ("whitespace_flexible" in xg or "whitespace_pattern" in xg)
                 defaults = None if own_ws else {"whitespace_pattern": JSON_WHITESPACE}
@@ -124,6 +124,29 @@ class GrammarSpec:
         return {"gbnf": "grammar", "lark": "Lark grammar", "regex": "regex", "json_schema": "JSON schema"}.get(
             self.kind, "grammar"
         )
+
+
+def closed_objects(schema: Any, close: bool = True) -> Any:
+    """A copy of ``schema`` where an object schema with ``properties`` and no
+    ``additionalProperties`` allows no other keys, as llama.cpp's converter reads it (JSON
+    Schema's own default allows them; a small model then invents keys until max_tokens).
+    ``"additionalProperties": true`` keeps allowing them. The members of an ``allOf`` are not
+    closed themselves (their properties merge, as llama.cpp merges them)."""
+    if isinstance(schema, list):
+        return [closed_objects(x, close) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _SCHEMA_MAPS and isinstance(v, dict):  # names -> schemas
+            out[k] = {name: closed_objects(sub) for name, sub in v.items()}
+        elif k == "allOf" and isinstance(v, list):
+            out[k] = [closed_objects(sub, close=False) for sub in v]
+        else:
+            out[k] = v if k in _NO_WALK else closed_objects(v)
+    if close and "properties" in out and "additionalProperties" not in out and "unevaluatedProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def bound_numbers(schema: Any) -> Any:

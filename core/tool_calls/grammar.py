@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from llamacli.core.grammar.spec import JSON_WHITESPACE, GrammarSpec, bound_numbers
+from llamacli.core.grammar.spec import JSON_WHITESPACE, GrammarSpec, bound_numbers, closed_objects
 from llamacli.core.tool_calls.tools import Tool, ToolChoice
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ TEXT = r"TEXT: /(.|\n)*/"
 
 def _params(tool: Tool) -> Any:
     p = tool.parameters
-    return bound_numbers(p) if isinstance(p, dict) else p
+    return closed_objects(bound_numbers(p)) if isinstance(p, dict) else p
 
 
 def call_schema(tool: Tool, args_key: str = "arguments", with_id: bool = False) -> dict[str, Any]:

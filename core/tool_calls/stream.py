@@ -4,7 +4,7 @@
     for piece in pieces:                     # Partial.content from the engine
         for d in parser.feed(piece):
             send(d.to_openai())              # {"content": ...} or {"tool_calls": [...]}
-    for d in parser.finish(): send(d.to_openai())
+    for d in parser.finish(cut=final.stop_type != "eos"): send(d.to_openai())
     msg = parser.message                     # ParsedMessage: content, tool_calls
     finish_reason = parser.finish_reason(final.finish_reason)
 
@@ -115,11 +115,13 @@ class ToolCallParser:
             return []
         return self._diff(final=False)
 
-    def finish(self) -> list[Delta]:
-        """The rest, once generation ended; then `message` holds the whole answer."""
+    def finish(self, cut: bool = False) -> list[Delta]:
+        """The rest, once generation ended; then `message` holds the whole answer. ``cut``:
+        the output did not end on its own (max_tokens, stop string), so a call still being
+        written is dropped, and so is any text that might have been the start of one."""
         if self._finished:
             return []
-        out = self._diff(final=True)
+        out = self._diff(final=True, cut=cut)
         self._finished = True
         return out
 
@@ -129,8 +131,14 @@ class ToolCallParser:
             return "tool_calls"
         return engine_reason
 
-    def _diff(self, final: bool) -> list[Delta]:
-        s = scan(self.fmt, self.text, final)
+    def _diff(self, final: bool, cut: bool = False) -> list[Delta]:
+        # a cut output reads as one that is still going: what is undecided is held, i.e. dropped
+        s = scan(self.fmt, self.text, final and not cut)
+        if cut:
+            done = 0
+            while done < len(s.calls) and s.calls[done].complete and s.calls[done].name is not None:
+                done += 1
+            s.calls = s.calls[:done]
         content = s.content
         if self.strip:
             content = content.strip() if final else content.lstrip()
@@ -157,9 +165,11 @@ class ToolCallParser:
         return out
 
 
-def parse_message(fmt: str, text: str, id_factory: Callable[[], str] | None = None) -> ParsedMessage:
-    """The whole output at once (non-streaming)."""
+def parse_message(
+    fmt: str, text: str, id_factory: Callable[[], str] | None = None, cut: bool = False
+) -> ParsedMessage:
+    """The whole output at once (non-streaming); ``cut`` as in `ToolCallParser.finish`."""
     p = ToolCallParser(fmt, id_factory)
     p.feed(text)
-    p.finish()
+    p.finish(cut)
     return p.message

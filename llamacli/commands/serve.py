@@ -38,6 +38,7 @@ def serve(
     ctx: typer.Context,
     model: Optional[str] = ModelOpt,
     alias: Optional[str] = typer.Option(None, "-a", "--alias", help="Model name(s) for the API, comma-separated (default: the model path)."),
+    tags: Optional[str] = typer.Option(None, "--tags", help="Model tags, comma-separated (informational: listed by /v1/models)."),
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", help="Context size shared by the slots (0: the model's training context)."),
     parallel: int = typer.Option(-1, "-np", "--parallel", help="Number of slots (-1: auto, 4 with a unified KV cache)."),
     batch_size: int = typer.Option(2048, "-b", "--batch-size", help="Logical batch size (limits /infill context)."),
@@ -70,13 +71,19 @@ def serve(
     threads_http: int = typer.Option(-1, "--threads-http", help="Threads for tokenizing and templating requests (-1: auto)."),
     ssl_key_file: Optional[str] = typer.Option(None, "--ssl-key-file", help="PEM private key (serve HTTPS)."),
     ssl_cert_file: Optional[str] = typer.Option(None, "--ssl-cert-file", help="PEM certificate (serve HTTPS)."),
-    cors_origins: str = typer.Option("*", "--cors-origins", help="Allowed CORS origins: *, localhost, or a comma-separated list."),
+    cors_origins: Optional[str] = typer.Option(None, "--cors-origins", help="Allowed CORS origins: *, localhost, or a comma-separated list (default: *, localhost with --tools)."),
+    cors_methods: str = typer.Option("GET, POST, DELETE, OPTIONS", "--cors-methods", help="Access-Control-Allow-Methods of a preflight."),
+    cors_headers: str = typer.Option("*", "--cors-headers", help="Access-Control-Allow-Headers of a preflight."),
+    tools: Optional[str] = typer.Option(None, "--tools", help="llama-server's built-in web-UI tools (names or all): not provided here; only limits --cors-origins to localhost by default, as llama-server does."),
+    tools_runtime: Optional[str] = typer.Option(None, "--tools-runtime", help="Runtime for --tools (accepted; there are no built-in tools to run)."),
+    ui_mcp_proxy: bool = typer.Option(False, "--ui-mcp-proxy/--no-ui-mcp-proxy", "--webui-mcp-proxy/--no-webui-mcp-proxy", help="Enable GET/POST /cors-proxy?url=... for the web UI's MCP client (forwards only x-llama-server-proxy-header-* headers)."),
     ui: bool = typer.Option(True, "--ui/--no-ui", "--webui/--no-webui", help="Serve the chat page at /."),
     spm_infill: bool = typer.Option(False, "--spm-infill", help="Suffix/prefix/middle order for /infill."),
     prefill_assistant: bool = typer.Option(True, "--prefill-assistant/--no-prefill-assistant", help="A final assistant message is continued."),
     warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="Run one token through the model before serving."),
     log_format: str = typer.Option("text", "--log-format", help="Request log lines: text or json."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Log /health requests too."),
+    verbose: bool = typer.Option(False, "-v", "--verbose", help="Log /health requests too; responses carry __verbose (the prompt, the settings)."),
+    reasoning: str = typer.Option("auto", "-rea", "--reasoning", help="Reasoning of thinking models: on, off (the prompt ends with an empty thinking block) or auto."),
     numerics: str = NumericsOpt,
     threads: int = ThreadsOpt,
 ) -> None:
@@ -95,9 +102,18 @@ def serve(
         raise typer.BadParameter("--pooling must be none, mean, cls or last")
     if bool(ssl_key_file) != bool(ssl_cert_file):
         raise typer.BadParameter("--ssl-key-file and --ssl-cert-file go together")
+    tool_names = [t.strip() for t in (tools or "").split(",") if t.strip()]
+    if tool_names:
+        note("--tools: llama-server's built-in tools are not provided; the flag limits --cors-origins to localhost by default")
+    if tools_runtime:
+        note("--tools-runtime has no effect here (no built-in tools); ignored")
+    if cors_origins is None:
+        cors_origins = "localhost" if tool_names else "*"
     if cache_reuse > 0:
         note("--cache-reuse: cached prefixes are reused; chunks after the first difference are recomputed")
     kwargs: dict[str, Any] = {}
+    if reasoning not in ("on", "off", "auto"):
+        raise typer.BadParameter("--reasoning must be on, off or auto")
     if chat_template_kwargs:
         try:
             kwargs = json.loads(chat_template_kwargs)
@@ -105,12 +121,16 @@ def serve(
             raise typer.BadParameter(f"--chat-template-kwargs is not valid JSON: {e}") from None
         if not isinstance(kwargs, dict):
             raise typer.BadParameter("--chat-template-kwargs must be a JSON object")
+    if reasoning != "auto":
+        kwargs.setdefault("enable_thinking", reasoning == "on")
     template_override = chat_template
     if chat_template_file:
         with open(chat_template_file, encoding="utf-8") as f:
             template_override = f.read()
     config = ServerConfig(
         aliases=[a.strip() for a in (alias or "").split(",") if a.strip()],
+        tags=[t.strip() for t in (tags or "").split(",") if t.strip()],
+        cors_methods=cors_methods, cors_headers=cors_headers, ui_mcp_proxy=ui_mcp_proxy, tools=tool_names,
         api_keys=_read_api_keys(api_key, api_key_file),
         metrics=metrics, slots=slots, props=props, slot_save_path=slot_save_path, embeddings=embeddings,
         pooling=pooling, embd_normalize=embd_normalize, ui=ui, cors_origins=cors_origins, sampling=sampling,
