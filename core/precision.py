@@ -123,18 +123,19 @@ class GGMLPrecision(Precision):
         return y
 
     def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
-        """Weights whose activations round alike share one quantization of x."""
-        prepared: dict[object, object] = {}
-        outs = []
-        for lin in lins:
-            key = act_key(lin.qtype)
-            if key not in prepared:
-                prepared[key] = qmm.prepare(x, lin.qtype)
-            assert lin.q is not None
-            y = qmm.matmul(prepared[key], lin.q)  # type: ignore[arg-type]
-            if lin.b is not None:
-                y += lin.b
-            outs.append(y)
+        """Weights whose activations round alike share one quantization of x (and, decoding,
+        one parallel loop)."""
+        groups: dict[object, list[int]] = {}
+        for i, lin in enumerate(lins):
+            groups.setdefault(act_key(lin.qtype), []).append(i)
+        outs: list[np.ndarray] = [np.empty(0)] * len(lins)
+        for idx in groups.values():
+            xa = qmm.prepare(x, lins[idx[0]].qtype)
+            ys = qmm.matmul_many(xa, [lins[i].q for i in idx])  # type: ignore[misc]
+            for i, y in zip(idx, ys):
+                if lins[i].b is not None:
+                    y += lins[i].b
+                outs[i] = y
         return outs
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:

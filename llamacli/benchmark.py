@@ -12,6 +12,7 @@ from llamacli.core import bench as B
 from llamacli.core.bench import BenchResult
 from llamacli.core.model import load_model
 from llamacli.model_path import resolve_model
+from llamacli.runtime import prepare_kernels
 
 
 def run_bench(
@@ -23,6 +24,7 @@ def run_bench(
     path = resolve_model(model_path)
     if threads <= 0:
         threads = os.cpu_count() or 1
+    prepare_kernels(numerics)
     model, _, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(

@@ -20,9 +20,23 @@ class Runtime:
     stats: LoadStats
 
 
+def prepare_kernels(numerics: str) -> None:
+    """Compile the matmul kernels now if this machine has none cached, saying so on stderr."""
+    if numerics != "ggml":
+        return
+    from llamacli.core import qmm
+
+    if qmm.needs_compile():
+        import sys
+
+        print("llama: compiling the matmul kernels for this CPU (once; later runs load them from the cache)", file=sys.stderr, flush=True)
+    qmm.warmup()
+
+
 def open_model(path: str | None, numerics: str = "ggml", threads: int = -1, batch_invariant: bool = False) -> Runtime:
     """Load the model at `path` (or the demo model) with its tokenizer."""
     resolved = resolve_model(path)
+    prepare_kernels(numerics)
     model, g, stats = load_model(resolved, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     tok = load_tokenizer(g.metadata)
     return Runtime(resolved, model, g, tok, stats)

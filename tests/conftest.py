@@ -17,3 +17,12 @@ def demo_model() -> str:
 
 # The web UI tests' browser fixtures, defined once for the session (one Playwright instance).
 from tests.ui_browser import browser, page  # noqa: E402, F401
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _compiled_kernels() -> None:
+    """Compile (or load) the matmul kernels once before any test, into numba's disk cache, so
+    that a `llama` subprocess never compiles (and never prints that it does) mid-test."""
+    from llamacli.core import qmm
+
+    qmm.warmup()

@@ -183,3 +183,32 @@ def test_demo_logits_do_not_depend_on_batch_or_chunking(demo_model) -> None:  # 
     batch = Batch(np.array(a + b), seq, pos, output=np.ones(len(a) + len(b), dtype=bool))
     both = model.forward(batch, cache)
     assert np.array_equal(both[len(a) - 1], whole)
+
+
+@pytest.mark.parametrize("types", [(QT.Q5_0, QT.Q5_0, QT.Q8_0), (QT.Q4_K, QT.Q5_K), (QT.Q4_1, QT.Q5_1)], ids=str)
+def test_matmul_many_equals_one_by_one(types: tuple[QT, ...]) -> None:
+    """Q/K/V (gate/up) in one parallel loop give the bits of separate matmuls."""
+    from llamacli.core.qmm import matmul_many
+
+    k = _k_for(types[0])
+    ms = [_matrix(qt, 20 + 7 * i, k, seed=20 + i) for i, qt in enumerate(types)]
+    x = np.random.default_rng(21).standard_normal((3, k)).astype(np.float32)
+    together = matmul_many(prepare(x, types[0]), ms)
+    for m, y in zip(ms, together):
+        assert np.array_equal(y, matmul(prepare(x, m.qtype), m))
+
+
+@pytest.mark.slow
+def test_first_run_compiles_once_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With an empty kernel cache, the CLI's model loading compiles the kernels and prints one
+    stderr line; the next run loads them from the cache silently."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    code = "from llamacli.runtime import prepare_kernels; prepare_kernels('ggml')"
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    assert runs[0].stderr.count("compiling the matmul kernels") == 1
+    assert runs[1].stderr == ""

@@ -90,46 +90,64 @@ def _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r):  # type
         out[t, r] = acc
 
 
+@njit(cache=True, nogil=True)
+def _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, r1):  # type: ignore[no-untyped-def]
+    """Rows r0..r1 of out (T, N) for w (N, row bytes); see mm_decode."""
+    t_rows = xc.shape[0]
+    k = xc.shape[1]
+    nb = k // qk
+    if kind == Q8_0 or kind == Q4_0 or kind == Q4_1 or kind == Q5_0 or kind == Q5_1:
+        for r in range(r0, r1):
+            _decode_legacy_row(kind, w[r], nb, act, min_term, xc, xd, xs, out, r)
+        return
+    codes = np.empty(k, dtype=np.int16)
+    sc = np.ones((nb, nsub), dtype=np.int32)
+    mn = np.zeros((nb, nsub), dtype=np.int32)
+    ds = np.empty(nb, dtype=np.float32)
+    dms = np.empty(nb, dtype=np.float32)
+    for r in range(r0, r1):
+        _unpack_row(kind, w[r], nb, qk, nsub, codes, sc, mn, ds, dms)
+        for t in range(t_rows):
+            xt = xc[t]
+            acc = np.float32(0.0)
+            for b in range(nb):
+                if qk == 256:
+                    isum = idot_w16_256(codes, b * 256, xt, b * 256)
+                else:
+                    isum = idot_w16_32(codes, b * 32, xt, b * 32)
+                msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
+                s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
+                acc += _term(act, min_term, xd[t, b], ds[b], dms[b], isum, msum, s_x)
+            out[t, r] = acc
+
+
 @njit(**_JIT)
 def mm_decode(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out):  # type: ignore[no-untyped-def]
     """w (N, row bytes) uint8; xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums;
     xb (T, nb, nsub) int32 code sums per sub-block (K mins only); out (T, N) float32."""
     n = w.shape[0]
-    t_rows = xc.shape[0]
-    k = xc.shape[1]
-    nb = k // qk
-    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
-    for task in prange(n_tasks):
-        codes = np.empty(k, dtype=np.int16)
-        sc = np.ones((nb, nsub), dtype=np.int32)
-        mn = np.zeros((nb, nsub), dtype=np.int32)
-        ds = np.empty(nb, dtype=np.float32)
-        dms = np.empty(nb, dtype=np.float32)
-        for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
-            wr = w[r]
-            if kind == Q8_0 or kind == Q4_0 or kind == Q4_1 or kind == Q5_0 or kind == Q5_1:
-                _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r)
-                continue
-            _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms)
-            for t in range(t_rows):
-                xt = xc[t]
-                acc = np.float32(0.0)
-                for b in range(nb):
-                    if qk == 256:
-                        isum = idot_w16_256(codes, b * 256, xt, b * 256)
-                    else:
-                        isum = idot_w16_32(codes, b * 32, xt, b * 32)
-                    msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
-                    s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
-                    acc += _term(act, min_term, xd[t, b], ds[b], dms[b], isum, msum, s_x)
-                out[t, r] = acc
+    for task in prange((n + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
+        r0 = task * ROWS_PER_TASK
+        _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, min(n, r0 + ROWS_PER_TASK))
+
+
+@njit(**_JIT)
+def mm_decode_many(ws, kinds, qk, nsub, act, min_term, xc, xd, xs, xb, outs, tasks):  # type: ignore[no-untyped-def]
+    """Several matrices of the same input (Q/K/V, gate/up) in one parallel loop: ws, outs are
+    tuples; kinds[i] their types (same qk, nsub, activation and min term); tasks (n, 3) rows of
+    (matrix, first row, end row)."""
+    for i in prange(tasks.shape[0]):
+        mi = tasks[i, 0]
+        _decode_rows(ws[mi], kinds[mi], qk, nsub, act, min_term, xc, xd, xs, xb, outs[mi], tasks[i, 1], tasks[i, 2])
 
 
 @njit(**_JIT)
 def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out):  # type: ignore[no-untyped-def]
-    """As mm_decode, with the activation codes as x16: int16 laid out (K / 2, tp, 2) (see
-    simd.tile_dot64), tp a multiple of `tile` (16 or 64; padding tokens are zero); xd, xs, xb
-    padded to tp rows; out (T, N)."""
+    """As mm_decode, with the activations laid out token-fastest: x16 int16 codes (K / 2, tp, 2)
+    (see simd.tile_dot64), xd (nb, tp) scales, xs (nb, tp) Q8_1 sums, xb (nb, nsub, tp) code
+    sums per sub-block; tp a multiple of `tile` (16 or 64; padding tokens are zero); out (T, N).
+    The per-block float terms are computed for a whole tile at once (vectorised over tokens),
+    with the same operations as `_term`."""
     n = w.shape[0]
     k = x16.shape[0] // tp
     t_rows = out.shape[0]
@@ -142,6 +160,7 @@ def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out)
         ds = np.empty(nb, dtype=np.float32)
         dms = np.empty(nb, dtype=np.float32)
         isum = np.empty(TILE, dtype=np.int32)
+        msum = np.empty(TILE, dtype=np.int32)
         acc = np.empty(TILE, dtype=np.float32)
         for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
             _unpack_row(kind, w[r], nb, qk, nsub, wsc, sc, mn, ds, dms)
@@ -152,11 +171,25 @@ def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out)
                         tile_dot16(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
                     else:
                         tile_dot64(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
-                    for tt in range(tile):
-                        t = t0 + tt
-                        msum = _min_sum(mn[b], xb, t, b) if min_term == 2 else 0
-                        s_x = xs[t, b] if min_term == 1 else np.float32(0.0)
-                        acc[tt] += _term(act, min_term, xd[t, b], ds[b], dms[b], isum[tt], msum, s_x)
+                    d = ds[b]
+                    dmin = dms[b]
+                    xdb = xd[b, t0 : t0 + tile]
+                    if min_term == 2:
+                        msum[:] = 0
+                        for j in range(nsub):
+                            mj = mn[b, j]
+                            xbj = xb[b, j, t0 : t0 + tile]
+                            for tt in range(tile):
+                                msum[tt] += mj * xbj[tt]
+                        for tt in range(tile):
+                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt]) - (xdb[tt] * dmin) * np.float32(msum[tt])
+                    elif min_term == 1:
+                        xsb = xs[b, t0 : t0 + tile]
+                        for tt in range(tile):
+                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt]) + dmin * xsb[tt]
+                    else:
+                        for tt in range(tile):
+                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt])
                 for tt in range(min(tile, t_rows - t0)):
                     out[t0 + tt, r] = acc[tt]
 

@@ -91,18 +91,52 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
         return y
     tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
     tp = -(-t // tile) * tile
-    x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot
+    x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot64
     x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
     Kn.mm_prefill(
         m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
-        x16.reshape(-1), tp, tile, _pad(xa.d, tp), _pad(xa.s, tp), _pad(xsub, tp), y,
+        x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y,
     )
     return y
 
 
-def _pad(a: np.ndarray, rows: int) -> np.ndarray:
-    if a.shape[0] in (0, rows):
-        return a
-    p = np.zeros((rows,) + a.shape[1:], dtype=a.dtype)
-    p[: a.shape[0]] = a
+def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarray]:
+    """[x @ W.T for W in ms], with xa from `prepare(x, ms[0].qtype)`: one parallel loop for all
+    when they are few-row decodes of types that read the same quantized activation the same
+    way; otherwise one matmul each (the results are the same bits either way)."""
+    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
+    f0 = fmts[0]
+    if (
+        isinstance(xa, np.ndarray)
+        or len(ms) < 2
+        or xa.codes.shape[0] >= PREFILL_MIN_ROWS
+        or any(f is None or (f.qk, f.nsub, f.act, f.min_term) != (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)  # type: ignore[union-attr]
+        or len({m.data.flags.writeable for m in ms}) != 1
+    ):
+        return [matmul(xa, m) for m in ms]
+    assert f0 is not None
+    t = xa.codes.shape[0]
+    threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
+    outs = tuple(np.empty((t, m.n_out), dtype=np.float32) for m in ms)
+    tasks = np.array(
+        [(i, r, min(m.n_out, r + Kn.ROWS_PER_TASK)) for i, m in enumerate(ms) for r in range(0, m.n_out, Kn.ROWS_PER_TASK)],
+        dtype=np.int64,
+    )
+    xsub = _EMPTY3
+    if f0.min_term == MIN_K:
+        xsub = xa.bsums.reshape(t, -1, f0.nsub, f0.sub // 16).sum(axis=-1, dtype=np.int32)
+    kinds = np.array([f.kind for f in fmts], dtype=np.int64)  # type: ignore[union-attr]
+    Kn.mm_decode_many(
+        tuple(m.data for m in ms), kinds, f0.qk, f0.nsub, f0.act, f0.min_term,
+        xa.codes, xa.d, xa.s, xsub, outs, tasks,
+    )
+    return list(outs)
+
+
+def _tokens_last(a: np.ndarray, tp: int) -> np.ndarray:
+    """(T, ...) -> (..., tp): tokens on the last, contiguous axis, zero-padded to tp."""
+    if a.size == 0:
+        return np.zeros((0,) * a.ndim, dtype=a.dtype)
+    p = np.zeros(a.shape[1:] + (tp,), dtype=a.dtype)
+    p[..., : a.shape[0]] = np.moveaxis(a, 0, -1)
     return p

@@ -1,0 +1,47 @@
+"""Compiling (or loading from numba's disk cache) every kernel before the first request.
+
+The first run on a machine compiles the kernels for its CPU (~10-30 s on 2 cores) and caches
+them; later runs load them in well under a second. `needs_compile()` tells a driver whether to
+say so before it happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from llamacli.core.qmm import acts, kernels
+from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
+
+QT = GGMLQuantizationType
+
+_KERNELS: tuple[Any, ...] = (kernels.mm_decode, kernels.mm_prefill, kernels.mm_float, acts._q8_0, acts._q8_k)
+
+
+def needs_compile() -> bool:
+    """True when some kernel is neither compiled in this process nor in the disk cache."""
+    for k in _KERNELS:
+        if k.signatures:
+            continue
+        try:
+            if not k._cache._cache_file._load_index():  # numba's index of cached signatures
+                return True
+        except Exception:  # noqa: BLE001  (private API: assume the worst)
+            return True
+    return False
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+def warmup() -> None:
+    """Run every kernel once on tiny inputs of the types the model uses (read-only weights)."""
+    for qt, k in ((QT.Q8_0, 32), (QT.Q4_K, 256), (QT.Q4_1, 32), (QT.F16, 16)):
+        qk_bytes = {QT.Q8_0: 34, QT.Q4_K: 144, QT.Q4_1: 20, QT.F16: 32}[qt]
+        data = np.zeros((2, qk_bytes), dtype=np.uint8)
+        m = QuantMatrix(_readonly(data), qt, k)
+        for rows in (1, PREFILL_MIN_ROWS):
+            matmul(prepare(np.ones((rows, k), dtype=np.float32), qt), m)
