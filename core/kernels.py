@@ -41,7 +41,8 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def silu(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(x)."""
-    return x / (1.0 + np.exp(-x))
+    with np.errstate(over="ignore"):  # exp(-x) = inf for x < -88: x / inf = -0, as in ggml
+        return x / (1.0 + np.exp(-x))
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)

@@ -103,7 +103,8 @@ import sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import test_qmm as T
-from llamacli.core.qmm import matmul, prepare
+from llamacli.core.qmm import matmul, prepare, threads
+threads.set_threads(int(sys.argv[3]))
 out = []
 for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
     k = T._k_for(qt)
@@ -117,8 +118,9 @@ np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 
 @pytest.mark.slow
 def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The kernels compiled for AVX2 (Haswell) give the same bits as for this CPU: integer
-    block dots are exact and the float order is fixed, whatever the SIMD width."""
+    """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
+    on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width
+    and the thread count."""
     import os
     import subprocess
     import sys
@@ -126,14 +128,16 @@ def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ign
 
     here = str(Path(__file__).parent)
     results = []
-    for cpu in (None, "haswell"):
+    for cpu, n_threads in ((None, 1), ("haswell", 4)):
         env = dict(os.environ)
         env.pop("NUMBA_CPU_NAME", None)
+        env["NUMBA_NUM_THREADS"] = str(n_threads)
         if cpu:
             env["NUMBA_CPU_NAME"] = cpu
             env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
         f = tmp_path / f"{cpu or 'host'}.npy"
-        subprocess.run([sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f)], env=env, check=True, timeout=600)
+        cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f), str(n_threads)]
+        subprocess.run(cmd, env=env, check=True, timeout=600)
         results.append(np.load(f))
     assert np.array_equal(results[0], results[1])
 
