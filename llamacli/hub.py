@@ -195,7 +195,7 @@ def resolve(spec: str, hf_file: str | None = None, token: str | None = None, pro
             name = pick_file(files, quant, repo)
     kwargs: dict[str, Any] = {"cache_dir": cache_dir(), "token": token}
     if progress:
-        kwargs["tqdm_class"] = RichBar
+        kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})
     try:
         path = hf_hub_download(repo, name, **kwargs)
     except LocalEntryNotFoundError as e:
@@ -231,7 +231,10 @@ def model_path(model: str | None, hf_repo: str | None, hf_file: str | None, hf_t
 
 class RichBar:
     """A stand-in for the tqdm bar huggingface_hub drives (`tqdm_class=`): a rich progress bar on
-    stderr (shown only when stderr is a terminal; rich prints nothing otherwise)."""
+    stderr (shown only when stderr is a terminal; rich prints nothing otherwise). `label`, set
+    on a subclass, replaces the URL huggingface_hub would show."""
+
+    label: str | None = None
 
     def __init__(self, *args: Any, total: float | None = None, initial: float = 0, desc: str | None = None, **kwargs: Any) -> None:
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
@@ -245,7 +248,7 @@ class RichBar:
             TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
             TimeRemainingColumn(), console=err, transient=False,
         )
-        self._task = self._progress.add_task(desc or "download", total=total, completed=initial)
+        self._task = self._progress.add_task(self.label or desc or "download", total=total, completed=initial)
         self._progress.start()
 
     def update(self, n: float = 1) -> None:
@@ -253,7 +256,8 @@ class RichBar:
         self._progress.update(self._task, completed=self.n)
 
     def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
-        self._progress.update(self._task, description=desc or "")
+        if self.label is None:
+            self._progress.update(self._task, description=desc or "")
 
     def refresh(self) -> None:
         self._progress.refresh()
