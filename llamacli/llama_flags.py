@@ -107,10 +107,9 @@ FLAGS: list[Flag] = [
     F(("--reasoning-budget",), True, "no reasoning budget"),
     F(("-ag", "--agent"), False, "no agent mode"),
     F(("-no-ag", "--no-agent"), False, "no agent mode"),
-    F(("-cl", "--cache-list"), False, "no model cache listing yet"),
+    F(("-cl", "--cache-list"), False, "`llama list` lists the cached models"),
     F(("-bf", "--binary-file"), True, "no binary task files"),
     F(("-sp", "--special"), False, "special tokens are always printed as text"),
-    F(("--offline",), False, "nothing is ever downloaded"),
     F(("--perf",), False, "timings are always reported"),
     F(("--no-perf",), False, "timings are always reported"),
     F(("--log-colors",), False, "plain log lines"),
@@ -136,11 +135,9 @@ FLAGS: list[Flag] = [
     F(("-no-kvu", "--no-kv-unified"), False, None),
 ]
 
-# Getting a model from a hub: not implemented; asking for it is an error, not a note.
+# Getting a model from elsewhere than Hugging Face (-hf, llamacli/hub.py): not implemented;
+# asking for it is an error, not a note.
 UNSUPPORTED: list[Flag] = [
-    F(("-hf", "-hfr", "--hf-repo"), True, "downloading from Hugging Face"),
-    F(("-hff", "--hf-file"), True, "downloading from Hugging Face"),
-    F(("-hft", "--hf-token"), True, "downloading from Hugging Face"),
     F(("-dr", "--docker-repo"), True, "downloading from Docker Hub"),
     F(("-mu", "--model-url"), True, "downloading a model from a URL"),
 ]
@@ -149,7 +146,7 @@ UNSUPPORTED: list[Flag] = [
 # shared/reference); each must parse as itself on every model command.
 LLAMA_CPP_SHORTS = sorted(
     {n for f in FLAGS + UNSUPPORTED for n in f.names if n.startswith("-") and not n.startswith("--") and len(n) > 2}
-    | {"-jf", "-kvu", "-no-kvu", "-mli", "-np", "-sps", "-st", "-sys", "-sysf", "-to", "-ub"}
+    | {"-hf", "-hfr", "-hff", "-hft", "-jf", "-kvu", "-no-kvu", "-mli", "-np", "-sps", "-st", "-sys", "-sysf", "-to", "-ub"}
 )
 
 
@@ -205,7 +202,7 @@ def llama_cpp_flags(command: str) -> Callable[[Callable[..., Any]], Callable[...
                     continue
                 if unsupported:
                     raise typer.BadParameter(
-                        f"{flag.names[-1]}: {flag.why} is not supported; download the GGUF file and pass -m FILE.gguf"
+                        f"{flag.names[-1]}: {flag.why} is not supported; download the GGUF file and pass -m FILE.gguf, or use -hf USER/REPO[:QUANT]"
                     )
                 why = flag.why or f"not used by `llama {command}`"
                 note(f"{flag.names[-1]} has no effect here ({why}); ignored")

@@ -70,9 +70,15 @@ def test_ignored_flags_note_once_on_chat_and_complete(name: str, tmp_path: Path)
     assert "unexpected" not in r.stderr.lower() and "Traceback" not in r.stderr
 
 
-def test_hf_is_refused_clearly_not_read_as_help(tmp_path: Path) -> None:
-    r = llama("complete", "-hf", "user/repo:Q4_K_M", "-p", "hi")
-    assert r.returncode == 1 and "--hf-repo" in r.stderr and "Usage" not in r.stdout
+def test_hf_parses_as_itself_not_as_help(tmp_path: Path) -> None:
+    # -hf is implemented (tests/test_hf.py); here only that it parses: with -m too it is a model error
+    r = llama("complete", "-hf", "user/repo:Q4_K_M", "-m", str(tmp_path / "x.gguf"), "-p", "hi")
+    assert r.returncode == 2 and "-hf" in r.stderr and "Usage" not in r.stdout
+
+
+def test_other_hubs_are_refused_clearly(tmp_path: Path) -> None:
+    r = llama("complete", "-dr", "gemma3", "-p", "hi")
+    assert r.returncode == 1 and "--docker-repo" in r.stderr and "Usage" not in r.stdout
 
 
 def test_ctx_size_rejects_negatives() -> None:

@@ -7,13 +7,18 @@ from typing import Optional
 import typer
 
 from llamacli.cli import app, guarded
-from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt
+from llamacli.hub import model_path
+from llamacli.options import BatchInvariantOpt, HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, NumericsOpt, OfflineOpt
 
 
 @app.command()
 @guarded
 def bench(
     model: Optional[str] = ModelOpt,
+    hf_repo: Optional[str] = HfRepoOpt,
+    hf_file: Optional[str] = HfFileOpt,
+    hf_token: Optional[str] = HfTokenOpt,
+    offline: bool = OfflineOpt,
     n_prompt: int = typer.Option(
         512, "-p", "--n-prompt", help="Prompt tokens of the pp test."
     ),
@@ -51,4 +56,5 @@ def bench(
         ) from None
     if flash_attn not in ("auto", "on", "off"):
         raise typer.BadParameter("--flash-attn must be auto, on or off")
+    model = model_path(model, hf_repo, hf_file, hf_token, offline)
     run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads, batch_invariant, flash_attn)

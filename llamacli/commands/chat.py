@@ -13,7 +13,8 @@ from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
 from llamacli.llama_flags import llama_cpp_flags
-from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
+from llamacli.hub import model_path
+from llamacli.options import HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, NumericsOpt, OfflineOpt, ThreadsOpt
 from llamacli.sampling_options import sampling_options
 
 S = "Sampling"
@@ -27,6 +28,10 @@ P = "Scripting (stdin not a terminal)"
 def chat(
     ctx: typer.Context,
     model: Optional[str] = ModelOpt,
+    hf_repo: Optional[str] = HfRepoOpt,
+    hf_file: Optional[str] = HfFileOpt,
+    hf_token: Optional[str] = HfTokenOpt,
+    offline: bool = OfflineOpt,
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", min=0, help="Context size of the conversation (0: the model's training context)."),
     n_predict: int = typer.Option(-1, "-n", "--n-predict", help="Most tokens per answer (-1: until end of turn or context)."),
     batch_size: int = typer.Option(512, "-b", "--batch-size", help="Prompt tokens per forward pass."),
@@ -111,6 +116,7 @@ def chat(
     elif single_turn and not (first and first.strip()):
         raise InvalidRequest("--single-turn needs a first message (-p or -f)")
 
+    model = model_path(model, hf_repo, hf_file, hf_token, offline)
     # ---- load ----------------------------------------------------------------------------
     interactive = not piped
     use_color = _want_color(color) if interactive and not simple_io else False

@@ -14,7 +14,8 @@ from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
 from llamacli.llama_flags import llama_cpp_flags
 from llamacli.sampling_options import sampling_options
-from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt, ThreadsOpt, read_prompt
+from llamacli.hub import model_path
+from llamacli.options import BatchInvariantOpt, HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, NumericsOpt, OfflineOpt, ThreadsOpt, read_prompt
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -24,6 +25,10 @@ from llamacli.options import BatchInvariantOpt, ModelOpt, NumericsOpt, ThreadsOp
 def complete(
     ctx: typer.Context,
     model: Optional[str] = ModelOpt,
+    hf_repo: Optional[str] = HfRepoOpt,
+    hf_file: Optional[str] = HfFileOpt,
+    hf_token: Optional[str] = HfTokenOpt,
+    offline: bool = OfflineOpt,
     prompt: Optional[str] = typer.Option(
         None, "-p", "--prompt", help="Prompt text (also read from stdin when piped)."
     ),
@@ -76,6 +81,7 @@ def complete(
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
+    model = model_path(model, hf_repo, hf_file, hf_token, offline)
     rt = open_model(model, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
     toks = rt.tokenizer.tokenize(text, add_special=True, parse_special=True)

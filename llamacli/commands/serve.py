@@ -14,7 +14,8 @@ import typer
 from llamacli.cli import app, guarded
 from llamacli.llama_flags import llama_cpp_flags, note
 from llamacli.core.sampling import SamplingParams
-from llamacli.options import ModelOpt, NumericsOpt, ThreadsOpt
+from llamacli.hub import model_path
+from llamacli.options import HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, NumericsOpt, OfflineOpt, ThreadsOpt
 from llamacli.sampling_options import sampling_options
 
 def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
@@ -37,6 +38,10 @@ def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
 def serve(
     ctx: typer.Context,
     model: Optional[str] = ModelOpt,
+    hf_repo: Optional[str] = HfRepoOpt,
+    hf_file: Optional[str] = HfFileOpt,
+    hf_token: Optional[str] = HfTokenOpt,
+    offline: bool = OfflineOpt,
     alias: Optional[str] = typer.Option(None, "-a", "--alias", help="Model name(s) for the API, comma-separated (default: the model path)."),
     tags: Optional[str] = typer.Option(None, "--tags", help="Model tags, comma-separated (informational: listed by /v1/models)."),
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", help="Context size shared by the slots (0: the model's training context)."),
@@ -91,7 +96,7 @@ def serve(
 
     The API answers 503 while the model loads; SIGINT/SIGTERM stop it gracefully (exit 0).
 
-    llama-server options that mean nothing to a NumPy CPU engine (-ngl, -fa, --mlock, --no-mmap, --swa-full, -tb, --numa, --offline, -ctk/-ctv, -cb, ...) are accepted with a one-line note.
+    llama-server options that mean nothing to a NumPy CPU engine (-ngl, -fa, --mlock, --no-mmap, --swa-full, -tb, --numa, -ctk/-ctv, -cb, ...) are accepted with a one-line note.
     """
     from llamacli.http.context import ServerConfig, ServerState
     from llamacli.http.server import Listen, run_server
@@ -127,6 +132,7 @@ def serve(
     if chat_template_file:
         with open(chat_template_file, encoding="utf-8") as f:
             template_override = f.read()
+    model = model_path(model, hf_repo, hf_file, hf_token, offline)
     config = ServerConfig(
         aliases=[a.strip() for a in (alias or "").split(",") if a.strip()],
         tags=[t.strip() for t in (tags or "").split(",") if t.strip()],

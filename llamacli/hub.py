@@ -1,0 +1,340 @@
+"""Getting a model from the Hugging Face Hub: `-hf user/repo[:quant]`, `llama pull`, `llama list`.
+
+Files go into the Hugging Face cache through `huggingface_hub`, so they are shared with every
+other tool that uses it (transformers, llama.cpp's own cache layout since it moved to the HF
+cache) and honour `HF_ENDPOINT`, `HF_HUB_OFFLINE`, `HF_TOKEN` and `HF_HUB_CACHE`; `LLAMA_CACHE`,
+when set, is the cache folder instead (same layout under it). The library downloads to a
+process-unique temporary file, resumes with a Range request when the connection drops, and
+renames the finished blob into place: a failed download never leaves a partial file where a
+model is expected.
+
+The `:quant` tag picks the file as llama.cpp does: the .gguf files of the repo whose name
+contains the tag (case-insensitive), mmproj files ignored; without a tag Q4_K_M, or else the
+first .gguf file of the repo. Of a split model, the first part is the one to open.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llamacli.core.errors import LlamaError
+
+DEFAULT_QUANT = "Q4_K_M"
+
+
+class HubError(LlamaError):
+    """The model cannot be had from the hub or the cache (exit 2, like a model that won't load)."""
+
+    exit_code = 2
+
+
+def cache_dir() -> str | None:
+    """LLAMA_CACHE if set, else None (huggingface_hub's own: HF_HUB_CACHE, HF_HOME/hub, ~/.cache)."""
+    return os.environ.get("LLAMA_CACHE") or None
+
+
+def parse_repo(spec: str) -> tuple[str, str | None]:
+    """`user/repo[:quant]` -> (repo, quant or None)."""
+    repo, _, quant = spec.strip().partition(":")
+    if repo.count("/") != 1 or not all(repo.split("/")):
+        raise HubError(f"{spec}: expected a Hugging Face repository as user/repo[:quant]")
+    return repo, (quant or None)
+
+
+_SPLIT = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
+
+
+def _is_model(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1].lower()
+    return base.endswith(".gguf") and "mmproj" not in base
+
+
+def _has_tag(name: str, tag: str) -> bool:
+    """The quant name appears in the file name as a whole word: Q4_K matches `m-Q4_K.gguf`
+    but not `m-Q4_K_M.gguf` (case-insensitive)."""
+    base = name.rsplit("/", 1)[-1]
+    pat = r"(?<![A-Za-z0-9])" + re.escape(tag) + r"(?![A-Za-z0-9_])"
+    return re.search(pat, base, re.IGNORECASE) is not None
+
+
+def pick_file(files: list[str], quant: str | None, repo: str = "") -> str:
+    """The .gguf file of `files` that `-hf repo[:quant]` means (llama.cpp's rule)."""
+    models = sorted(f for f in files if _is_model(f))
+    if not models:
+        raise HubError(f"{repo}: the repository has no .gguf model file")
+    tag = quant or DEFAULT_QUANT
+    hits = [f for f in models if _has_tag(f, tag)]
+    if not hits:
+        if quant is None:
+            return _first_part(models)
+        have = ", ".join(sorted({q for f in models if (q := quant_of(f))})) or ", ".join(models)
+        raise HubError(f"{repo}: no .gguf file for quant {quant} (available: {have})")
+    return _first_part(hits)
+
+
+def _first_part(files: list[str]) -> str:
+    """Of split files (`-00001-of-00003.gguf`) the first part, else the first file."""
+    for f in files:
+        m = _SPLIT.search(f)
+        if m is None or int(m.group(1)) == 1:
+            return f
+    return files[0]
+
+
+_QUANT_NAME = re.compile(
+    r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d)(?![A-Za-z0-9])", re.IGNORECASE
+)
+
+
+def quant_of(name: str) -> str | None:
+    """The quant tag in a file name (`Qwen3-0.6B-Q8_0.gguf` -> Q8_0), for messages."""
+    m = _QUANT_NAME.search(name.rsplit("/", 1)[-1].removesuffix(".gguf"))
+    return m.group(1).upper() if m else None
+
+
+# ---- the hub (through huggingface_hub) ------------------------------------------------------
+
+
+def _offline() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _cached_files(repo: str) -> list[str]:
+    """The files of `repo` in the local cache (every snapshot), relative to the snapshot."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir(cache_dir())
+    except CacheNotFound:
+        return []
+    names: set[str] = set()
+    for r in info.repos:
+        if r.repo_type == "model" and r.repo_id == repo:
+            for rev in r.revisions:
+                for f in rev.files:
+                    names.add(f.file_path.relative_to(rev.snapshot_path).as_posix())
+    return sorted(names)
+
+
+def _remote_files(repo: str, token: str | None) -> list[str]:
+    from huggingface_hub import HfApi
+
+    return [f.path for f in HfApi(token=token).list_repo_tree(repo, recursive=True) if hasattr(f, "size")]
+
+
+def _network_error(e: BaseException) -> bool:
+    return isinstance(e, OSError) or type(e).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore")
+
+
+def _explain(repo: str, e: Exception) -> HubError:
+    """A huggingface_hub/HTTP exception as one line."""
+    from huggingface_hub import errors
+
+    if isinstance(e, errors.GatedRepoError):
+        return HubError(f"{repo}: the repository is gated; accept its terms on the hub and pass -hft TOKEN (or set HF_TOKEN)")
+    if isinstance(e, errors.RepositoryNotFoundError):
+        return HubError(f"{repo}: no such repository on the hub (or it is private: pass -hft TOKEN or set HF_TOKEN)")
+    if isinstance(e, errors.RevisionNotFoundError):
+        return HubError(f"{repo}: revision not found on the hub")
+    if isinstance(e, errors.LocalEntryNotFoundError):
+        return HubError(f"{repo}: not in the cache and the hub cannot be reached (offline?)")
+    if isinstance(e, errors.EntryNotFoundError):
+        return HubError(f"{repo}: file not found in the repository")
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return HubError(f"{repo}: download failed: {msg}")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    repo: str
+    file: str
+    path: str
+
+
+def resolve(spec: str, hf_file: str | None = None, token: str | None = None, progress: bool = True) -> Resolved:
+    """Download (or find in the cache) the model file `-hf spec [-hff file]` names; its local path.
+
+    Offline (HF_HUB_OFFLINE=1), or when the hub cannot be reached, the quant is picked among
+    the files already in the cache."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    repo, quant = parse_repo(spec)
+    token = token or None
+    if hf_file:
+        name = hf_file
+    else:
+        files: list[str] | None = None
+        if not _offline():
+            try:
+                files = _remote_files(repo, token)
+            except HfHubHTTPError as e:
+                status = e.response.status_code if getattr(e, "response", None) is not None else None
+                if status is not None and status < 500:
+                    raise _explain(repo, e) from None
+            except Exception as e:  # the hub cannot be reached: pick among the cached files
+                if not _network_error(e):
+                    raise
+        if files is None:
+            files = _cached_files(repo)
+            where = "offline mode is on (HF_HUB_OFFLINE)" if _offline() else "the hub cannot be reached"
+            if not files:
+                raise HubError(f"{repo}: not in the cache and {where}; run `llama pull {spec}` while online")
+            try:
+                name = pick_file(files, quant, repo)
+            except HubError as e:
+                raise HubError(f"{e} in the cache, and {where}") from None
+        else:
+            name = pick_file(files, quant, repo)
+    kwargs: dict[str, Any] = {"cache_dir": cache_dir(), "token": token}
+    if progress:
+        kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})
+    try:
+        path = hf_hub_download(repo, name, **kwargs)
+    except LocalEntryNotFoundError as e:
+        if _offline():
+            raise HubError(f"{repo}: {name} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None
+        raise _explain(repo, e) from None
+    except Exception as e:
+        if isinstance(e, (HfHubHTTPError, ValueError)) or _network_error(e):
+            raise _explain(repo, e) from None
+        raise
+    return Resolved(repo, name, path)
+
+
+def model_path(model: str | None, hf_repo: str | None, hf_file: str | None, hf_token: str | None, offline: bool = False) -> str | None:
+    """What a command opens: `-m` if given, else the file `-hf` names (downloaded now), else
+    None (the demo model). `-hff` without `-hf` is an error."""
+    if offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        from huggingface_hub import constants
+
+        constants.HF_HUB_OFFLINE = True
+    if hf_repo is None:
+        if hf_file is not None:
+            raise HubError("--hf-file needs --hf-repo (-hf user/repo)")
+        return model
+    if model is not None:
+        raise HubError("give the model with -m or with -hf, not both")
+    return resolve(hf_repo, hf_file, hf_token).path
+
+
+# ---- progress on stderr ----------------------------------------------------------------------
+
+
+class RichBar:
+    """A stand-in for the tqdm bar huggingface_hub drives (`tqdm_class=`): a rich progress bar on
+    stderr (shown only when stderr is a terminal; rich prints nothing otherwise). `label`, set
+    on a subclass, replaces the URL huggingface_hub would show."""
+
+    label: str | None = None
+
+    def __init__(self, *args: Any, total: float | None = None, initial: float = 0, desc: str | None = None, **kwargs: Any) -> None:
+        from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
+                                   TransferSpeedColumn)
+
+        from llamacli.cli import err
+
+        self.n = initial
+        self.total = total
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+            TimeRemainingColumn(), console=err, transient=False,
+        )
+        self._task = self._progress.add_task(self.label or desc or "download", total=total, completed=initial)
+        self._progress.start()
+
+    def update(self, n: float = 1) -> None:
+        self.n += n
+        self._progress.update(self._task, completed=self.n)
+
+    def set_description(self, desc: str | None = None, refresh: bool = True) -> None:
+        if self.label is None:
+            self._progress.update(self._task, description=desc or "")
+
+    def refresh(self) -> None:
+        self._progress.refresh()
+
+    def close(self) -> None:
+        self._progress.stop()
+
+    def __enter__(self) -> RichBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# ---- `llama list` ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    repo: str
+    file: str
+    path: str
+    size: int
+    type: str
+    architecture: str
+
+
+def file_type_name(ft: Any) -> str:
+    from gguf import LlamaFileType
+
+    try:
+        return LlamaFileType(int(ft)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    except (TypeError, ValueError):
+        return "?"
+
+
+def cached_models() -> list[CachedModel]:
+    """Every .gguf model file in the cache (newest snapshot's files), with facts from its header."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    from llamacli.core.gguf_file import read_metadata
+
+    try:
+        info = scan_cache_dir(cache_dir())
+    except CacheNotFound:
+        return []
+    out: list[CachedModel] = []
+    for r in sorted(info.repos, key=lambda r: r.repo_id.lower()):
+        if r.repo_type != "model":
+            continue
+        seen: set[str] = set()
+        for rev in sorted(r.revisions, key=lambda v: v.last_modified, reverse=True):
+            for f in sorted(rev.files, key=lambda f: f.file_name):
+                rel = f.file_path.relative_to(rev.snapshot_path).as_posix()
+                if not _is_model(rel) or rel in seen:
+                    continue
+                seen.add(rel)
+                try:
+                    md = read_metadata(f.file_path)
+                    arch = str(md.get("general.architecture", "?"))
+                    ftype = file_type_name(md.get("general.file_type")) if "general.file_type" in md else (quant_of(rel) or "?")
+                except LlamaError:
+                    arch, ftype = "?", "unreadable"
+                out.append(CachedModel(r.repo_id, rel, os.fspath(f.file_path), f.size_on_disk, ftype, arch))
+    return out
+
+
+def human_size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def cache_location() -> Path:
+    from huggingface_hub import constants
+
+    return Path(cache_dir() or constants.HF_HUB_CACHE)

@@ -1,0 +1,305 @@
+"""Getting a model (llamacli/hub.py, `-hf`, `llama pull`, `llama list`) against a fake Hugging
+Face hub served on 127.0.0.1 by this file: never the internet.
+
+The fake hub implements the endpoints huggingface_hub uses for a model repository: the file
+tree `/api/models/{repo}/tree/{rev}` and `/{repo}/resolve/{rev}/{file}` (HEAD and GET, Range,
+ETag, X-Repo-Commit, X-Error-Code on 404). A file can be set to drop the connection half-way
+once (resume) or to send a short body (a failed download).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llamacli.hub import HubError, parse_repo, pick_file, quant_of
+from tests.test_cli import ROOT
+from tests.tiny_models import write_tiny_model
+
+REPO = "tester/Tiny-GGUF"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+class FakeHub:
+    """repos: {repo_id: {path: bytes}}; drop_once/short: file paths to misbehave on."""
+
+    def __init__(self, repos: dict[str, dict[str, bytes]]) -> None:
+        self.repos = repos
+        self.drop_once: set[str] = set()
+        self.short: set[str] = set()
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                self._serve(body=False)
+
+            def do_GET(self) -> None:
+                self._serve(body=True)
+
+            def _not_found(self, code: str) -> None:
+                self.send_response(404)
+                self.send_header("X-Error-Code", code)
+                self.send_header("Content-Type", "application/json")
+                data = json.dumps({"error": code}).encode()
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command == "GET":
+                    self.wfile.write(data)
+
+            def _serve(self, body: bool) -> None:
+                path = self.path.split("?", 1)[0]
+                hub.requests.append((self.command, path, self.headers.get("Range")))
+                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/tree/([^/]+)(?:/.*)?|/revision/([^/]+))?/?", path)
+                if m:
+                    files = hub.repos.get(m.group(1))
+                    if files is None:
+                        return self._not_found("RepoNotFound")
+                    tree = [{"type": "file", "oid": hashlib.sha1(b).hexdigest(), "size": len(b), "path": p} for p, b in files.items()]
+                    if m.group(2) is None:  # model info
+                        data = json.dumps({"id": m.group(1), "sha": COMMIT, "siblings": [{"rfilename": p} for p in files]}).encode()
+                    else:
+                        data = json.dumps(tree).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if body:
+                        self.wfile.write(data)
+                    return
+                m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+                if not m:
+                    return self._not_found("RepoNotFound")
+                files = hub.repos.get(m.group(1))
+                if files is None:
+                    return self._not_found("RepoNotFound")
+                name = m.group(3)
+                if name not in files:
+                    return self._not_found("EntryNotFound")
+                data = files[name]
+                start = 0
+                rng = self.headers.get("Range")
+                if rng and (rm := re.fullmatch(r"bytes=(\d+)-", rng)):
+                    start = int(rm.group(1))
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.send_header("Accept-Ranges", "bytes")
+                self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+                self.send_header("X-Repo-Commit", COMMIT)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.end_headers()
+                if not body:
+                    return
+                chunk = data[start:]
+                if name in hub.drop_once and start == 0:  # send half, then hang up
+                    hub.drop_once.discard(name)
+                    self.wfile.write(chunk[: len(chunk) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                if name in hub.short:
+                    chunk = chunk[: len(chunk) // 2]
+                self.wfile.write(chunk)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeHub:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def gets(self, name: str) -> list[str | None]:
+        return [r for (meth, p, r) in self.requests if meth == "GET" and p.endswith("/" + name)]
+
+
+@pytest.fixture(scope="module")
+def tiny_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    d = tmp_path_factory.mktemp("tiny")
+    q8 = write_tiny_model("llama", "Q8_0", d / "q8.gguf").read_bytes()
+    q4 = write_tiny_model("llama", "Q4_K", d / "q4.gguf").read_bytes()
+    return {
+        "README.md": b"# tiny\n",
+        "mmproj-tiny-Q4_K_M.gguf": b"GGUF not a model",
+        "tiny-Q4_K_M.gguf": q4,
+        "tiny-Q8_0.gguf": q8,
+    }
+
+
+@pytest.fixture
+def hub(tiny_files: dict[str, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    with FakeHub({REPO: dict(tiny_files)}) as h:
+        monkeypatch.setenv("HF_ENDPOINT", h.url)
+        monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+        monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        for var in ("HF_HUB_OFFLINE", "LLAMA_CACHE", "HF_TOKEN", "LLAMA_ARG_HF_REPO", "LLAMA_ARG_HF_FILE"):
+            monkeypatch.delenv(var, raising=False)
+        yield h
+
+
+def llama(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "llamacli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+def blobs(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "hf" / "hub").rglob("*") if p.is_file() and "blobs" in p.parts)
+
+
+# ---- picking the file (no hub) ---------------------------------------------------------------
+
+
+def test_parse_repo() -> None:
+    assert parse_repo("user/repo") == ("user/repo", None)
+    assert parse_repo("user/repo:q8_0") == ("user/repo", "q8_0")
+    for bad in ("repo", "a/b/c", "/x", "a/"):
+        with pytest.raises(HubError):
+            parse_repo(bad)
+
+
+def test_pick_file_follows_llama_cpp() -> None:
+    files = ["README.md", "mmproj-m-F16.gguf", "m-Q4_K_S.gguf", "m-Q4_K_M.gguf", "m-Q8_0.gguf", "m-IQ4_XS.gguf"]
+    assert pick_file(files, None) == "m-Q4_K_M.gguf"  # default Q4_K_M
+    assert pick_file(files, "q8_0") == "m-Q8_0.gguf"  # case-insensitive
+    assert pick_file(files, "Q4_K_S") == "m-Q4_K_S.gguf"
+    assert pick_file(files, "IQ4_XS") == "m-IQ4_XS.gguf"
+    assert pick_file(["b-Q8_0.gguf", "a-Q8_0.gguf", "mmproj-F16.gguf"], None) == "a-Q8_0.gguf"  # no Q4_K_M: the first
+    with pytest.raises(HubError, match=r"no \.gguf file for quant Q4_K .*Q4_K_M"):
+        pick_file(files, "Q4_K")  # a whole quant name, not a prefix of one
+    with pytest.raises(HubError, match="no .gguf model file"):
+        pick_file(["README.md", "mmproj-F16.gguf"], None)
+    split = ["big/m-Q4_K_M-00002-of-00002.gguf", "big/m-Q4_K_M-00001-of-00002.gguf"]
+    assert pick_file(split, None) == "big/m-Q4_K_M-00001-of-00002.gguf"
+    assert quant_of("Qwen3-0.6B-UD-Q4_K_XL.gguf") == "UD-Q4_K_XL" and quant_of("x-bf16.gguf") == "BF16"
+
+
+# ---- against the fake hub -------------------------------------------------------------------
+
+
+def test_pull_picks_the_quant_then_tokenize_uses_the_cache(hub: FakeHub, tmp_path: Path) -> None:
+    r = llama("pull", f"{REPO}:q8_0")
+    assert r.returncode == 0, r.stderr
+    path = Path(r.stdout.strip())
+    assert path.name == "tiny-Q8_0.gguf" and path.is_file() and str(tmp_path / "hf" / "hub") in str(path)
+    assert "tiny-Q8_0.gguf" in r.stderr
+    assert len(hub.gets("tiny-Q8_0.gguf")) == 1
+    # -hf with the same tag finds it in the cache: no second transfer
+    r = llama("tokenize", "-hf", f"{REPO}:Q8_0", "-p", "hello world", "--ids")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("[") and len(hub.gets("tiny-Q8_0.gguf")) == 1
+    # the same ids as from the file itself
+    r2 = llama("tokenize", "-m", str(path), "-p", "hello world", "--ids")
+    assert r2.stdout == r.stdout
+
+
+def test_hf_without_tag_prefers_q4_k_m_and_runs_complete(hub: FakeHub) -> None:
+    r = llama("complete", "-hf", REPO, "-p", "hello", "-n", "3", "--temp", "0", "--numerics", "f32", "--no-display-prompt")
+    assert r.returncode == 0, r.stderr
+    assert len(hub.gets("tiny-Q4_K_M.gguf")) == 1 and hub.gets("mmproj-tiny-Q4_K_M.gguf") == []
+
+
+def test_hff_names_the_file(hub: FakeHub) -> None:
+    r = llama("pull", REPO, "-hff", "tiny-Q8_0.gguf")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("tiny-Q8_0.gguf")
+
+
+def test_resume_after_the_connection_drops(hub: FakeHub) -> None:
+    # huggingface_hub writes 10 MiB chunks: the file must be larger for a partial one to exist
+    big = bytes(range(256)) * (24 * 4096)  # 24 MiB
+    hub.repos[REPO]["big-Q2_K.gguf"] = big
+    hub.drop_once.add("big-Q2_K.gguf")
+    r = llama("pull", REPO, "-hff", "big-Q2_K.gguf")
+    assert r.returncode == 0, r.stderr
+    ranges = hub.gets("big-Q2_K.gguf")
+    assert len(ranges) == 2 and ranges[0] is None
+    assert ranges[1] is not None and 0 < int(ranges[1].removeprefix("bytes=").rstrip("-")) <= len(big) // 2
+    assert Path(r.stdout.strip()).read_bytes() == big
+
+
+def test_failed_download_leaves_no_half_file(hub: FakeHub, tmp_path: Path) -> None:
+    hub.short.add("tiny-Q8_0.gguf")
+    r = llama("pull", f"{REPO}:Q8_0")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and "Traceback" not in r.stderr
+    assert blobs(tmp_path) == []  # no blob, no .incomplete
+    assert not list((tmp_path / "hf" / "hub").rglob("tiny-Q8_0.gguf"))
+
+
+def test_missing_quant_and_repo_are_clear_errors(hub: FakeHub) -> None:
+    r = llama("complete", "-hf", f"{REPO}:Q5_K_M", "-p", "hi")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no .gguf file for quant Q5_K_M" in r.stderr and "Q8_0" in r.stderr
+    r = llama("pull", "tester/nope-GGUF")
+    assert r.returncode == 2 and "no such repository" in r.stderr
+    r = llama("pull", REPO, "-hff", "nope.gguf")
+    assert r.returncode == 2 and "not found" in r.stderr
+    r = llama("tokenize", "-hff", "x.gguf", "-p", "hi")
+    assert r.returncode == 2 and "--hf-repo" in r.stderr
+
+
+def test_offline_uses_the_cache(hub: FakeHub) -> None:
+    assert llama("pull", f"{REPO}:Q8_0").returncode == 0
+    n = len(hub.requests)
+    for env, extra in (({"HF_HUB_OFFLINE": "1"}, ()), ({}, ("--offline",))):
+        r = llama("tokenize", "-hf", f"{REPO}:Q8_0", "-p", "hi", "--ids", *extra, env=env)
+        assert r.returncode == 0, r.stderr
+    assert len(hub.requests) == n  # nothing asked of the hub
+    r = llama("tokenize", "-hf", f"{REPO}:Q4_K_M", "-p", "hi", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "quant Q4_K_M" in r.stderr and "cache" in r.stderr and "offline" in r.stderr
+    r = llama("tokenize", "-hf", "other/repo", "-p", "hi", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 2 and "not in the cache" in r.stderr
+
+
+@pytest.mark.slow  # huggingface_hub retries the connection for ~20 s first
+def test_hub_unreachable_falls_back_to_the_cache(hub: FakeHub) -> None:
+    assert llama("pull", f"{REPO}:Q8_0").returncode == 0
+    hub.__exit__()
+    r = llama("tokenize", "-hf", f"{REPO}:Q8_0", "-p", "hi", "--ids")
+    assert r.returncode == 0, r.stderr
+
+
+def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path) -> None:
+    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache")}
+    r = llama("list", env=env)
+    assert r.returncode == 0 and r.stdout == "" and "no models" in r.stderr
+    for tag in ("Q8_0", "Q4_K_M"):
+        assert llama("pull", f"{REPO}:{tag}", env=env).returncode == 0
+    assert (tmp_path / "llama-cache" / "models--tester--Tiny-GGUF").is_dir() and blobs(tmp_path) == []
+    r = llama("list", env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["REPO", "FILE", "SIZE", "TYPE", "ARCH"] and len(lines) == 3
+    assert REPO in lines[1] and "tiny-Q4_K_M.gguf" in lines[1] and "llama" in lines[1]
+    r = llama("list", "--json", env=env)
+    got = {m["file"]: m for m in json.loads(r.stdout)}
+    assert set(got) == {"tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf"}
+    assert got["tiny-Q8_0.gguf"]["architecture"] == "llama" and got["tiny-Q8_0.gguf"]["size"] > 0
+    assert got["tiny-Q8_0.gguf"]["type"] in ("Q8_0", "?")
