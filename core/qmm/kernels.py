@@ -64,29 +64,41 @@ def _min_sum(mn, xb, t, b):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r):  # type: ignore[no-untyped-def]
-    """Row r of a 32-value block type, each block dotted in registers without unpacking."""
-    size = 34 if kind == Q8_0 else 18 if kind == Q4_0 else 20 if kind == Q4_1 else 22 if kind == Q5_0 else 24
-    wi = wr.view(np.int8)
-    for t in range(xc.shape[0]):
-        xt = xc[t]
-        acc = np.float32(0.0)
+def _legacy_isums(kind, wr, nb, xt, isums):  # type: ignore[no-untyped-def]
+    """isums[b] = the integer dot of block b of a 32-value legacy row with xt, in registers
+    (no unpacking); one loop per type so that nothing is decided per block."""
+    if kind == Q8_0:
+        wi = wr.view(np.int8)
         for b in range(nb):
-            o = b * size
-            if kind == Q8_0:
-                isum = idot32(wi, o + 2, xt, b * 32)
-            elif kind == Q4_0:
-                isum = dot_q4_0(wr, o, xt, b * 32)
-            elif kind == Q4_1:
-                isum = dot_q4_1(wr, o, xt, b * 32)
-            elif kind == Q5_0:
-                isum = dot_q5_0(wr, o, xt, b * 32)
-            else:
-                isum = dot_q5_1(wr, o, xt, b * 32)
-            d = f16_at(wr, o)
-            dmin = f16_at(wr, o + 2) if min_term == 1 else d
-            s_x = xs[t, b] if min_term == 1 else d
-            acc += _term(act, min_term, xd[t, b], d, dmin, isum, 0, s_x)
+            isums[b] = idot32(wi, b * 34 + 2, xt, b * 32)
+    elif kind == Q5_0:
+        for b in range(nb):
+            isums[b] = dot_q5_0(wr, b * 22, xt, b * 32)
+    elif kind == Q4_0:
+        for b in range(nb):
+            isums[b] = dot_q4_0(wr, b * 18, xt, b * 32)
+    elif kind == Q4_1:
+        for b in range(nb):
+            isums[b] = dot_q4_1(wr, b * 20, xt, b * 32)
+    else:
+        for b in range(nb):
+            isums[b] = dot_q5_1(wr, b * 24, xt, b * 32)
+
+
+@njit(cache=True, nogil=True)
+def _decode_legacy_row(kind, wr, nb, act, min_term, xc, xd, xs, out, r, isums):  # type: ignore[no-untyped-def]
+    """Row r of a 32-value block type; the float terms as `_term`, in block order."""
+    size = 34 if kind == Q8_0 else 18 if kind == Q4_0 else 20 if kind == Q4_1 else 22 if kind == Q5_0 else 24
+    for t in range(xc.shape[0]):
+        _legacy_isums(kind, wr, nb, xc[t], isums)
+        acc = np.float32(0.0)
+        if min_term == 1:
+            for b in range(nb):
+                o = b * size
+                acc += (xd[t, b] * f16_at(wr, o)) * np.float32(isums[b]) + f16_at(wr, o + 2) * xs[t, b]
+        else:
+            for b in range(nb):
+                acc += (xd[t, b] * f16_at(wr, b * size)) * np.float32(isums[b])
         out[t, r] = acc
 
 
@@ -97,8 +109,9 @@ def _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, r1):
     k = xc.shape[1]
     nb = k // qk
     if kind == Q8_0 or kind == Q4_0 or kind == Q4_1 or kind == Q5_0 or kind == Q5_1:
+        isums = np.empty(nb, dtype=np.int32)
         for r in range(r0, r1):
-            _decode_legacy_row(kind, w[r], nb, act, min_term, xc, xd, xs, out, r)
+            _decode_legacy_row(kind, w[r], nb, act, min_term, xc, xd, xs, out, r, isums)
         return
     codes = np.empty(k, dtype=np.int16)
     sc = np.ones((nb, nsub), dtype=np.int32)
