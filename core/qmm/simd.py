@@ -17,10 +17,11 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 
-def _make_idot(n: int) -> Any:
+def _make_idot(n: int, a_bits: int = 8) -> Any:
     @intrinsic
     def idot(typingctx: Any, a: Any, ao: Any, b: Any, bo: Any) -> Any:
-        """sum(int32(a[ao + i]) * int32(b[bo + i]) for i < n); a, b int8 arrays (1-D, C)."""
+        """sum(int32(a[ao + i]) * int32(b[bo + i]) for i < n); a int8 or int16 (a_bits), b int8
+        (1-D, C)."""
         sig = types.int32(a, ao, b, bo)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -28,9 +29,8 @@ def _make_idot(n: int) -> Any:
             ba = context.make_array(signature.args[2])(context, builder, args[2])
             pa = builder.gep(aa.data, [args[1]])
             pb = builder.gep(ba.data, [args[3]])
-            vt = ir.VectorType(ir.IntType(8), n)
-            va = builder.load(builder.bitcast(pa, vt.as_pointer()), align=1)
-            vb = builder.load(builder.bitcast(pb, vt.as_pointer()), align=1)
+            va = builder.load(builder.bitcast(pa, ir.VectorType(ir.IntType(a_bits), n).as_pointer()), align=a_bits // 8)
+            vb = builder.load(builder.bitcast(pb, ir.VectorType(ir.IntType(8), n).as_pointer()), align=1)
             wt = ir.VectorType(ir.IntType(32), n)
             prod = builder.mul(builder.sext(va, wt), builder.sext(vb, wt))
             fnty = ir.FunctionType(ir.IntType(32), [wt])
@@ -44,34 +44,8 @@ def _make_idot(n: int) -> Any:
 
 idot16 = _make_idot(16)
 idot32 = _make_idot(32)
-
-
-def _make_idot_w16(n: int) -> Any:
-    @intrinsic
-    def idot_w16(typingctx: Any, a: Any, ao: Any, b: Any, bo: Any) -> Any:
-        """sum(int32(a[ao + i]) * int32(b[bo + i]) for i < n); a int16, b int8 (1-D, C)."""
-        sig = types.int32(a, ao, b, bo)
-
-        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            aa = context.make_array(signature.args[0])(context, builder, args[0])
-            ba = context.make_array(signature.args[2])(context, builder, args[2])
-            pa = builder.gep(aa.data, [args[1]])
-            pb = builder.gep(ba.data, [args[3]])
-            va = builder.load(builder.bitcast(pa, ir.VectorType(ir.IntType(16), n).as_pointer()), align=2)
-            vb = builder.load(builder.bitcast(pb, ir.VectorType(ir.IntType(8), n).as_pointer()), align=1)
-            wt = ir.VectorType(ir.IntType(32), n)
-            prod = builder.mul(builder.sext(va, wt), builder.sext(vb, wt))
-            fnty = ir.FunctionType(ir.IntType(32), [wt])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, f"llvm.vector.reduce.add.v{n}i32")
-            return builder.call(fn, [prod])
-
-        return sig, codegen
-
-    return idot_w16
-
-
-idot_w16_32 = _make_idot_w16(32)
-idot_w16_256 = _make_idot_w16(256)
+idot_w16_32 = _make_idot(32, 16)  # int16 weight codes (scales folded in) x int8 activations
+idot_w16_256 = _make_idot(256, 16)
 
 TILE = 64  # tokens per tile of `tile_dot64`: four 16-lane int32 accumulators
 
