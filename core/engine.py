@@ -375,6 +375,9 @@ class Engine:
         p = s.task.params
         if not s.generating:
             s.generating = True
+        if self._limit(p.n_predict) == 0:  # -n 0: the prompt is evaluated, nothing generated
+            self._finish(s, "limit")
+            return
         grammar = self._grammar.get(s.id)
         if grammar is not None:
             grammar.apply(logits)  # -inf where the grammar forbids; EOG only where it may end
@@ -415,11 +418,7 @@ class Engine:
         if grammar is not None and grammar.is_stopped:  # complete: only EOG could follow
             self._finish(s, "eos")
             return
-        limit = p.n_predict
-        if self.config.n_predict_max >= 0 and (
-            limit < 0 or limit > self.config.n_predict_max
-        ):
-            limit = self.config.n_predict_max
+        limit = self._limit(p.n_predict)
         if limit >= 0 and len(s.generated) >= limit:
             self._finish(s, "limit")
             return
@@ -430,6 +429,13 @@ class Engine:
             self._finish(s, "limit")
             return
         s.next_token = tok
+
+    def _limit(self, n_predict: int) -> int:
+        """Tokens a task may generate (-1: no limit), the server-wide cap applied."""
+        cap = self.config.n_predict_max
+        if cap >= 0 and (n_predict < 0 or n_predict > cap):
+            return cap
+        return n_predict
 
     def _context_full(self, s: Slot) -> None:
         """The slot's sequence has no free cell: shift (drop half after n_keep) or stop."""

@@ -288,3 +288,13 @@ def test_task_pinned_to_busy_slot_waits_for_it(tiny) -> None:  # type: ignore[no
         fa, fb = collect(a)[1], collect(b)[1]
     assert fa.id_slot == fb.id_slot == 0
     assert fb.tokens_cached > 0  # it ran after a, on a's cache
+
+
+def test_n_predict_zero_generates_nothing(tiny) -> None:  # type: ignore[no-untyped-def]
+    """n_predict 0 (-n 0): the prompt is evaluated, no token is generated (as llama.cpp)."""
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 8)
+    with Engine(model, tok, EngineConfig(n_ctx=128, n_parallel=1)) as eng:
+        parts, final = collect(eng.submit(Task(prompt, greedy(0))))
+    assert final.tokens == [] and final.content == "" and parts == []
+    assert final.stop_type == "limit" and final.timings.prompt_n == 8
