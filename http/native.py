@@ -161,7 +161,8 @@ def sampling_json(sp: SamplingParams) -> dict[str, Any]:
         d[n] = getattr(sp, n)
     d["dry_sequence_breakers"] = list(sp.dry_sequence_breakers)
     d["min_keep"] = sp.min_keep
-    d["logit_bias"] = [[t, b if math.isfinite(b) else False] for t, b in sp.logit_bias]
+    # llama-server's format_logit_bias: {"bias", "token"} objects; -inf is written as null
+    d["logit_bias"] = [{"bias": b if math.isfinite(b) else None, "token": t} for t, b in sp.logit_bias]
     try:
         d["samplers"] = list(sp.sampler_names())
     except Exception:  # noqa: BLE001 - reported by validation elsewhere

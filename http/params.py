@@ -239,6 +239,14 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
     post = body.bool("post_sampling_probs", sp.post_sampling_probs)
     ignore_eos = body.bool("ignore_eos", sp.ignore_eos)
     sp = dataclasses.replace(sp, n_probs=n_probs, post_sampling_probs=post, ignore_eos=ignore_eos)
+    if ignore_eos:
+        # llama-server appends a -inf bias per end-of-generation token (its generation settings
+        # show them); the sampler bans them for ignore_eos anyway, so this changes no output.
+        eog = sorted(getattr(getattr(tokenizer, "vocab", None), "eog_ids", ()) or ())
+        have = set(sp.logit_bias)
+        extra_bias = [(t, float("-inf")) for t in eog if (t, float("-inf")) not in have]
+        if extra_bias:
+            sp = dataclasses.replace(sp, logit_bias=type(sp.logit_bias)(list(sp.logit_bias) + extra_bias))
     extra: dict[str, Any] = {}
     spec = grammar_spec(body.data)
     if spec is not None:
