@@ -190,7 +190,7 @@ def params_json(p: TaskParams, stream: bool = False) -> dict[str, Any]:
             "speculative.n_max": 0,
             "speculative.n_min": 0,
             "speculative.p_min": 0.0,
-            "timings_per_token": False,
+            "timings_per_token": p.timings_per_token,
             "lora": [],
         }
     )
@@ -252,6 +252,10 @@ def completion_chunk(part: Partial, *, index: int, id_slot: int, n_decoded: int,
         "tokens_predicted": n_decoded,
         "tokens_evaluated": n_prompt,
     }
+    if part.timings is not None:
+        d["timings"] = part.timings.to_dict()
+    if part.progress is not None:
+        d["prompt_progress"] = dict(part.progress)
     if params.n_probs > 0 and part.probs:
         d["completion_probabilities"] = probs_json(tokenizer, [part], params.post_sampling_probs)
     return d

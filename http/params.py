@@ -263,6 +263,9 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
         ignore_eos=ignore_eos,
         id_slot=body.int("id_slot", -1, lo=-1),
         t_max_predict_ms=body.float("t_max_predict_ms", 0.0),
+        timings_per_token=body.bool("timings_per_token", False),
+        # progress chunks only exist in a stream (llama-server sends them only then)
+        return_progress=body.bool("return_progress", False) and body.bool("stream", False),
     )
 
 
