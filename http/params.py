@@ -235,6 +235,9 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
     n_predict = body.int("n_predict", base.n_predict)
     if n_predict < -1:
         raise bad_request(f"'n_predict' must be -1 (no limit) or a number of tokens >= 0, got {n_predict}")
+    if n_predict == -1:
+        # llama-server: a request's -1 means the server's -n; -n is a default, not a cap
+        n_predict = base.n_predict
     n_probs = body.int("n_probs", sp.n_probs, lo=0)
     post = body.bool("post_sampling_probs", sp.post_sampling_probs)
     ignore_eos = body.bool("ignore_eos", sp.ignore_eos)

@@ -1007,3 +1007,12 @@ def test_ignore_eos_shows_eog_biases_in_generation_settings() -> None:
     assert d["generation_settings"]["logit_bias"] == []
     _, d, _ = c.post("/completion", {"prompt": "hi", "n_predict": 2, "logit_bias": [[20, 1.5]]})
     assert d["generation_settings"]["logit_bias"] == [{"bias": 1.5, "token": 20}]
+
+
+def test_server_n_predict_is_a_default_not_a_cap() -> None:
+    """llama-server's -n: used when a request gives no n_predict or -1; a request may ask for more."""
+    c, _ = make(ServerConfig(n_predict=2))
+    for body, want in (({}, 2), ({"n_predict": -1}, 2), ({"n_predict": 4}, 4), ({"n_predict": 0}, 0)):
+        _, d, _ = c.post("/completion", {"prompt": "hi", **body})
+        assert d["generation_settings"]["n_predict"] == want, body
+        assert d["tokens_predicted"] == want, body
