@@ -294,9 +294,12 @@ class Engine:
                 s.hidden.append(hidden[out_index[start] : out_index[start + n - 1] + 1])
                 if s.n_past == len(s.prompt):
                     self._finish_embedding(s)
-            elif s.n_past == len(s.prompt):
-                s.t_prompt_done = time.perf_counter()
-                want_logits.append((s, int(out_index[start + n - 1])))
+            else:
+                if s.n_past == len(s.prompt):
+                    s.t_prompt_done = time.perf_counter()
+                    want_logits.append((s, int(out_index[start + n - 1])))
+                if s.task is not None and s.task.params.return_progress:
+                    self._progress(s)
         if want_logits:
             logits = self.model.logits(hidden[[r for _, r in want_logits]])
             for (s, _), lg in zip(want_logits, logits):
@@ -363,6 +366,34 @@ class Engine:
             self._grammar.pop(s.id, None)
             if p.grammar is not None:
                 self._grammar[s.id] = GrammarConstraint(compile_grammar(self.tokenizer, p.grammar))
+            if p.return_progress:
+                self._progress(s)  # 0% before any prompt token is evaluated
+
+    def _timings(self, s: Slot, now: float) -> Timings:
+        """The task's timings so far (llama-server's `timings`)."""
+        t = Timings(cache_n=s.n_cached)
+        t.prompt_n = s.n_past - s.n_cached
+        prompt_done = s.generating or (
+            s.task is not None and s.n_past == len(s.prompt) and s.t_prompt_done >= s.t_start
+        )
+        done = s.t_prompt_done if prompt_done else now
+        t.prompt_ms = (done - s.t_start) * 1e3 if t.prompt_n else 0.0
+        t.predicted_n = len(s.generated)
+        t.predicted_ms = (now - done) * 1e3 if s.generating else 0.0
+        return t
+
+    def _progress(self, s: Slot) -> None:
+        """A prompt-progress Partial (return_progress), as llama-server's prompt_progress."""
+        assert s.task is not None
+        now = time.perf_counter()
+        progress = {
+            "total": len(s.task.prompt_tokens),
+            "cache": s.n_cached,
+            "processed": s.n_past,
+            "time_ms": int((now - s.t_start) * 1e3) if s.n_past > s.n_cached else 0,
+        }
+        timings = self._timings(s, now) if s.task.params.timings_per_token else None
+        s.task.results.put(Partial("", [], timings=timings, progress=progress))
 
     # ---- per-token processing --------------------------------------------------------------
     def _sample(self, s: Slot, logits: np.ndarray) -> None:
@@ -410,6 +441,7 @@ class Engine:
                 [tok],
                 [probs] if p.n_probs else [],
                 [chosen] if chosen is not None else [],
+                timings=self._timings(s, time.perf_counter()) if p.timings_per_token else None,
             )
         )
         if s.stop.stopped_word:
@@ -464,12 +496,7 @@ class Engine:
         task = s.task
         assert task is not None
         now = time.perf_counter()
-        t = Timings(cache_n=s.n_cached)
-        t.prompt_n = s.n_past - s.n_cached
-        done = s.t_prompt_done if s.generating else now
-        t.prompt_ms = (done - s.t_start) * 1e3
-        t.predicted_n = len(s.generated)
-        t.predicted_ms = (now - done) * 1e3 if s.generating else 0.0
+        t = self._timings(s, now)
         content = ""
         if s.stop is not None and s.decoder is not None:
             if stop_type != "word":

@@ -33,6 +33,8 @@ class TaskParams:
     id_slot: int = -1  # -1: the engine chooses
     t_max_predict_ms: float = 0.0  # 0: no time limit on generation
     grammar: GrammarSpec | None = None  # constrained output (core/grammar): GBNF, JSON schema, ...
+    timings_per_token: bool = False  # every Partial carries the timings so far
+    return_progress: bool = False  # Partials with `progress` while the prompt is evaluated
     preserved_tokens: tuple[str, ...] = ()  # control tokens kept as text (tool-call markers)
 
 
@@ -72,6 +74,8 @@ class Partial:
     tokens: list[int]
     probs: list[list[TokenProb]] = field(default_factory=list)  # per token: top n_probs
     chosen_probs: list[float] = field(default_factory=list)  # per token: its own probability
+    timings: Timings | None = None  # with TaskParams.timings_per_token: the timings so far
+    progress: dict[str, float] | None = None  # prompt progress: total, cache, processed, time_ms
 
 
 @dataclass

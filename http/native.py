@@ -161,7 +161,8 @@ def sampling_json(sp: SamplingParams) -> dict[str, Any]:
         d[n] = getattr(sp, n)
     d["dry_sequence_breakers"] = list(sp.dry_sequence_breakers)
     d["min_keep"] = sp.min_keep
-    d["logit_bias"] = [[t, b if math.isfinite(b) else False] for t, b in sp.logit_bias]
+    # llama-server's format_logit_bias: {"bias", "token"} objects; -inf is written as null
+    d["logit_bias"] = [{"bias": b if math.isfinite(b) else None, "token": t} for t, b in sp.logit_bias]
     try:
         d["samplers"] = list(sp.sampler_names())
     except Exception:  # noqa: BLE001 - reported by validation elsewhere
@@ -189,7 +190,7 @@ def params_json(p: TaskParams, stream: bool = False) -> dict[str, Any]:
             "speculative.n_max": 0,
             "speculative.n_min": 0,
             "speculative.p_min": 0.0,
-            "timings_per_token": False,
+            "timings_per_token": p.timings_per_token,
             "lora": [],
         }
     )
@@ -251,6 +252,10 @@ def completion_chunk(part: Partial, *, index: int, id_slot: int, n_decoded: int,
         "tokens_predicted": n_decoded,
         "tokens_evaluated": n_prompt,
     }
+    if part.timings is not None:
+        d["timings"] = part.timings.to_dict()
+    if part.progress is not None:
+        d["prompt_progress"] = dict(part.progress)
     if params.n_probs > 0 and part.probs:
         d["completion_probabilities"] = probs_json(tokenizer, [part], params.post_sampling_probs)
     return d

@@ -235,10 +235,21 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
     n_predict = body.int("n_predict", base.n_predict)
     if n_predict < -1:
         raise bad_request(f"'n_predict' must be -1 (no limit) or a number of tokens >= 0, got {n_predict}")
+    if n_predict == -1:
+        # llama-server: a request's -1 means the server's -n; -n is a default, not a cap
+        n_predict = base.n_predict
     n_probs = body.int("n_probs", sp.n_probs, lo=0)
     post = body.bool("post_sampling_probs", sp.post_sampling_probs)
     ignore_eos = body.bool("ignore_eos", sp.ignore_eos)
     sp = dataclasses.replace(sp, n_probs=n_probs, post_sampling_probs=post, ignore_eos=ignore_eos)
+    if ignore_eos:
+        # llama-server appends a -inf bias per end-of-generation token (its generation settings
+        # show them); the sampler bans them for ignore_eos anyway, so this changes no output.
+        eog = sorted(getattr(getattr(tokenizer, "vocab", None), "eog_ids", ()) or ())
+        have = set(sp.logit_bias)
+        extra_bias = [(t, float("-inf")) for t in eog if (t, float("-inf")) not in have]
+        if extra_bias:
+            sp = dataclasses.replace(sp, logit_bias=type(sp.logit_bias)(list(sp.logit_bias) + extra_bias))
     extra: dict[str, Any] = {}
     spec = grammar_spec(body.data)
     if spec is not None:
@@ -255,6 +266,9 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
         ignore_eos=ignore_eos,
         id_slot=body.int("id_slot", -1, lo=-1),
         t_max_predict_ms=body.float("t_max_predict_ms", 0.0),
+        timings_per_token=body.bool("timings_per_token", False),
+        # progress chunks only exist in a stream (llama-server sends them only then)
+        return_progress=body.bool("return_progress", False) and body.bool("stream", False),
     )
 
 

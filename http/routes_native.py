@@ -57,7 +57,7 @@ async def completion_response(
                     yield data(native.completion_json(r, [], index=i, return_tokens=False, stream=True, **common))
                     continue
                 n_decoded[i] += len(r.tokens)
-                if not r.content and not r.tokens:
+                if not r.content and not r.tokens and r.progress is None:
                     continue
                 yield data(
                     native.completion_chunk(

@@ -106,8 +106,10 @@ async def chat_completions() -> Response:
                 lp = oai.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
                 if not deltas and lp is not None:
                     deltas = [{"content": ""}]
+                per_token = {"timings": r.timings.to_dict()} if r.timings is not None else {}
                 for k, delta in enumerate(deltas):
-                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, delta, None, lp if k == 0 else None)], **meta))
+                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, delta, None, lp if k == 0 else None)],
+                                              **per_token, **meta))
         if include_usage:
             timings = {"timings": finals[-1].timings.to_dict()} if finals else {}
             yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **timings, **meta))
@@ -193,7 +195,9 @@ async def completions() -> Response:
                 if not r.content and not (n_top is not None and r.probs):
                     continue
                 lp = oai.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                yield data(oai.text_completion_chunk(index=i, text=r.content, finish=None, logprobs=lp, **meta))
+                per_token = {"timings": r.timings.to_dict()} if r.timings is not None else {}
+                yield data(oai.text_completion_chunk(index=i, text=r.content, finish=None, logprobs=lp,
+                                                     **per_token, **meta))
         if include_usage:
             chunk = oai.text_completion_chunk(index=0, text="", finish=None, usage=oai.usage_json(finals), **meta)
             chunk["choices"] = []

@@ -298,3 +298,27 @@ def test_n_predict_zero_generates_nothing(tiny) -> None:  # type: ignore[no-unty
         parts, final = collect(eng.submit(Task(prompt, greedy(0))))
     assert final.tokens == [] and final.content == "" and parts == []
     assert final.stop_type == "limit" and final.timings.prompt_n == 8
+
+
+def test_prompt_progress_and_timings_per_token(tiny) -> None:  # type: ignore[no-untyped-def]
+    """return_progress: a 0% Partial before the prompt, then one per prompt batch (llama-server's
+    prompt_progress); timings_per_token: every Partial carries finite timings that never go back."""
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 20)
+    with Engine(model, tok, EngineConfig(n_ctx=64, n_parallel=1, n_batch=8)) as eng:
+        params = greedy(3, ignore_eos=True, return_progress=True, timings_per_token=True)
+        parts, final = collect(eng.submit(Task(prompt, params)))
+        plain, _ = collect(eng.submit(Task(prompt, greedy(3, ignore_eos=True, cache_prompt=False))))
+    progress = [p for p in parts if p.progress is not None]
+    assert [p.progress["processed"] for p in progress] == [0, 8, 16, 20]
+    assert all(p.progress["total"] == 20 and p.progress["cache"] == 0 and not p.tokens for p in progress)
+    first = progress[0].timings
+    assert first is not None and first.prompt_n == 0 and first.prompt_ms == 0.0 and first.predicted_n == 0
+    assert progress[-1].timings is not None and progress[-1].timings.prompt_ms > 0
+    tokens = [p for p in parts if p.tokens]
+    assert len(tokens) == 3 and all(p.timings is not None for p in tokens)
+    assert [p.timings.predicted_n for p in tokens] == [1, 2, 3]  # type: ignore[union-attr]
+    ms = [p.timings.prompt_ms for p in parts if p.timings is not None]
+    assert ms == sorted(ms)
+    assert final.tokens == [t for p in tokens for t in p.tokens]
+    assert all(p.timings is None and p.progress is None for p in plain)

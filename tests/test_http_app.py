@@ -995,3 +995,24 @@ def test_verbose_and_token_count_routes() -> None:
     chunks = [json.loads(ln[6:]) for ln in text.splitlines() if ln.startswith("data: {")]
     usage = [ch for ch in chunks if not ch["choices"]]
     assert len(usage) == 1 and "predicted_n" in usage[0]["timings"] and "timings" not in chunks[0]
+
+
+def test_ignore_eos_shows_eog_biases_in_generation_settings() -> None:
+    """As llama-server: ignore_eos appends a -inf bias per end-of-generation token, shown in
+    generation_settings.logit_bias as {"bias": null, "token": id}; without it the list is empty."""
+    c, _ = make(ServerConfig())
+    _, d, _ = c.post("/completion", {"prompt": "hi", "n_predict": 2, "ignore_eos": True})
+    assert d["generation_settings"]["logit_bias"] == [{"bias": None, "token": EOS}]
+    _, d, _ = c.post("/completion", {"prompt": "hi", "n_predict": 2, "ignore_eos": False})
+    assert d["generation_settings"]["logit_bias"] == []
+    _, d, _ = c.post("/completion", {"prompt": "hi", "n_predict": 2, "logit_bias": [[20, 1.5]]})
+    assert d["generation_settings"]["logit_bias"] == [{"bias": 1.5, "token": 20}]
+
+
+def test_server_n_predict_is_a_default_not_a_cap() -> None:
+    """llama-server's -n: used when a request gives no n_predict or -1; a request may ask for more."""
+    c, _ = make(ServerConfig(n_predict=2))
+    for body, want in (({}, 2), ({"n_predict": -1}, 2), ({"n_predict": 4}, 4), ({"n_predict": 0}, 0)):
+        _, d, _ = c.post("/completion", {"prompt": "hi", **body})
+        assert d["generation_settings"]["n_predict"] == want, body
+        assert d["tokens_predicted"] == want, body

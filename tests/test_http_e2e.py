@@ -320,3 +320,26 @@ def test_response_format_pydantic_parse(client: openai.OpenAI) -> None:
     parsed = r.choices[0].message.parsed
     assert isinstance(parsed, Colour) and parsed.name in ("red", "green", "blue")
     assert r.choices[0].finish_reason == "stop"
+
+
+def test_timings_per_token_and_prompt_progress(srv: LlamaServer) -> None:
+    """timings_per_token: every streamed token chunk (native, chat, text) carries `timings`;
+    return_progress: `prompt_progress` chunks (0% first, with zero timings) before the tokens."""
+    body = {"prompt": "the quick brown fox " * 4, "n_predict": 3, "stream": True,
+            "timings_per_token": True, "return_progress": True}
+    _, events = sse_stream(srv, "/completion", body)
+    progress = [e for e in events if "prompt_progress" in e]
+    assert len(progress) >= 2 and progress[0]["timings"]["prompt_n"] == 0 and progress[0]["timings"]["prompt_ms"] == 0.0
+    assert progress[0]["prompt_progress"]["processed"] == progress[0]["prompt_progress"]["cache"]
+    assert progress[-1]["prompt_progress"]["processed"] == progress[-1]["prompt_progress"]["total"]
+    assert all(k in progress[0]["prompt_progress"] for k in ("total", "cache", "processed", "time_ms"))
+    tokens = [e for e in events if e.get("tokens")]
+    assert tokens and all(e["timings"]["predicted_n"] == i + 1 for i, e in enumerate(tokens))
+    assert events.index(progress[-1]) < events.index(tokens[0])
+    assert events[-1]["generation_settings"]["timings_per_token"] is True
+    _, plain = sse_stream(srv, "/completion", {**body, "timings_per_token": False, "return_progress": False})
+    assert not any("prompt_progress" in e or ("timings" in e and not e["stop"]) for e in plain)
+    chat = {"messages": MSGS, "max_tokens": 3, "stream": True, "timings_per_token": True}
+    _, events = sse_stream(srv, "/v1/chat/completions", chat)
+    content = [e for e in events[1:] if e != "[DONE]" and e["choices"] and e["choices"][0]["delta"].get("content")]
+    assert "timings" not in events[0] and content and all("timings" in e for e in content)

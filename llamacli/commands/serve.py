@@ -48,7 +48,7 @@ def serve(
     parallel: int = typer.Option(-1, "-np", "--parallel", help="Number of slots (-1: auto, 4 with a unified KV cache)."),
     batch_size: int = typer.Option(2048, "-b", "--batch-size", help="Logical batch size (limits /infill context)."),
     ubatch_size: int = typer.Option(512, "-ub", "--ubatch-size", help="Most tokens in one forward pass."),
-    n_predict: int = typer.Option(-1, "-n", "--predict", "--n-predict", help="Default and cap for tokens per request (-1: none)."),
+    n_predict: int = typer.Option(-1, "-n", "--predict", "--n-predict", help="Tokens per request when the request gives none or -1 (-1: no limit)."),
     keep: int = typer.Option(0, "--keep", help="Prompt tokens kept by a context shift (-1: all)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address(es) to listen on, comma-separated; a path ending in .sock is a UNIX socket."),
     port: int = typer.Option(8080, "--port", help="Port to listen on (0: any free port, printed at startup)."),
@@ -160,7 +160,7 @@ def serve(
         engine = Engine(
             rt.model, rt.tokenizer,
             EngineConfig(n_ctx=n_ctx, n_parallel=n_parallel, n_batch=ubatch_size, slot_prompt_similarity=slot_prompt_similarity,
-                         context_shift=context_shift, kv_unified=unified, n_predict_max=n_predict),
+                         context_shift=context_shift, kv_unified=unified),
         ).start()
         if warmup:
             first = rt.tokenizer.vocab.bos if rt.tokenizer.vocab.bos is not None else 0
