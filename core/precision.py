@@ -107,9 +107,6 @@ class GGMLPrecision(Precision):
         super().__init__(threads, False)
         qmm.threads.set_threads(threads)
 
-    def act(self, x: np.ndarray, weight_qtype: object) -> np.ndarray:
-        return N.round_activations(x, weight_qtype)
-
     def kv(self, x: np.ndarray) -> np.ndarray:
         return N.round_f16(x)
 

@@ -19,7 +19,7 @@ from llamacli.core.qmm import kernels as Kn
 from llamacli.core.qmm import threads
 from llamacli.core.qmm.acts import QActs, quantize_acts
 from llamacli.core.qmm.simd import TILE
-from llamacli.core.qmm.formats import FLOAT_BF16, FLOAT_F16, FLOAT_FORMATS, MIN_K, QUANT_FORMATS
+from llamacli.core.qmm.formats import FLOAT_BF16, FLOAT_F16, FLOAT_FORMATS, MIN_K, QUANT_FORMATS, QFormat
 
 _EMPTY3 = np.zeros((0, 0, 0), dtype=np.int32)
 
@@ -83,9 +83,7 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     fmt = QUANT_FORMATS[m.qtype]
     t = xa.codes.shape[0]
     y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
-    xsub = _EMPTY3
-    if fmt.min_term == MIN_K:  # code sums per sub-block (T, nb, nsub), from the sums per 16
-        xsub = xa.bsums.reshape(t, -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
+    xsub = _sub_sums(xa, fmt)
     if t < PREFILL_MIN_ROWS:
         Kn.mm_decode(m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term, xa.codes, xa.d, xa.s, xsub, y)
         return y
@@ -122,15 +120,21 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
         [(i, r, min(m.n_out, r + Kn.ROWS_PER_TASK)) for i, m in enumerate(ms) for r in range(0, m.n_out, Kn.ROWS_PER_TASK)],
         dtype=np.int64,
     )
-    xsub = _EMPTY3
-    if f0.min_term == MIN_K:
-        xsub = xa.bsums.reshape(t, -1, f0.nsub, f0.sub // 16).sum(axis=-1, dtype=np.int32)
+    xsub = _sub_sums(xa, f0)
     kinds = np.array([f.kind for f in fmts], dtype=np.int64)  # type: ignore[union-attr]
     Kn.mm_decode_many(
         tuple(m.data for m in ms), kinds, f0.qk, f0.nsub, f0.act, f0.min_term,
         xa.codes, xa.d, xa.s, xsub, outs, tasks,
     )
     return list(outs)
+
+
+def _sub_sums(xa: QActs, fmt: QFormat) -> np.ndarray:
+    """K-quants with mins: the activation's code sums per sub-block (T, nb, nsub), from its sums
+    per 16; an empty array for the other types."""
+    if fmt.min_term != MIN_K:
+        return _EMPTY3
+    return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
 
 
 def _tokens_last(a: np.ndarray, tp: int) -> np.ndarray:

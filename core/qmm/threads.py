@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import threading
 
-os.environ.setdefault("GOMP_SPINCOUNT", "20000") if "OMP_WAIT_POLICY" not in os.environ else None
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "20000")
 
 import numba  # noqa: E402
 

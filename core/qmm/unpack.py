@@ -152,6 +152,16 @@ def _scale_min_k4(w, o, j):  # type: ignore[no-untyped-def]
 
 
 @njit(**_JIT)
+def _k4_scales_mins(w, o, b, c, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
+    """Q4_K/Q5_K block b at byte o: its 8 scales and mins, the scales folded into its codes at c,
+    and d, dmin (the fp16 fields at o and o + 2)."""
+    for j in range(8):
+        sc[b, j], mn[b, j] = _scale_min_k4(w, o + 4, j)
+        scale32(codes, c + 32 * j, sc[b, j], 0)
+    ds[b], dms[b] = f16_at(w, o), f16_at(w, o + 2)
+
+
+@njit(**_JIT)
 def unpack_q4_k(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
     # d f16 | dmin f16 | scales[12] | qs[128]; sub-block 2g / 2g + 1 = low / high nibbles of
     # qs[32g : 32g + 32]; y = d * sc * q - dmin * m
@@ -160,10 +170,7 @@ def unpack_q4_k(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
         for g in range(4):
             set_bits32(w, o + 16 + 32 * g, codes, c + 64 * g, 0, 15, 0)
             set_bits32(w, o + 16 + 32 * g, codes, c + 64 * g + 32, 4, 15, 0)
-        for j in range(8):
-            sc[b, j], mn[b, j] = _scale_min_k4(w, o + 4, j)
-            scale32(codes, c + 32 * j, sc[b, j], 0)
-        ds[b], dms[b] = f16_at(w, o), f16_at(w, o + 2)
+        _k4_scales_mins(w, o, b, c, codes, sc, mn, ds, dms)
 
 
 @njit(**_JIT)
@@ -176,10 +183,7 @@ def unpack_q5_k(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
             set_bits32(w, o + 48 + 32 * g, codes, c + 64 * g + 32, 4, 15, 0)
             or_bits32(w, o + 16, codes, c + 64 * g, 2 * g, 1, 4)
             or_bits32(w, o + 16, codes, c + 64 * g + 32, 2 * g + 1, 1, 4)
-        for j in range(8):
-            sc[b, j], mn[b, j] = _scale_min_k4(w, o + 4, j)
-            scale32(codes, c + 32 * j, sc[b, j], 0)
-        ds[b], dms[b] = f16_at(w, o), f16_at(w, o + 2)
+        _k4_scales_mins(w, o, b, c, codes, sc, mn, ds, dms)
 
 
 @njit(**_JIT)

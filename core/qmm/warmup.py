@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.qmm import acts, kernels
 from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
@@ -40,8 +40,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def warmup() -> None:
     """Run every kernel once on tiny inputs of the types the model uses (read-only weights)."""
     for qt, k in ((QT.Q8_0, 32), (QT.Q4_K, 256), (QT.Q4_1, 32), (QT.F16, 16)):
-        qk_bytes = {QT.Q8_0: 34, QT.Q4_K: 144, QT.Q4_1: 20, QT.F16: 32}[qt]
-        data = np.zeros((2, qk_bytes), dtype=np.uint8)
+        data = np.zeros((2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
         m = QuantMatrix(_readonly(data), qt, k)
         for rows in (1, PREFILL_MIN_ROWS):
             matmul(prepare(np.ones((rows, k), dtype=np.float32), qt), m)
