@@ -32,3 +32,11 @@ def test_http_folder_does_not_shadow_stdlib() -> None:
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout
     assert "site-packages" not in out and str(ROOT / "http") not in out
+
+
+def test_core_and_http_are_links_to_the_top_level_folders() -> None:
+    # One file, one module name: the links make llamacli.core/llamacli.http resolve for Python,
+    # setuptools and mypy alike (pyproject.toml's layout note).
+    for name in ("core", "http"):
+        link = ROOT / "llamacli" / name
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve()
