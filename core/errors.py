@@ -40,6 +40,10 @@ class InvalidRequest(LlamaError):
     exit_code = 1
 
 
+class SlotBusy(LlamaError):
+    """A slot operation (save, restore, erase) needs an idle slot."""
+
+
 class ContextOverflow(InvalidRequest):
     """The prompt does not fit the context window."""
 

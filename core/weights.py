@@ -22,7 +22,7 @@ from gguf import GGMLQuantizationType
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
 from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.qmm import QuantMatrix, supports
-from llamacli.core.quants import dequantize, dequantize_rows
+from llamacli.core.dequant import dequantize, dequantize_rows
 
 
 @dataclass

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from llamacli.core.tasks import Final
+from llamacli.core.runtime.tasks import Final
 from llamacli.http.errors import bad_request, no_multimodal
 from llamacli.http.params import Body
 

@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from llamacli.core.chat_template import ChatTemplate
+from llamacli.core.chat_templates import ChatTemplate
 from llamacli.core.rerank import rerank_template
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import DraftParams
-from llamacli.core.tasks import Final, Partial, Result, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Partial, Result, Task, TaskParams
 from llamacli.http.errors import LOADING, ApiError
 from llamacli.http.tasklog import log_task
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llamacli.core.chat_template import ChatTemplateError
-from llamacli.core.engine import SlotBusy
+from llamacli.core.chat_templates import ChatTemplateError
+from llamacli.core.errors import SlotBusy
 from llamacli.core.errors import ContextOverflow, InvalidRequest, LlamaError, TokenizerError
-from llamacli.core.slot_store import SlotFileError
+from llamacli.core.runtime.slot_store import SlotFileError
 
 # llama-server's error_type names (server-common.h: format_error_response)
 TYPE_BY_STATUS = {

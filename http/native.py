@@ -11,7 +11,7 @@ import numpy as np
 
 from llamacli.core.pooling import normalize
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import Final, Partial, TaskParams
+from llamacli.core.runtime.tasks import Final, Partial, TaskParams
 from llamacli.http.errors import bad_request, no_multimodal, not_supported
 from llamacli.http.params import check_token_ids
 

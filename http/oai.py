@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from llamacli.core.tasks import Final, Partial
+from llamacli.core.runtime.tasks import Final, Partial
 from llamacli.http.errors import bad_request, no_multimodal
 from llamacli.http.native import logprob, piece, token_probs
 from llamacli.http.params import Body

@@ -20,7 +20,7 @@ from typing import Any
 
 from llamacli.core.sampling import SamplingParams, resolve_logit_bias
 from llamacli.core.speculative.config import DraftParams
-from llamacli.core.tasks import TaskParams
+from llamacli.core.runtime.tasks import TaskParams
 from llamacli.http.errors import ApiError, bad_request
 
 _MISSING: Any = object()

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.tasks import Final
+from llamacli.core.runtime.tasks import Final
 from llamacli.http.errors import bad_request, not_supported
 from llamacli.http.oai import new_id, usage_json
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from quart import Blueprint, Response, request
 
-from llamacli.core.tasks import TaskParams
+from llamacli.core.runtime.tasks import TaskParams
 from llamacli.http import native, oai
 from llamacli.http import request_models as rm
 from llamacli.http.context import ServerState, current_state, request_json

@@ -8,7 +8,7 @@ from typing import Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.tasks import Final, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http import native, oai
 from llamacli.http import request_models as rm
 from llamacli.http.context import ModelInfo, ServerState, current_state, request_json

@@ -14,7 +14,7 @@ from typing import Any
 from quart import Blueprint, Response
 
 from llamacli.core.rerank import rerank_tokens
-from llamacli.core.tasks import Task
+from llamacli.core.runtime.tasks import Task
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, not_supported

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from llamacli.core.tasks import Final
+from llamacli.core.runtime.tasks import Final
 from llamacli.http.sse import dumps
 
 

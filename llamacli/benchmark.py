@@ -10,7 +10,7 @@ from rich.table import Table
 from llamacli import bench_reference
 from llamacli.core import bench as B
 from llamacli.core.bench import BenchResult
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.model_path import resolve_model
 from llamacli.runtime import prepare_kernels
 

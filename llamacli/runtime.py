@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.lora import LoraAdapter, load_lora
-from llamacli.core.model import LoadStats, load_model
+from llamacli.core.models.load import LoadStats, load_model
 from llamacli.core.models.base import DecoderModel
 from llamacli.core.tokenizer import Tokenizer, load_tokenizer
 from llamacli.model_path import resolve_model

@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llamacli.core.engine import Engine, EngineConfig  # noqa: E402
+from llamacli.core.runtime.engine import Engine, EngineConfig  # noqa: E402
 from llamacli.core.sampling import SamplingParams  # noqa: E402
-from llamacli.core.tasks import Final, Partial, Task, TaskParams  # noqa: E402
+from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams  # noqa: E402
 from llamacli.runtime import open_model  # noqa: E402
 
 PROMPTS = [

@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llamacli.core.engine import Engine, EngineConfig  # noqa: E402
+from llamacli.core.runtime.engine import Engine, EngineConfig  # noqa: E402
 from llamacli.core.sampling import SamplingParams  # noqa: E402
 from llamacli.core.speculative import SpecConfig  # noqa: E402
 from llamacli.core.speculative.ngram import ngram_simple_draft  # noqa: E402
-from llamacli.core.tasks import Final, Task, TaskParams  # noqa: E402
+from llamacli.core.runtime.tasks import Final, Task, TaskParams  # noqa: E402
 from llamacli.runtime import open_model  # noqa: E402
 
 CODE = '''import json

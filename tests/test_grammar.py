@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.gguf_file import read_metadata
 from llamacli.core.grammar import (
@@ -17,13 +17,12 @@ from llamacli.core.grammar import (
     GrammarError,
     GrammarSpec,
     compile_grammar,
-    grammar_from_cli,
     grammar_from_request,
 )
 from llamacli.core.grammar.spec import bound_numbers
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import Final, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 
 from tests.sdist_cache import llama_cpp_path
@@ -89,23 +88,6 @@ def test_request_field_errors(body: dict, needle: str) -> None:  # type: ignore[
         grammar_from_request(body)
     assert needle in str(e.value)
     assert isinstance(e.value, InvalidRequest)
-
-
-def test_cli_helper(tmp_path: Path) -> None:
-    f = tmp_path / "g.gbnf"
-    f.write_text('root ::= "x"')
-    assert grammar_from_cli(grammar_file=str(f)) == GrammarSpec.gbnf('root ::= "x"')
-    assert grammar_from_cli(grammar='root ::= "y"') == GrammarSpec.gbnf('root ::= "y"')
-    assert grammar_from_cli(json_schema='{"type": "string"}') == GrammarSpec.json_schema({"type": "string"})
-    s = tmp_path / "s.json"
-    s.write_text('{"type": "integer"}')
-    assert grammar_from_cli(json_schema=f"@{s}") == GrammarSpec.json_schema({"type": "integer"})
-    assert grammar_from_cli(json_schema_file=str(s)) == GrammarSpec.json_schema({"type": "integer"})
-    assert grammar_from_cli() is None
-    with pytest.raises(GrammarError, match="only one of --grammar, --json-schema"):
-        grammar_from_cli(grammar="a", json_schema="{}")
-    with pytest.raises(GrammarError, match="cannot read the grammar file"):
-        grammar_from_cli(grammar_file=str(tmp_path / "missing.gbnf"))
 
 
 def test_bound_numbers_only_narrows() -> None:

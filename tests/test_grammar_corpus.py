@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-from llamacli.core.chat_template import ChatTemplate
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.gguf_file import read_metadata
 from llamacli.core.grammar import GrammarSpec
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import Final, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 
 jsonschema = pytest.importorskip("jsonschema")

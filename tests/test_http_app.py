@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.chat_template import ChatTemplate
-from llamacli.core.engine import EngineConfig, Metrics
+from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.runtime.engine import EngineConfig, Metrics
 from llamacli.core.errors import ContextOverflow, InvalidRequest
-from llamacli.core.slot import Slot
-from llamacli.core.slot_store import SaveResult, slot_path
-from llamacli.core.tasks import Final, Partial, Task, Timings
+from llamacli.core.runtime.slot import Slot
+from llamacli.core.runtime.slot_store import SaveResult, slot_path
+from llamacli.core.runtime.tasks import Final, Partial, Task, Timings
 from llamacli.http.context import ModelInfo
 
 BOS, EOS = 1, 2
@@ -149,7 +149,7 @@ class FakeEngine:
     def restore_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
         slot_path(directory, filename)
         if filename not in self.saved:
-            from llamacli.core.slot_store import SlotFileError
+            from llamacli.core.runtime.slot_store import SlotFileError
 
             raise SlotFileError(f"slot file {filename!r} not found")
         return SaveResult(3, 100, 0.5)
@@ -184,14 +184,14 @@ import json  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from llamacli.core.engine import SlotBusy  # noqa: E402
+from llamacli.core.errors import SlotBusy  # noqa: E402
 from llamacli.http import anthropic, native, oai  # noqa: E402
 from llamacli.http.app import create_app  # noqa: E402
 from llamacli.http.context import ServerConfig, ServerState  # noqa: E402
 from llamacli.http.errors import ApiError, to_api_error  # noqa: E402
 from llamacli.http.metrics import prometheus_text  # noqa: E402
 from llamacli.http.params import Body, parse_json_body, task_params  # noqa: E402
-from llamacli.core.tasks import TaskParams  # noqa: E402
+from llamacli.core.runtime.tasks import TaskParams  # noqa: E402
 
 
 class Client:
@@ -374,7 +374,7 @@ def test_infill_layout_and_missing_fim_tokens() -> None:
 
 
 def test_prometheus_names() -> None:
-    from llamacli.core.engine import Metrics
+    from llamacli.core.runtime.engine import Metrics
 
     text = prometheus_text(Metrics(prompt_tokens_total=10, prompt_seconds_total=2.0, n_decode_total=4, n_busy_slots_total=6))
     for name in ("prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total",
@@ -859,7 +859,7 @@ def test_metrics_header_and_counters() -> None:
 
 def test_timings_rate_excludes_the_first_token() -> None:
     """The first token comes from the prompt's last batch: llama-server's rate is over n-1 steps."""
-    from llamacli.core.tasks import Timings
+    from llamacli.core.runtime.tasks import Timings
 
     one = Timings(prompt_n=3, prompt_ms=6.0, predicted_n=1, predicted_ms=0.5).to_dict()
     assert one["predicted_per_second"] == 0.0 and one["predicted_per_token_ms"] == 0.0
@@ -870,8 +870,8 @@ def test_timings_rate_excludes_the_first_token() -> None:
 def test_slot_shows_its_last_task() -> None:
     """After a task the idle slot shows that task's params, with next_token as a list whose
     budget does not leak (n_remain -1, n_decoded 0)."""
-    from llamacli.core.slot import Slot
-    from llamacli.core.tasks import Task, TaskParams
+    from llamacli.core.runtime.slot import Slot
+    from llamacli.core.runtime.tasks import Task, TaskParams
     from llamacli.http.native import slot_json
 
     s = Slot(0, 64)

@@ -53,7 +53,7 @@ def _params(n_tokens: int) -> dict[str, Any]:
 
 def run_inprocess(engine: Any, tokenizer: Any, n: int, n_tokens: int) -> Run:
     from llamacli.core.sampling import SamplingParams
-    from llamacli.core.tasks import Partial, Task, TaskParams
+    from llamacli.core.runtime.tasks import Partial, Task, TaskParams
 
     prompts = [tokenizer.tokenize(PROMPTS[i % len(PROMPTS)], True, True) for i in range(n)]
     ttft: list[float] = [0.0] * n
@@ -120,7 +120,7 @@ def run_http(url: str, n: int, n_tokens: int) -> Run:
 
 
 def bench(model: str | None, n: int, n_tokens: int, rounds: int, n_ctx_slot: int = 256) -> dict[str, Any]:
-    from llamacli.core.engine import Engine, EngineConfig
+    from llamacli.core.runtime.engine import Engine, EngineConfig
     from llamacli.runtime import open_model
 
     rt = open_model(model)

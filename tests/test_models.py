@@ -10,7 +10,7 @@ import pytest
 
 from llamacli.core.batch import Batch
 from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture, UnsupportedTensorType
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from tests.tiny_models import ARCHES, VARIANTS, fixture_tokens, write_tiny_model
 
 ALL = [(a, v) for a in ARCHES for v in VARIANTS]

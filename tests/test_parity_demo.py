@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from llamacli.core.batch import Batch
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.tokenizer import load_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "demo"

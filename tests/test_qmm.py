@@ -11,7 +11,7 @@ from llamacli.core.qmm import QuantMatrix, matmul, prepare
 from llamacli.core.qmm import threads
 from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS
 from llamacli.core.quantize.convert import encode
-from llamacli.core.quants import dequantize
+from llamacli.core.dequant import dequantize
 
 QT = GGMLQuantizationType
 
@@ -150,7 +150,7 @@ def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ign
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
     """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes."""
-    from llamacli.core.model import load_model
+    from llamacli.core.models.load import load_model
 
     model, g, stats = load_model(demo_model)
     mapped = g.data
@@ -169,7 +169,7 @@ def test_demo_logits_do_not_depend_on_batch_or_chunking(demo_model) -> None:  # 
     """A token's logits are the same bits whether its prompt is evaluated alone, in chunks
     (as a prompt cache or n_batch splits it), or beside another sequence in the batch."""
     from llamacli.core.batch import Batch
-    from llamacli.core.model import load_model
+    from llamacli.core.models.load import load_model
 
     model, _, _ = load_model(demo_model)
     a = [2, 818, 5279, 529, 7001, 563, 9079, 236761, 669, 5279, 529, 9405, 563]

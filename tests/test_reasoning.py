@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from llamacli.core.chat_template import ChatTemplate
+from llamacli.core.chat_templates import ChatTemplate
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.reasoning import (
     BudgetState,

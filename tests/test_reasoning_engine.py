@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.gguf_file import read_metadata
 from llamacli.core.grammar import GrammarSpec
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.reasoning import ReasoningBudgetSpec
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import Final, Partial, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llamacli.core.scheduler import Chunk, IdleSlot, SlotState, choose_slot, common_prefix, schedule
+from llamacli.core.runtime.scheduler import Chunk, IdleSlot, SlotState, choose_slot, common_prefix, schedule
 
 
 def test_decode_tokens_first_then_prompt_chunks_in_arrival_order() -> None:

@@ -12,18 +12,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.grammar.spec import GrammarSpec
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.scheduler import Chunk, SlotState, schedule
+from llamacli.core.runtime.scheduler import Chunk, SlotState, schedule
 from llamacli.core.speculative import DraftParams, SpecConfig, parse_types
 from llamacli.core.speculative.drafter import DraftRequest
 from llamacli.core.speculative.speculator import Speculator, draft_room
 from llamacli.core.speculative.draft_model import check_compatible, top_prob
 from llamacli.core.speculative.ngram import NgramCache, cache_draft, cache_update, ngram_simple_draft
-from llamacli.core.tasks import Final, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 from tests.tiny_models import write_tiny_model
 

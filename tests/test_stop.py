@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llamacli.core.stop import StopMatcher, partial_stop_len
+from llamacli.core.runtime.stop import StopMatcher, partial_stop_len
 
 
 def test_partial_stop_len() -> None:

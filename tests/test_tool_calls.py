@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 import pytest
-from llamacli.core.chat_template import ChatTemplate
+from llamacli.core.chat_templates import ChatTemplate
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.gguf_file import read_metadata
 from llamacli.core.grammar import GrammarConstraint, GrammarSpec, compile_grammar
@@ -385,7 +385,7 @@ def test_tool_grammars(demo_tok, fmt: str, choice: ToolChoice, parallel: bool, g
 
 
 def test_markers_use_control_token_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from llamacli.core.model import load_model
+    from llamacli.core.models.load import load_model
 
     path = write_tiny_model("qwen2", "F32", tmp_path / "q.gguf")
     _, g, _ = load_model(path)

@@ -10,12 +10,12 @@ import json
 from typing import Any
 
 import pytest
-from llamacli.core.chat_template import ChatTemplate
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.gguf_file import read_metadata
-from llamacli.core.model import load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import Final, Partial, Task, TaskParams
+from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams
 from llamacli.core.tokenizer import load_tokenizer
 from llamacli.core.grammar import GrammarSpec
 from llamacli.core.tool_calls import ChatSetup, parse_message, prepare_chat

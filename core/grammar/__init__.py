@@ -1,7 +1,7 @@
 """Structured output: grammar (GBNF/Lark), JSON schema and OpenAI response_format constraints,
 applied as a token mask before the sampler chain (llguidance does the matching).
 
-Drivers build one `GrammarSpec` from a request (`grammar_from_request`, `grammar_from_cli`)
+Drivers build one `GrammarSpec` from a request (`grammar_from_request`; the CLI's flags in llamacli/grammar_options.py)
 and put it in `TaskParams.grammar`; the engine checks it at submit (`GrammarError`, an
 `InvalidRequest`) and masks every sampling step with a `GrammarConstraint`.
 """
@@ -16,7 +16,6 @@ from llamacli.core.grammar.spec import (
     JSON_OBJECT_SCHEMA,
     GrammarError,
     GrammarSpec,
-    grammar_from_cli,
     grammar_from_options,
     grammar_from_request,
     response_format_spec,
@@ -29,7 +28,6 @@ __all__ = [
     "GrammarError",
     "GrammarSpec",
     "compile_grammar",
-    "grammar_from_cli",
     "grammar_from_options",
     "grammar_from_request",
     "llg_tokenizer",

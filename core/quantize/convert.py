@@ -1,5 +1,5 @@
 """float32 -> ggml bytes for every type `llama quantize` writes, and re-encoding a slab of one
-type's bytes as another (decode with core.quants, encode here), as llama-quantize's
+type's bytes as another (decode with core.dequant, encode here), as llama-quantize's
 `llama_tensor_dequantize_impl` + `ggml_quantize_chunk` do."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
-from llamacli.core.quants import dequantize_into
+from llamacli.core.dequant import dequantize_into
 
 from . import kquants, legacy
 

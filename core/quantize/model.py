@@ -24,7 +24,7 @@ from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.errors import LlamaError, ModelLoadError
 from llamacli.core.gguf_file import GGUFFile
-from llamacli.core.quants import SUPPORTED_TYPES
+from llamacli.core.dequant import SUPPORTED_TYPES
 
 from .convert import ENCODERS, reencode, row_nbytes
 from .ftypes import FileType

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.stop import partial_stop_len
+from llamacli.core.runtime.stop import partial_stop_len
 
 REASONING_FORMATS = ("none", "auto", "deepseek", "deepseek-legacy")
 

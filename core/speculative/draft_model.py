@@ -17,7 +17,7 @@ import numpy as np
 from llamacli.core.batch import Batch
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.models.base import DecoderModel
-from llamacli.core.scheduler import common_prefix
+from llamacli.core.runtime.scheduler import common_prefix
 from llamacli.core.speculative.config import DraftParams
 from llamacli.core.speculative.drafter import DraftRequest
 from llamacli.core.tokenizer import Vocab

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from llamacli.core.errors import LlamaError
 
 if TYPE_CHECKING:
-    from llamacli.core.chat_template import ChatTemplate
+    from llamacli.core.chat_templates import ChatTemplate
 
 FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args")
 
@@ -62,7 +62,7 @@ def detect_format(template: ChatTemplate) -> str:
 
 @lru_cache(maxsize=32)
 def _detect_source(source: str) -> str:
-    from llamacli.core.chat_template import ChatTemplate
+    from llamacli.core.chat_templates import ChatTemplate
 
     try:
         out = ChatTemplate.from_source(source).render(_PROBE_MESSAGES, add_generation_prompt=True, tools=_PROBE_TOOLS)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llamacli.core.stop import partial_stop_len
+from llamacli.core.runtime.stop import partial_stop_len
 from llamacli.core.tool_calls.partial_json import Node, parse_partial, skip_ws
 
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"

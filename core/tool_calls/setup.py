@@ -43,7 +43,7 @@ from llamacli.core.tool_calls.tools import (
 )
 
 if TYPE_CHECKING:
-    from llamacli.core.chat_template import ChatTemplate
+    from llamacli.core.chat_templates import ChatTemplate
     from llamacli.core.tokenizer import Tokenizer
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from llamacli.chat.conversation import Conversation
 from llamacli.chat.session import ChatSession, ModelInfo
 from llamacli.chat.settings import ChatSettings
-from llamacli.core.chat_template import ChatTemplate
-from llamacli.core.engine import Engine, EngineConfig
+from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.models.base import DecoderModel
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.runtime import Runtime

@@ -22,7 +22,7 @@ from llamacli.chat.conversation import Conversation
 from llamacli.chat.render import format_footer
 from llamacli.chat.session import ChatSession, Reply
 from llamacli.core.errors import LlamaError
-from llamacli.core.tasks import Task
+from llamacli.core.runtime.tasks import Task
 
 
 def join_message(prefix: str | None, piped: str) -> str:

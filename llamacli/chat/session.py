@@ -14,7 +14,7 @@ from llamacli.chat.conversation import Conversation
 from llamacli.chat.settings import ChatSettings
 from llamacli.core.errors import ContextOverflow, InvalidRequest
 from llamacli.core.reasoning import ReasoningBudgetSpec, ReasoningSplitter, prompt_opens_thinking, thinking_tags
-from llamacli.core.tasks import Final, Task
+from llamacli.core.runtime.tasks import Final, Task
 
 
 class EngineLike(Protocol):

@@ -9,7 +9,7 @@ from typing import Any
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.grammar.spec import GrammarSpec
 from llamacli.core.sampling import SamplingParams
-from llamacli.core.tasks import TaskParams
+from llamacli.core.runtime.tasks import TaskParams
 
 # /set names that are not SamplingParams field names (llama-cli flag spellings)
 ALIASES = {

@@ -81,7 +81,8 @@ def chat(
     from llamacli.chat.launch import chat_template as make_template
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
-    from llamacli.core.grammar import compile_grammar, grammar_from_cli
+    from llamacli.core.grammar import compile_grammar
+    from llamacli.grammar_options import grammar_from_cli
     from llamacli.runtime import open_draft, open_model
 
     # ---- options -> plain values (nothing here touches the model) -------------------------

@@ -78,12 +78,12 @@ def complete(
     """Continue a raw prompt (no chat template), like llama.cpp's llama-completion."""
     import secrets
 
-    from llamacli.core.engine import Engine, EngineConfig
+    from llamacli.core.runtime.engine import Engine, EngineConfig
     from llamacli.core.sampling import DEFAULT_SEED
-    from llamacli.core.tasks import Final, Task, TaskParams
+    from llamacli.core.runtime.tasks import Final, Task, TaskParams
     from llamacli.runtime import open_draft, open_model
 
-    from llamacli.core.grammar import grammar_from_cli
+    from llamacli.grammar_options import grammar_from_cli
 
     if n_predict < -1:
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
@@ -141,7 +141,7 @@ def complete(
 
 def _run(engine: Any, task: Any, as_json: bool) -> Any:
     """Stream the task's text to stdout (unless --json); its Final."""
-    from llamacli.core.tasks import Final
+    from llamacli.core.runtime.tasks import Final
 
     final = None
     with engine:

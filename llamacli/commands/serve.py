@@ -237,8 +237,8 @@ def serve(
     unified = (parallel < 0) if kv_unified is None else kv_unified
 
     def load() -> tuple[Any, Any]:
-        from llamacli.core.engine import Engine, EngineConfig, Metrics
-        from llamacli.core.tasks import Task, TaskParams
+        from llamacli.core.runtime.engine import Engine, EngineConfig, Metrics
+        from llamacli.core.runtime.tasks import Task, TaskParams
         from llamacli.http.context import model_info
         from llamacli.runtime import open_draft, open_model
 

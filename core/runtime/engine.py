@@ -23,21 +23,21 @@ from typing import Any, TypeVar
 import numpy as np
 
 from llamacli.core.batch import Batch
-from llamacli.core.errors import ContextOverflow, InvalidRequest, LlamaError
+from llamacli.core.errors import ContextOverflow, InvalidRequest, SlotBusy
 from llamacli.core.grammar import GrammarConstraint, GrammarError, compile_grammar
 from llamacli.core.lora import LoraAdapter, LoraSet
 from llamacli.core.models.base import DecoderModel
 from llamacli.core.pooling import pool
 from llamacli.core.reasoning import ReasoningBudget
 from llamacli.core.sampling import Sampler
-from llamacli.core.scheduler import IdleSlot, SlotState, choose_slot, schedule
-from llamacli.core.slot import Slot
-from llamacli.core.slot_store import SaveResult, restore_slot, save_slot, slot_path
+from llamacli.core.runtime.scheduler import IdleSlot, SlotState, choose_slot, schedule
+from llamacli.core.runtime.slot import Slot
+from llamacli.core.runtime.slot_store import SaveResult, restore_slot, save_slot, slot_path
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.core.speculative.drafter import DraftRequest
 from llamacli.core.speculative.speculator import draft_room, make_speculator
-from llamacli.core.stop import StopMatcher
-from llamacli.core.tasks import Final, Partial, Task, Timings, TokenProb
+from llamacli.core.runtime.stop import StopMatcher
+from llamacli.core.runtime.tasks import Final, Partial, Task, Timings, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
 from llamacli.core.tool_calls.tokens import preserving
 
@@ -687,7 +687,3 @@ class Engine:
         if s.busy:
             raise SlotBusy(f"slot {slot_id} is processing a task")
         return s
-
-
-class SlotBusy(LlamaError):
-    """A slot operation needs an idle slot."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from llamacli.core.grammar.spec import GrammarSpec
 from llamacli.core.reasoning.budget import ReasoningBudgetSpec
-from llamacli.core.result_stream import ResultStream
+from llamacli.core.runtime.result_stream import ResultStream
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import DraftParams
 

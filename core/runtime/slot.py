@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from llamacli.core.sampling import Sampler
-from llamacli.core.stop import StopMatcher
-from llamacli.core.tasks import Task, TokenProb
+from llamacli.core.runtime.stop import StopMatcher
+from llamacli.core.runtime.tasks import Task, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder
 
 

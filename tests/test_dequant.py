@@ -1,4 +1,4 @@
-"""core.quants: bit-exact against libggml's to_float (committed fixtures), against naive
+"""core.dequant: bit-exact against libggml's to_float (committed fixtures), against naive
 per-block loops transcribed from ggml-quants.c, and against gguf-py's dequantizers."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize as gguf_dequantize
 
-from llamacli.core import quants
+from llamacli.core import dequant
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
-from llamacli.core.quants import SUPPORTED_TYPES, block_info, dequantize, dequantize_into, dequantize_rows
+from llamacli.core.dequant import SUPPORTED_TYPES, block_info, dequantize, dequantize_into, dequantize_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quants"
 QUANTIZED = sorted((t for t in SUPPORTED_TYPES if GGML_QUANT_SIZES[t][0] > 1), key=int)
@@ -249,7 +249,7 @@ def test_chunking_boundaries(qtype: QT, monkeypatch: pytest.MonkeyPatch) -> None
     raw = random_blocks(qtype, 37, seed=7) if bs > 1 else np.arange(37 * 64, dtype=np.uint16).view(np.uint8)
     n = 37 * bs if bs > 1 else 37 * 64
     whole = dequantize(raw, qtype, (n,))
-    monkeypatch.setattr(quants, "_CHUNK_VALUES", 3 * max(bs, 16))  # many uneven chunks
+    monkeypatch.setattr(dequant, "_CHUNK_VALUES", 3 * max(bs, 16))  # many uneven chunks
     out = np.full((n,), np.nan, dtype=np.float32)
     assert dequantize_into(out, raw, qtype) is out
     np.testing.assert_array_equal(bits(out), bits(whole))
