@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
-@dataclass
+@dataclass(init=False)
 class Batch:
     """T tokens, each with its sequence (KV-cache row) and position.
 
@@ -15,27 +16,35 @@ class Batch:
     logits (or hidden states) the caller wants; by default only each sequence's last token.
     """
 
-    tokens: np.ndarray
-    seq_ids: np.ndarray
-    positions: np.ndarray
-    output: np.ndarray = field(default=None)  # type: ignore[assignment]  # bool (T,)
-    decode: np.ndarray | None = None  # bool (T,): one-token generation steps (engine batches)
+    tokens: np.ndarray  # int64 (T,)
+    seq_ids: np.ndarray  # int64 (T,)
+    positions: np.ndarray  # int64 (T,)
+    output: np.ndarray  # bool (T,)
+    decode: np.ndarray | None  # bool (T,): one-token generation steps (engine batches)
 
-    def __post_init__(self) -> None:
-        self.tokens = np.asarray(self.tokens, dtype=np.int64).reshape(-1)
-        self.seq_ids = np.asarray(self.seq_ids, dtype=np.int64).reshape(-1)
-        self.positions = np.asarray(self.positions, dtype=np.int64).reshape(-1)
+    def __init__(
+        self,
+        tokens: npt.ArrayLike,
+        seq_ids: npt.ArrayLike,
+        positions: npt.ArrayLike,
+        output: npt.ArrayLike | None = None,
+        decode: np.ndarray | None = None,
+    ) -> None:
+        self.tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
+        self.seq_ids = np.asarray(seq_ids, dtype=np.int64).reshape(-1)
+        self.positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        self.decode = decode
         n = self.tokens.shape[0]
         if self.seq_ids.shape[0] != n or self.positions.shape[0] != n:
             raise ValueError("tokens, seq_ids and positions must have the same length")
-        if self.output is None:
+        if output is None:
             out = np.zeros(n, dtype=bool)
             # last occurrence of each sequence in batch order
             _, last_rev = np.unique(self.seq_ids[::-1], return_index=True)
             out[n - 1 - last_rev] = True
             self.output = out
         else:
-            self.output = np.asarray(self.output, dtype=bool).reshape(-1)
+            self.output = np.asarray(output, dtype=bool).reshape(-1)
 
     @property
     def n_tokens(self) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
@@ -64,7 +64,7 @@ class TensorInfo:
 class _Cursor:
     """Bounds-checked little/big-endian reader over the mapped header bytes."""
 
-    def __init__(self, buf: memoryview, path: str, endian: str) -> None:
+    def __init__(self, buf: memoryview, path: str, endian: Literal["<", ">"]) -> None:
         self.buf = buf
         self.pos = 0
         self.path = path
@@ -160,9 +160,9 @@ class GGUFFile:
         self._parse()
 
     def _parse(self) -> None:
-        buf = memoryview(self.data)
+        buf = self.data.data  # the mapping as a memoryview (no copy)
         (version,) = struct.unpack_from("<I", buf, 4)
-        endian = "<"
+        endian: Literal["<", ">"] = "<"
         if version & 0xFFFF == 0 and version != 0:  # a big-endian file read little-endian
             endian = ">"
             (version,) = struct.unpack_from(">I", buf, 4)

@@ -45,7 +45,7 @@ def fuse_f32(parts: list[Linear]) -> "FusedLinear | None":
     if len(parts) < 2 or len({p.n_in for p in parts}) != 1 or any(p.w is None for p in parts):
         return None
     f = FusedLinear(
-        w=np.concatenate([p.w for p in parts], axis=1),  # type: ignore[misc]
+        w=np.concatenate([p.w for p in parts], axis=1),
         qtype=parts[0].qtype,
         splits=[p.n_out for p in parts],
         biases=[p.b for p in parts],

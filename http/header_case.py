@@ -17,7 +17,7 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+ASGIApp = Callable[..., Awaitable[None]]  # (scope, receive, send); Quart spells them as TypedDicts
 
 
 def canonical(name: bytes) -> bytes:

@@ -415,7 +415,7 @@ RERANK = RequestModel("Rerank", (
 class ArrayModel(RequestModel):
     """A POST body that is a JSON array of objects (each checked by the handler)."""
 
-    def parse(self, data: Any, prefix: str = "") -> Body:  # type: ignore[override]
+    def parse(self, data: Any, prefix: str = "") -> Body:
         if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
             raise bad_request("Request body must be an array of objects")
         return Body({"items": data}, prefix)

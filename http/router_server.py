@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 from collections.abc import Callable
 
-from hypercorn.asyncio import serve as hypercorn_serve
-
 from llamacli.http.app import create_app
-from llamacli.http.header_case import CanonicalHeaders
+from llamacli.http.header_case import ASGIApp
 from llamacli.http.router import Supervisor
 from llamacli.http.router_routes import RouterState, bp
-from llamacli.http.server import Listen, bind_sockets, hypercorn_config, socket_url
+from llamacli.http.server import Listen, bind_sockets, serve_asgi, socket_url
 
 
 def run_router(state: RouterState, listen: Listen, log: Callable[[str], None]) -> None:
@@ -30,7 +29,7 @@ def run_router(state: RouterState, listen: Listen, log: Callable[[str], None]) -
         state.executor.shutdown(wait=False, cancel_futures=True)
 
 
-async def _serve(app: object, sup: Supervisor, socks: list, listen: Listen, log: Callable[[str], None]) -> None:
+async def _serve(app: ASGIApp, sup: Supervisor, socks: list[socket.socket], listen: Listen, log: Callable[[str], None]) -> None:
     import httpx2 as httpx
 
     loop = asyncio.get_running_loop()
@@ -49,8 +48,7 @@ async def _serve(app: object, sup: Supervisor, socks: list, listen: Listen, log:
             log("shutting down: stopping the model servers")
             sup.end_streams()
 
-        await hypercorn_serve(CanonicalHeaders(app), hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger,
-                              mode="asgi")
+        await serve_asgi(app, socks, listen, shutdown_trigger)
     finally:
         await sup.stop_all()
         await sup.http.aclose()

@@ -16,15 +16,18 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from llamacli.http.app import create_app
-from llamacli.http.header_case import CanonicalHeaders
+from llamacli.http.header_case import ASGIApp, CanonicalHeaders
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIFramework
 from llamacli.http.context import ModelInfo, ServerState
 
 ENGINE_STOP_WAIT = 0.5  # seconds the engine's current step may take at shutdown before we leave it
@@ -93,6 +96,17 @@ def hypercorn_config(socks: list[socket.socket], listen: Listen) -> HypercornCon
     cfg.accesslog = None
     cfg.loglevel = "WARNING"
     return cfg
+
+
+async def serve_asgi(
+    app: ASGIApp, socks: list[socket.socket], listen: Listen, shutdown_trigger: Callable[[], Awaitable[None]]
+) -> None:
+    """Hypercorn serving `app` (response header names capitalised) on the bound sockets until
+    `shutdown_trigger` returns."""
+    # CanonicalHeaders is an ASGI 3 application; Hypercorn's own typing spells the scope and
+    # messages as TypedDicts where ours are mappings, hence the cast.
+    asgi = cast("ASGIFramework", CanonicalHeaders(app))
+    await hypercorn_serve(asgi, hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
 
 
 def run_server(
@@ -180,7 +194,7 @@ async def _serve(
         log(f"shutting down: no new connections; cancelling what is still running in {listen.grace:.0f} s")
         loop.call_later(listen.grace, state.cancel_all)
 
-    await hypercorn_serve(CanonicalHeaders(app), hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
+    await serve_asgi(app, socks, listen, shutdown_trigger)
     if watcher is not None:
         watcher.cancel()
     engine = state.engine

@@ -23,7 +23,8 @@ import jinja2
 import jinja2.nodes
 from jinja2.ext import Extension, loopcontrols
 from jinja2.parser import Parser
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2.exceptions import SecurityError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .messages import ChatTemplateError
 
@@ -84,7 +85,7 @@ def tojson(
     Python's defaults then give ``", "``/``": "`` without indent and ``","``/``": "`` with it,
     which is also what llama.cpp's own Jinja engine emits.
     """
-    seps = tuple(separators) if separators is not None else None
+    seps = (separators[0], separators[1]) if separators is not None else None
     return json.dumps(
         _plain(value), ensure_ascii=ensure_ascii, indent=indent, separators=seps, sort_keys=sort_keys, default=_plain
     )

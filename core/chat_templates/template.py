@@ -112,17 +112,19 @@ class ChatTemplate:
         With ``use_jinja=False`` (llama.cpp's ``--no-jinja``) Jinja source is not run: the
         built-in format its heuristics detect is used, and an unknown template is an error.
         """
-        tokens = {"bos_token": bos_token, "eos_token": eos_token, "add_bos": add_bos, "add_eos": add_eos}
+        def make(name: str, text: str) -> ChatTemplate:
+            return cls(name=name, source=text, bos_token=bos_token, eos_token=eos_token, add_bos=add_bos, add_eos=add_eos)
+
         builtin = source if source in BUILTIN_FORMATTERS else None
         if not use_jinja and builtin is None:
             builtin = detect_builtin(source)
             if builtin is None:
                 raise ChatTemplateError("this custom chat template is not supported without Jinja; try --jinja")
         if builtin is not None:
-            return cls(name=builtin, source=builtin, **tokens)
+            return make(builtin, builtin)
         source = _patch(source)
         compile_template(source)
-        return cls(name="jinja", source=source, **tokens)
+        return make("jinja", source)
 
     @classmethod
     def from_metadata(
@@ -142,31 +144,32 @@ class ChatTemplate:
         ``bos_token``/``eos_token`` are the vocabulary's token texts; ``add_bos``/``add_eos``
         default to the file's ``tokenizer.ggml.add_bos_token``/``add_eos_token``.
         """
-        flags = {
-            "bos_token": bos_token,
-            "eos_token": eos_token,
-            "add_bos": bool(md.get("tokenizer.ggml.add_bos_token", False)) if add_bos is None else add_bos,
-            "add_eos": bool(md.get("tokenizer.ggml.add_eos_token", False)) if add_eos is None else add_eos,
-            "use_jinja": use_jinja,
-        }
+        bos = bool(md.get("tokenizer.ggml.add_bos_token", False)) if add_bos is None else add_bos
+        eos = bool(md.get("tokenizer.ggml.add_eos_token", False)) if add_eos is None else add_eos
+
+        def compiled(source: str) -> ChatTemplate:
+            return cls.from_source(
+                source, bos_token=bos_token, eos_token=eos_token, add_bos=bos, add_eos=eos, use_jinja=use_jinja
+            )
+
         if override:
-            return cls.from_source(override, **flags)
+            return compiled(override)
         if name is not None and name != "default":
             key = f"{KEY}.{name}"
             if key not in md:
                 known = sorted(k[len(KEY) + 1 :] for k in md if k.startswith(KEY + "."))
                 raise ChatTemplateError(f"the model has no chat template named {name!r} (it has: {known or 'none'})")
-            return cls.from_source(_text(md[key], key), **flags)
+            return compiled(_text(md[key], key))
         default = md.get(KEY)
         tool_use = md.get(f"{KEY}.tool_use")
         if default is None and tool_use is None:
-            return cls.from_source(default_builtin(md), **flags)
+            return compiled(default_builtin(md))
         if default is None:
-            return cls.from_source(_text(tool_use, f"{KEY}.tool_use"), **flags)
-        main = cls.from_source(_text(default, KEY), **flags)
+            return compiled(_text(tool_use, f"{KEY}.tool_use"))
+        main = compiled(_text(default, KEY))
         if tool_use is None:
             return main
-        return replace(main, tool_use=cls.from_source(_text(tool_use, f"{KEY}.tool_use"), **flags))
+        return replace(main, tool_use=compiled(_text(tool_use, f"{KEY}.tool_use")))
 
     def render(
         self,

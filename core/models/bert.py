@@ -67,7 +67,7 @@ class BertModel(DecoderModel):
     gated_ffn = False
 
     @classmethod
-    def read_args(cls, g: GGUFFile) -> ModelArgs:  # type: ignore[override]
+    def read_args(cls, g: GGUFFile) -> ModelArgs:
         md = g.metadata
         a = g.architecture
         p = g.path
@@ -106,7 +106,7 @@ class BertModel(DecoderModel):
         self.type_row0 = loader.vector("token_types.weight")[: a.n_embd] if loader.has("token_types.weight") else None
         self.pos_embd = loader.embedding("position_embd.weight") if self.position_embeddings else None
         self.tok_norm = self._norm(loader, "token_embd_norm")
-        self.layers = [self._load_encoder_layer(loader, il) for il in range(a.n_layer)]  # type: ignore[misc]
+        self.encoder_layers = [self._load_encoder_layer(loader, il) for il in range(a.n_layer)]
         self.head = ClassifierHead(self._opt_linear(loader, "cls", a.n_embd, a.n_embd), None)
         if loader.has("cls.output.weight"):
             n_out = loader.gguf.tensor("cls.output.weight").shape[0]
@@ -179,7 +179,7 @@ class BertModel(DecoderModel):
         x = self.tok_norm(x, a.norm_eps)
         seqs = [np.flatnonzero(batch.seq_ids == s) for s in np.unique(batch.seq_ids)]
         cos, sin = K.rope_cos_sin(batch.positions, self._rope) if not self.position_embeddings else (None, None)
-        for lw in self.layers:  # type: ignore[attr-defined]
+        for lw in self.encoder_layers:
             h = self._attention(lw, x, batch, seqs, cos, sin)
             x = lw.attn_out_norm(h + x, a.norm_eps)
             x = lw.layer_out_norm(self._ffn(lw, x) + x, a.norm_eps)

@@ -26,7 +26,7 @@ from llamacli.core.errors import ModelLoadError
 GGML_QNT_VERSION = 2
 DEFAULT_ALIGNMENT = 32
 _DROP_KEYS = ("split.no", "split.count", "split.tensors.count")
-_SCALAR_SIZE = {
+_SCALAR_SIZE: dict[int, int] = {
     GGUFValueType.UINT8: 1, GGUFValueType.INT8: 1, GGUFValueType.BOOL: 1,
     GGUFValueType.UINT16: 2, GGUFValueType.INT16: 2,
     GGUFValueType.UINT32: 4, GGUFValueType.INT32: 4, GGUFValueType.FLOAT32: 4,
@@ -37,7 +37,7 @@ _SCALAR_SIZE = {
 def raw_kv_pairs(data: np.ndarray, path: str) -> list[tuple[str, bytes]]:
     """(key, the entry's bytes: key string + type + value) of every metadata pair of a GGUF
     file, in file order. `data` is the file's bytes (a memmap). Only little-endian files."""
-    buf = memoryview(data)
+    buf = data.data  # the file bytes as a memoryview (no copy)
     (version,) = struct.unpack_from("<I", buf, 4)
     if version & 0xFFFF == 0:
         raise ModelLoadError(path, "big-endian GGUF files cannot be quantized")
@@ -134,7 +134,7 @@ class AtomicOutput:
 
     def write(self, data: bytes | memoryview | np.ndarray) -> None:
         assert self.file is not None
-        self.file.write(data)
+        self.file.write(data.data if isinstance(data, np.ndarray) else data)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         assert self.file is not None

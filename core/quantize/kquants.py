@@ -293,7 +293,7 @@ def quantize_q6_K(x: np.ndarray) -> np.ndarray:
     sc = np.minimum(127, nearest_int(iscale[:, None] * scales))  # int8 range by construction
     sc8 = ((sc + 128) & 0xFF) - 128
     dg = f16_round(d)[:, None] * sc8.astype(F32)
-    L = _ungroup(Lg, nb).reshape(nb, 16, 16)
+    L: np.ndarray = _ungroup(Lg, nb).reshape(nb, 16, 16)
     _requant(x.reshape(nb, 16, 16), L, dg, None, -32, 31, 32)
     L = L.reshape(nb, QK_K).astype(np.uint8)
     out = np.empty((nb, 210), dtype=np.uint8)
@@ -333,7 +333,7 @@ def quantize_q3_K(x: np.ndarray) -> np.ndarray:
     sc[:, 8:12] = hi[:, 0] | (hi[:, 1] << 2) | (hi[:, 2] << 4) | (hi[:, 3] << 6)
     d = np.where(has, F32(1) / iscale, F32(0)).astype(F32)
     dg = f16_round(d)[:, None] * (l6.astype(F32) - F32(32))
-    L = _ungroup(Lg, nb).reshape(nb, 16, 16)
+    L: np.ndarray = _ungroup(Lg, nb).reshape(nb, 16, 16)
     _requant(x.reshape(nb, 16, 16), L, dg, None, -4, 3, 4)
     L = L.reshape(nb, QK_K).astype(np.uint8)
     out = np.empty((nb, 110), dtype=np.uint8)
@@ -365,7 +365,7 @@ def quantize_q2_K(x: np.ndarray) -> np.ndarray:
     dmin = np.where(max_min > 0, max_min / q4scale, F32(0)).astype(F32)
     dg = f16_round(d)[:, None] * (sc & 0x0F).astype(F32)
     dmg = f16_round(dmin)[:, None] * (sc >> 4).astype(F32)
-    L = _ungroup(Lg, nb).reshape(nb, 16, 16)
+    L: np.ndarray = _ungroup(Lg, nb).reshape(nb, 16, 16)
     _requant(x.reshape(nb, 16, 16), L, dg, dmg, 0, 3, 0)
     L = L.reshape(nb, QK_K).astype(np.uint8)
     out = np.empty((nb, 84), dtype=np.uint8)

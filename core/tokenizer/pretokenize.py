@@ -129,14 +129,16 @@ class PreTokenizer:
     def __post_init__(self) -> None:
         compiled = [None if r in DIGIT_GROUPS else compile_regex(r) for r in self.regexes]
         self._patterns = [c[0] if c else None for c in compiled]
-        self._single_cover = len(compiled) == 1 and compiled[0] is not None and compiled[0][1]
+        # one regex that covers the whole text: its findall is the split
+        first = compiled[0] if len(compiled) == 1 else None
+        self._single: re.Pattern[str] | None = first[0] if first is not None and first[1] else None
 
     def split(self, text: str) -> list[str]:
         """The words of `text` (code points; byte-level encoding is the caller's job)."""
         if not text:
             return []
-        if self._single_cover:
-            return self._patterns[0].findall(text)
+        if self._single is not None:
+            return self._single.findall(text)
         pieces = [(0, len(text))]
         for pat in self._patterns:
             out: list[tuple[int, int]] = []

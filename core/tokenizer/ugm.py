@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+from llamacli.core.errors import TokenizerError
 from llamacli.core.tokenizer.unicode import utf8_len
 from llamacli.core.tokenizer.vocab import ATTR_NORMAL, ATTR_UNUSED, ATTR_USER_DEFINED, Vocab
 
@@ -77,6 +78,9 @@ class UgmEncoder:
         # matches, whether or not a whole user-defined token ends there
         self._user_prefixes = {u[:i] for u in user for i in range(1, len(u) + 1)}
         self._unknown_score = min_score - 10.0
+        if vocab.unk is None:
+            raise TokenizerError("a UGM vocabulary needs an unknown token (tokenizer.ggml.unknown_token_id)")
+        self._unk: int = vocab.unk
         self._cache: dict[bytes, list[int]] = {}
 
     # -- normalization --------------------------------------------------------------------
@@ -161,7 +165,7 @@ class UgmEncoder:
         n = len(norm)
         if n == 0:
             return []
-        unk = self._vocab.unk
+        unk = self._unk
         best_id = [unk] * (n + 1)
         best_from = [0] * (n + 1)
         best_score = [float("-inf")] * (n + 1)

@@ -168,7 +168,8 @@ def _load(md: Mapping[str, Any]) -> Vocab:
 
     flags: dict[str, Any] = {}
     merges: list[str] | None = None
-    special: dict[str, int | None] = {slot: None for slot, _ in _SPECIAL_KEYS}
+    # slot name -> token id or None (Any: they are passed on as Vocab's keyword arguments)
+    special: dict[str, Any] = {slot: None for slot, _ in _SPECIAL_KEYS}
     special.update(special_defaults)
     if kind == "bpe":
         merges = md.get(_K + "merges")
@@ -277,7 +278,7 @@ def _detect_special(
                 attrs[tid] |= ATTR_CONTROL
                 break
     # control tokens whose text says "unused" are also unused (they stay special)
-    for tid in np.nonzero(attrs & ATTR_CONTROL)[0]:
+    for tid in np.nonzero(attrs & ATTR_CONTROL)[0].tolist():
         if "unused" in tokens[tid]:
             attrs[tid] |= ATTR_UNUSED
 

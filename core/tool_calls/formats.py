@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llamacli.core.errors import LlamaError
 
@@ -30,7 +30,7 @@ _PROBE_TOOLS = [
         },
     }
 ]
-_PROBE_MESSAGES = [
+_PROBE_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "hi"},
     {
         "role": "assistant",

@@ -32,7 +32,7 @@ class Node:
         """An object member's value by its (complete) key."""
         for k, v in self.items:
             if k.complete and k.value == key:
-                return v  # type: ignore[no-any-return]
+                return v
         return None
 
     def first_key(self) -> str | None:

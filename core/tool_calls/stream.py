@@ -179,8 +179,8 @@ class ToolCallParser:
                 out.append(Delta(index=i, arguments=c.arguments[self._args_sent[i] :]))
                 self._args_sent[i] = len(c.arguments)
             calls.append(ToolCall(self._ids[i], c.name, c.arguments))
-        text = content if content or not calls else None
-        self.message = ParsedMessage(text if final else content, calls, thoughts)
+        message_text = content if content or not calls else None
+        self.message = ParsedMessage(message_text if final else content, calls, thoughts)
         return out
 
 

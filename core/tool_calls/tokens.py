@@ -18,7 +18,7 @@ class PreservedPieces:
         self.ids = frozenset(token_ids)
 
     def token_to_piece(self, token_id: int, special: bool = False) -> bytes:
-        return self._tokenizer.token_to_piece(token_id, special or token_id in self.ids)  # type: ignore[no-any-return]
+        return self._tokenizer.token_to_piece(token_id, special or token_id in self.ids)
 
 
 def preserving(tokenizer: Any, texts: Iterable[str]) -> Any:
