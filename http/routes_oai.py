@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from quart import Blueprint, Response
@@ -90,6 +91,31 @@ def _with_verbose(out: dict[str, Any], body: Body, results: list[tuple[list[Part
     return out
 
 
+def _openai_stream(head: list[bytes], frame: Callable[[Piece | Done], Iterable[bytes]],
+                   usage: Callable[[list[Final]], bytes] | None) -> Callable[[Events], Frames]:
+    """An OpenAI stream around a route's `frame` (the chunks of a piece, or of a task's end):
+    the opening chunks, pings and in-stream errors as llama-server sends them, then (with
+    stream_options.include_usage) the usage chunk over every finished task, then [DONE]."""
+
+    async def frames(events: Events) -> Frames:
+        finals: list[Final] = []
+        for b in head:
+            yield b
+        async for ev in events:
+            if isinstance(ev, (Ping, Failed)):
+                yield stream.server_frame(ev)
+                continue
+            if isinstance(ev, Done):
+                finals.append(ev.final)
+            for b in frame(ev):
+                yield b
+        if usage is not None:
+            yield usage(finals)
+        yield DONE
+
+    return frames
+
+
 @bp.post("/v1/chat/completions")
 @bp.post("/chat/completions")
 async def chat_completions() -> Response:
@@ -116,32 +142,28 @@ async def chat_completions() -> Response:
     def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
         return data(oai.chat_chunk(choices=choices, **extra, **meta))
 
-    async def frames(events: Events) -> Frames:
-        finals: list[Final] = []
-        parsers = [setup.parser() for _ in range(n)]
-        yield chunk([oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)])
-        async for ev in events:
-            match ev:
-                case Ping() | Failed():
-                    yield stream.server_frame(ev)
-                case Done(i, final):
-                    finals.append(final)
-                    for d in oai.finish_answer(parsers[i], final):
-                        yield chunk([oai.chat_delta(i, d.to_openai())])
-                    finish = parsers[i].finish_reason(oai.finish_reason(final))
-                    yield chunk([oai.chat_delta(i, {}, finish)], timings=final.timings.to_dict())
-                case Piece(i, r) if r.content or (n_top is not None and r.probs):
-                    deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
-                    lp = logprobs.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                    if not deltas and lp is not None:
-                        deltas = [{"content": ""}]
-                    for k, delta in enumerate(deltas):
-                        yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
-        if include_usage:
-            yield chunk([], usage=oai.usage_json(finals), **_timings(finals[-1].timings if finals else None))
-        yield DONE
+    parsers = [setup.parser() for _ in range(n)]
 
-    return stream.response(st, tasks, ping, frames)
+    def frame(ev: Piece | Done) -> Iterator[bytes]:
+        match ev:
+            case Done(i, final):
+                for d in oai.finish_answer(parsers[i], final):
+                    yield chunk([oai.chat_delta(i, d.to_openai())])
+                finish = parsers[i].finish_reason(oai.finish_reason(final))
+                yield chunk([oai.chat_delta(i, {}, finish)], timings=final.timings.to_dict())
+            case Piece(i, r) if r.content or (n_top is not None and r.probs):
+                deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
+                lp = logprobs.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                if not deltas and lp is not None:
+                    deltas = [{"content": ""}]
+                for k, delta in enumerate(deltas):
+                    yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
+
+    def usage(finals: list[Final]) -> bytes:
+        return chunk([], usage=oai.usage_json(finals), **_timings(finals[-1].timings if finals else None))
+
+    head = [chunk([oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)])]
+    return stream.response(st, tasks, ping, _openai_stream(head, frame, usage if include_usage else None))
 
 
 @bp.post("/v1/chat/completions/input_tokens")
@@ -207,25 +229,19 @@ async def completions() -> Response:
     def chunk(index: int, text: str, finish: str | None = None, **extra: Any) -> dict[str, Any]:
         return oai.text_completion_chunk(index=index, text=text, finish=finish, **extra, **meta)
 
-    async def frames(events: Events) -> Frames:
-        finals: list[Final] = []
-        for i, text in enumerate(echo_texts or []):
-            yield data(chunk(i, text))
-        async for ev in events:
-            match ev:
-                case Ping() | Failed():
-                    yield stream.server_frame(ev)
-                case Done(i, final):
-                    finals.append(final)
-                    yield data(chunk(i, "", oai.finish_reason(final), timings=final.timings.to_dict()))
-                case Piece(i, r) if r.content or (n_top is not None and r.probs):
-                    lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                    yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
-        if include_usage:
-            yield data(chunk(0, "", usage=oai.usage_json(finals)) | {"choices": []})
-        yield DONE
+    def frame(ev: Piece | Done) -> Iterator[bytes]:
+        match ev:
+            case Done(i, final):
+                yield data(chunk(i, "", oai.finish_reason(final), timings=final.timings.to_dict()))
+            case Piece(i, r) if r.content or (n_top is not None and r.probs):
+                lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
 
-    return stream.response(st, tasks, ping, frames)
+    def usage(finals: list[Final]) -> bytes:
+        return data(chunk(0, "", usage=oai.usage_json(finals)) | {"choices": []})
+
+    head = [data(chunk(i, text)) for i, text in enumerate(echo_texts or [])]
+    return stream.response(st, tasks, ping, _openai_stream(head, frame, usage if include_usage else None))
 
 
 @bp.post("/v1/embeddings")
