@@ -7,8 +7,8 @@ that runs a route's mapping of those events to its wire format.
 A route writes only `f`: an async generator over the events that yields SSE frames (its own
 opening and closing frames included; it may return early, after an error). What happens when
 the client goes away is decided here: the response body is closed, which closes the route's
-generator and then the events, and `ServerState.results` cancels every task not yet finished
-(its slot is free within one engine step).
+generator and then the events; every task not yet finished is cancelled (its slot is free
+within one engine step), also when no result had been read yet.
 """
 
 from __future__ import annotations
@@ -86,9 +86,17 @@ async def body(st: ServerState, tasks: Sequence[Task], ping: float | None,
                frames: Callable[[Events], Frames]) -> Frames:
     """The bytes of the response: `frames` over the tasks' events. Closed early (the client
     went away), it closes `frames` first, then the events, which cancels the tasks."""
-    async with aclosing(task_events(st, tasks, ping)) as events, aclosing(frames(events)) as out:
-        async for chunk in out:
-            yield chunk
+    try:
+        async with aclosing(task_events(st, tasks, ping)) as events, aclosing(frames(events)) as out:
+            async for chunk in out:
+                yield chunk
+    finally:
+        # closed while `frames` wrote its opening frames, before any result was read (so
+        # ServerState.results, which cancels what it leaves, never ran): cancel them here
+        for t in tasks:
+            if not t.results.closed:
+                t.cancel()
+            st.tasks.pop(t.id, None)
 
 
 def response(st: ServerState, tasks: Sequence[Task], ping: float | None,

@@ -91,12 +91,33 @@ def test_a_client_that_leaves_closes_the_route_and_cancels_the_tasks() -> None:
         piece = await body.__anext__()
         await body.aclose()  # what the server does when the client goes away
         # at once, not when the event loop gets round to finalizing abandoned generators
-        return head + piece, [t.cancelled.is_set() for t in tasks]
+        return head + piece, list(closed), [t.cancelled.is_set() for t in tasks]
 
-    sent, cancelled = asyncio.run(go())
+    sent, closed_then, cancelled = asyncio.run(go())
     assert sent == b"head\n\n" + repr(Piece(0, Partial("a", [5]))).encode()
-    assert closed == ["frames"]
+    assert closed_then == ["frames"]
     assert cancelled == [True, True]  # the engine frees their slots
+    assert st.tasks == {}
+
+
+def test_a_client_that_leaves_during_the_opening_frames_cancels_the_tasks() -> None:
+    """Before any result was read (ServerState.results never started), the tasks are still
+    cancelled and no longer counted in flight."""
+    st = ServerState()
+    tasks = running(st, 1)
+
+    async def frames(events: Events) -> Frames:
+        yield b"head\n\n"
+        async for ev in events:
+            yield repr(ev).encode()
+
+    async def go() -> list[bool]:
+        body = stream.body(st, tasks, None, frames)
+        assert await body.__anext__() == b"head\n\n"
+        await body.aclose()
+        return [t.cancelled.is_set() for t in tasks]
+
+    assert asyncio.run(go()) == [True]
     assert st.tasks == {}
 
 
