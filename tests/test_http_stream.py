@@ -84,7 +84,7 @@ def test_a_client_that_leaves_closes_the_route_and_cancels_the_tasks() -> None:
         finally:
             closed.append("frames")
 
-    async def go() -> tuple[bytes, list[bool]]:
+    async def go() -> tuple[bytes, list[str], list[bool]]:
         tasks[0].results.put(Partial("a", [5]))  # one piece, then nothing: the tasks still run
         body = stream.body(st, tasks, None, frames)
         head = await body.__anext__()
