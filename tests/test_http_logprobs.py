@@ -5,6 +5,7 @@ built by hand (no model). Expected values follow from the definitions: logprob =
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llamacli.core.runtime.tasks import Partial, TokenProb
 from llamacli.http import logprobs
@@ -47,8 +48,10 @@ def test_piece_replaces_an_incomplete_utf8_sequence() -> None:
 
 
 def test_token_probs_reads_pairs_and_skips_tokens_without_probs() -> None:
+    # (id, prob) pairs are read as TokenProbs are (the tests' fake engines send pairs)
+    pairs: list[Any] = [(0, 0.5), (3, 0.5)]
     parts = [
-        Partial("Hi!", [0, 3], probs=[[(0, 0.5), (3, 0.5)]], chosen_probs=[]),  # second token: no probs
+        Partial("Hi!", [0, 3], probs=[pairs], chosen_probs=[]),  # second token: no probs
         Partial("", [1], probs=[[TokenProb(1, 1.0)]], chosen_probs=[1.0]),
     ]
     # token 0 has candidates but no chosen probability: 0.0
