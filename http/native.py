@@ -4,7 +4,7 @@ as pure functions from request JSON to engine inputs and from engine results to 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,10 +13,8 @@ from llamacli.core.pooling import normalize
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, TaskParams
 from llamacli.http.errors import bad_request, no_multimodal, not_supported
+from llamacli.http.logprobs import probs_json
 from llamacli.http.params import check_token_ids
-
-NEG_INF_LOGPROB = -9999.0  # what OpenAI reports for a token of probability 0
-
 
 # ---- prompts -----------------------------------------------------------------------------------
 
@@ -76,71 +74,6 @@ def tokenize_prompt(tokenizer: Any, prompt: Any, n_vocab: int, add_special: bool
         if all(_is_token(e) for e in prompt):
             return check_token_ids(prompt, n_vocab)
     return tokenize_mixed(tokenizer, prompt, n_vocab, add_special)
-
-
-# ---- tokens and probabilities ------------------------------------------------------------------
-
-
-def piece(tokenizer: Any, token: int) -> tuple[str, list[int]]:
-    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes."""
-    b = tokenizer.token_to_piece(int(token), True)
-    return b.decode("utf-8", "replace"), list(b)
-
-
-def token_json(tokenizer: Any, token: int) -> dict[str, Any]:
-    text, b = piece(tokenizer, token)
-    return {"id": int(token), "token": text, "bytes": b}
-
-
-def piece_json(tokenizer: Any, token: int) -> str | list[int]:
-    """/tokenize with_pieces: the piece as text when it is valid UTF-8, else its bytes."""
-    b = tokenizer.token_to_piece(int(token), True)
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return list(b)
-
-
-def _pairs(items: Iterable[Any]) -> list[tuple[int, float]]:
-    out = []
-    for it in items:
-        if isinstance(it, (tuple, list)):
-            out.append((int(it[0]), float(it[1])))
-        else:  # TokenProb
-            out.append((int(it.id), float(it.prob)))
-    return out
-
-
-def logprob(p: float) -> float:
-    return math.log(p) if p > 0 else NEG_INF_LOGPROB
-
-
-def token_probs(parts: Sequence[Partial]) -> list[tuple[int, float, list[tuple[int, float]]]]:
-    """(token, its probability, top candidates) per generated token that carries probs."""
-    out = []
-    for p in parts:
-        for j, tok in enumerate(p.tokens):
-            if j < len(p.probs):
-                chosen = p.chosen_probs[j] if j < len(p.chosen_probs) else 0.0
-                out.append((int(tok), float(chosen), _pairs(p.probs[j])))
-    return out
-
-
-def probs_json(tokenizer: Any, parts: Sequence[Partial], post_sampling: bool) -> list[dict[str, Any]]:
-    """llama-server's completion_probabilities (logprob/top_logprobs, or prob/top_probs)."""
-    key = "prob" if post_sampling else "logprob"
-
-    def value(q: float) -> float:
-        return q if post_sampling else logprob(q)
-
-    out = []
-    for tok, p, top in token_probs(parts):
-        item = {**token_json(tokenizer, tok), key: value(p)}
-        item["top_probs" if post_sampling else "top_logprobs"] = [
-            {**token_json(tokenizer, t), key: value(q)} for t, q in top
-        ]
-        out.append(item)
-    return out
 
 
 # ---- /completion -------------------------------------------------------------------------------
@@ -277,6 +210,15 @@ def select_fields(d: dict[str, Any], fields: Sequence[str]) -> dict[str, Any]:
 
 
 # ---- /tokenize, /detokenize -------------------------------------------------------------------
+
+
+def piece_json(tokenizer: Any, token: int) -> str | list[int]:
+    """/tokenize with_pieces: the piece as text when it is valid UTF-8, else its bytes."""
+    b = tokenizer.token_to_piece(int(token), True)
+    try:
+        return b.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(b)
 
 
 def tokenize_json(tokenizer: Any, tokens: Sequence[int], with_pieces: bool) -> dict[str, Any]:

@@ -9,14 +9,17 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from llamacli.core.runtime.tasks import Final, Partial
 from llamacli.http.errors import bad_request, no_multimodal
-from llamacli.http.native import logprob, piece, token_probs
+from llamacli.http.logprobs import chat_logprobs, completion_logprobs
 from llamacli.http.params import Body
+
+if TYPE_CHECKING:
+    from llamacli.core.tool_calls import ChatSetup, Delta, ToolCallParser
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
@@ -207,7 +210,7 @@ def chat_setup(
     kwargs: Mapping[str, Any] | None = None,
     opts: PromptOptions | None = None,
     reasoning_format: str = "none",
-) -> Any:
+) -> ChatSetup:
     """The chat request's ChatSetup (core/tool_calls.prepare_chat): prompt text, grammar,
     preserved tokens and the tool-call parser's format. `tools`, `tool_choice` and
     `parallel_tool_calls` are read from `data` in OpenAI's or Anthropic's shapes. A final
@@ -236,6 +239,21 @@ def chat_setup(
     return setup
 
 
+def finish_answer(parser: ToolCallParser, final: Final) -> list[Delta]:
+    """The parser's last deltas once `final` came; an answer that did not end on its own (a
+    token limit, a stop string) is cut: a tool call still being written is dropped."""
+    return parser.finish(cut=final.stop_type != "eos")
+
+
+def parse_answer(setup: ChatSetup, final: Final) -> ToolCallParser:
+    """A finished answer read whole (not streamed): `.message` holds its content, tool calls and
+    thoughts, `.finish_reason(...)` says "tool_calls" when it ended with calls."""
+    parser = setup.parser()
+    parser.feed(final.content)
+    finish_answer(parser, final)
+    return parser
+
+
 def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> dict[str, Any]:
     """The template's extra variables: the server's, then the request's; `reasoning_effort:
     "none"` turns thinking off (enable_thinking=False), other efforts reach the template."""
@@ -254,41 +272,6 @@ def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> 
 
     check_template_kwargs(kw)
     return kw
-
-
-# ---- logprobs ----------------------------------------------------------------------------------
-
-
-def chat_logprobs(tokenizer: Any, parts: Sequence[Partial], n_top: int, post_sampling: bool = False) -> dict[str, Any]:
-    """OpenAI's choice.logprobs for chat: {"content": [{token, logprob, bytes, top_logprobs}]}."""
-    content = []
-    for tok, p, top in token_probs(parts):
-        text, b = piece(tokenizer, tok)
-        item: dict[str, Any] = {"id": tok, "token": text, "bytes": b, "logprob": logprob(p)}
-        tops = []
-        for t, q in top[:n_top]:
-            tt, tb = piece(tokenizer, t)
-            tops.append({"id": t, "token": tt, "bytes": tb, "logprob": logprob(q)})
-        item["top_logprobs"] = tops
-        content.append(item)
-    return {"content": content}
-
-
-def completion_logprobs(tokenizer: Any, parts: Sequence[Partial], n_top: int, offset: int = 0) -> dict[str, Any]:
-    """OpenAI's legacy completions logprobs (tokens, token_logprobs, top_logprobs, text_offset),
-    plus llama-server's chat-style `content` list."""
-    tokens, lps, tops, offsets = [], [], [], []
-    pos = offset
-    for tok, p, top in token_probs(parts):
-        text, _ = piece(tokenizer, tok)
-        tokens.append(text)
-        lps.append(logprob(p))
-        tops.append({piece(tokenizer, t)[0]: logprob(q) for t, q in top[:n_top]})
-        offsets.append(pos)
-        pos += len(text)
-    d = chat_logprobs(tokenizer, parts, n_top)
-    d.update({"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets})
-    return d
 
 
 # ---- responses ---------------------------------------------------------------------------------
@@ -327,7 +310,7 @@ def chat_json(
     tokenizer: Any,
     n_top: int | None,
     fingerprint: str,
-    setup: Any = None,
+    setup: ChatSetup | None = None,
 ) -> dict[str, Any]:
     """The chat.completion object; with `setup` (a ChatSetup) tool calls are parsed out of
     each answer into `message.tool_calls` (finish_reason "tool_calls")."""
@@ -336,9 +319,7 @@ def chat_json(
         message: dict[str, Any] = {"role": "assistant", "content": final.content}
         finish = finish_reason(final)
         if setup is not None:
-            parser = setup.parser()
-            parser.feed(final.content)
-            parser.finish(cut=final.stop_type != "eos")
+            parser = parse_answer(setup, final)
             message = parser.message.to_openai()
             finish = parser.finish_reason(finish)
         choices.append(

@@ -12,10 +12,11 @@ sampling package adds later is accepted here without changes. `grammar`, `json_s
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llamacli.core.sampling import SamplingParams, resolve_logit_bias
@@ -126,7 +127,8 @@ class Body:
             raise self._bad(key, "a string", v)
         return v
 
-    def str_list(self, key: str, default: Any = _MISSING, allow_str: bool = False) -> Any:
+    # below the methods named str and bool, the builtins are spelt builtins.str, builtins.bool
+    def str_list(self, key: builtins.str, default: Any = _MISSING, allow_str: builtins.bool = False) -> Any:
         """A list of strings (or, with allow_str, one string meaning a list of one)."""
         if key not in self:
             return self._default(key, default)
@@ -137,7 +139,7 @@ class Body:
             raise self._bad(key, "an array of strings" + (" or a string" if allow_str else ""), v)
         return list(v)
 
-    def list(self, key: str, default: Any = _MISSING) -> Any:
+    def list(self, key: builtins.str, default: Any = _MISSING) -> Any:
         if key not in self:
             return self._default(key, default)
         v = self.data[key]
@@ -145,7 +147,7 @@ class Body:
             raise self._bad(key, "an array", v)
         return v
 
-    def obj(self, key: str, default: Any = _MISSING) -> Any:
+    def obj(self, key: builtins.str, default: Any = _MISSING) -> Any:
         if key not in self:
             return self._default(key, default)
         v = self.data[key]
@@ -153,7 +155,7 @@ class Body:
             raise self._bad(key, "an object", v)
         return v
 
-    def _default(self, key: str, default: Any) -> Any:
+    def _default(self, key: builtins.str, default: Any) -> Any:
         if default is _MISSING:
             raise bad_request(f"'{self.prefix}{key}' is required")
         return default
@@ -164,10 +166,18 @@ class Body:
 # Fields handled specially (not by their default's type).
 _SPECIAL = {"logit_bias", "samplers", "dry_sequence_breakers", "seed"}
 
-try:  # constrained decoding (core/grammar) may be absent from a build: then such requests are refused
-    from llamacli.core.grammar.spec import grammar_from_request as _grammar_from_request
-except ImportError:  # pragma: no cover - depends on the build
-    _grammar_from_request = None
+
+def _load_grammar_from_request() -> Callable[[Mapping[str, Any]], Any] | None:
+    """core/grammar's request reader; None when constrained decoding is absent from a build
+    (then such requests are refused)."""
+    try:
+        from llamacli.core.grammar.spec import grammar_from_request
+    except ImportError:  # pragma: no cover - depends on the build
+        return None
+    return grammar_from_request
+
+
+_grammar_from_request = _load_grammar_from_request()
 
 
 def _field_default(f: dataclasses.Field[Any]) -> Any:
@@ -259,7 +269,8 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
         have = set(sp.logit_bias)
         extra_bias = [(t, float("-inf")) for t in eog if (t, float("-inf")) not in have]
         if extra_bias:
-            sp = dataclasses.replace(sp, logit_bias=type(sp.logit_bias)(list(sp.logit_bias) + extra_bias))
+            biases = list(sp.logit_bias) + extra_bias
+            sp = dataclasses.replace(sp, logit_bias=tuple(biases) if isinstance(sp.logit_bias, tuple) else biases)
     extra: dict[str, Any] = {}
     spec = grammar_spec(body.data)
     if spec is not None:

@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
-from contextlib import aclosing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.runtime.tasks import Final, Task
-from llamacli.http import anthropic, oai
+from llamacli.core.runtime.tasks import Task
+from llamacli.http import anthropic, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
-from llamacli.http.errors import to_api_error
 from llamacli.http.params import Body
-from llamacli.http.sse import event, json_response, stream_response
+from llamacli.http.sse import event, json_response
+from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
+
+if TYPE_CHECKING:
+    from llamacli.core.tool_calls import ChatSetup
 
 bp = Blueprint("anthropic", __name__)
 
 
-async def _setup(req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none") -> tuple[Any, list[int]]:
+async def _setup(
+    req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none"
+) -> tuple[ChatSetup, list[int]]:
     """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens;
     Anthropic's tools and tool_choice go to prepare_chat as they are."""
     st = current_state()
@@ -29,7 +33,7 @@ async def _setup(req: dict[str, Any], grammar: Any = None, reasoning_format: str
     tools = Body(req).list("tools", None)
     fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
-    def build() -> tuple[Any, list[int]]:
+    def build() -> tuple[ChatSetup, list[int]]:
         setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs,
                                oai.PromptOptions(continue_final=st.config.prefill_assistant), reasoning_format)
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
@@ -45,7 +49,7 @@ async def messages() -> Response:
     rm.MESSAGES.parse(req)
     body = Body(anthropic.native_fields(req))
     params = st.task_params(body)
-    stream = body.bool("stream", False)
+    streamed = body.bool("stream", False)
     ping = st.ping_interval(body)
     ropts = oai.reasoning_options(body.data, st.config)
     setup, prompt = await _setup(req, params.grammar, ropts.format)
@@ -54,14 +58,12 @@ async def messages() -> Response:
     (task,) = st.submit([Task(prompt, params)])
     msg_id = oai.new_id("msg_")
 
-    if not stream:
+    if not streamed:
         ((_, final),) = await st.collect([task])
-        parser = setup.parser()
-        parser.feed(final.content)
-        parser.finish(cut=final.stop_type != "eos")
-        return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id, message=parser.message))
+        message = oai.parse_answer(setup, final).message
+        return json_response(anthropic.message_json(final, id=msg_id, model=st.model_id, message=message))
 
-    async def events() -> Any:
+    async def frames(events: Events) -> Frames:
         parser = setup.parser()
         # the text block opens at once unless the answer may start with thoughts
         thinks = setup.splitter() is not None and (setup.template_thinks or setup.thinking_open)
@@ -70,25 +72,23 @@ async def messages() -> Response:
         if blocks.kind == "text":
             yield event("content_block_start", anthropic.content_block_start())
         yield event("ping", {"type": "ping"})
-        async with aclosing(st.results([task], ping)) as results:
-            async for i, r in results:
-                if i < 0:
+        async for ev in events:
+            match ev:
+                case Ping():
                     yield event("ping", {"type": "ping"})
-                    continue
-                if isinstance(r, Final):
-                    if r.error is not None:
-                        err = to_api_error(r.error)
-                        yield event("error", {"type": "error", "error": {"type": err.type, "message": err.message}})
-                        return
-                    for name, ev in blocks.events(parser.finish(cut=r.stop_type != "eos")) + blocks.close():
-                        yield event(name, ev)
-                    yield event("message_delta", anthropic.message_delta(r, blocks.calls))
+                case Failed(_, err):
+                    yield event("error", {"type": "error", "error": {"type": err.type, "message": err.message}})
+                    return
+                case Done(_, final):
+                    for name, payload in blocks.events(oai.finish_answer(parser, final)) + blocks.close():
+                        yield event(name, payload)
+                    yield event("message_delta", anthropic.message_delta(final, blocks.calls))
                     yield event("message_stop", {"type": "message_stop"})
-                elif r.content:
-                    for name, ev in blocks.events(parser.feed(r.content)):
-                        yield event(name, ev)
+                case Piece(_, r) if r.content:
+                    for name, payload in blocks.events(parser.feed(r.content)):
+                        yield event(name, payload)
 
-    return stream_response(events())
+    return stream.response(st, [task], ping, frames)
 
 
 @bp.post("/v1/messages/count_tokens")

@@ -38,7 +38,7 @@ async def get_lora_adapters() -> Response:
 async def post_lora_adapters() -> Response:
     st = current_state()
     engine, _ = st.require()
-    body = parse_json(await request.get_data(as_text=False))
+    body = parse_json(await request.get_data(cache=True, as_text=False, parse_form_data=False))
     rm.LORA_ADAPTERS.parse(body)
     scales = lora_scales(body, len(engine.loras))
     await st.blocking(lambda: engine.call(lambda: engine.set_lora_scales(scales)))

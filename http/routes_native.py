@@ -3,19 +3,19 @@
 
 from __future__ import annotations
 
-from contextlib import aclosing
 from typing import Any
 
 from quart import Blueprint, Response
 
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
-from llamacli.http import native, oai
+from llamacli.http import native, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import ModelInfo, ServerState, current_state, request_json
-from llamacli.http.errors import bad_request, not_supported, to_api_error
+from llamacli.http.errors import bad_request, not_supported
 from llamacli.http.limits import check_count
 from llamacli.http.params import Body, check_token_ids
-from llamacli.http.sse import PING_COMMENT, data, json_response, stream_response
+from llamacli.http.sse import data, json_response
+from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
 
 bp = Blueprint("native", __name__)
 
@@ -28,14 +28,14 @@ async def completion_response(
 ) -> Response:
     """Run one task per prompt (times n_cmpl) and answer in /completion's shape."""
     n_cmpl = body.int("n_cmpl", 1)
-    stream = body.bool("stream", False)
+    streamed = body.bool("stream", False)
     return_tokens = body.bool("return_tokens", False)
     fields = body.str_list("response_fields", [])
     tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n_cmpl)])
     engine = st.engine
     common = {"model": st.model_id, "tokenizer": model.tokenizer, "params": params, "n_ctx": engine.n_ctx_slot}
 
-    if not stream:
+    if not streamed:
         results = await st.collect(tasks)
         out = [
             native.completion_json(f, parts, index=i, return_tokens=return_tokens, **common)
@@ -45,30 +45,23 @@ async def completion_response(
             out = [native.select_fields(d, fields) for d in out]
         return json_response(out[0] if len(out) == 1 else out)
 
-    async def events() -> Any:
+    async def frames(events: Events) -> Frames:
         n_decoded = [0] * len(tasks)
-        async with aclosing(st.results(tasks, st.ping_interval(body))) as results:
-            async for i, r in results:
-                if i < 0:
-                    yield PING_COMMENT
-                    continue
-                if isinstance(r, Final):
-                    if r.error is not None:
-                        yield data(to_api_error(r.error).body())
-                        continue
-                    yield data(native.completion_json(r, [], index=i, return_tokens=False, stream=True, **common))
-                    continue
-                n_decoded[i] += len(r.tokens)
-                if not r.content and not r.tokens and r.progress is None:
-                    continue
-                yield data(
-                    native.completion_chunk(
-                        r, index=i, id_slot=params.id_slot, n_decoded=n_decoded[i],
-                        n_prompt=len(tasks[i].prompt_tokens), tokenizer=model.tokenizer, params=params,
-                    )
-                )
+        async for ev in events:
+            match ev:
+                case Ping() | Failed():
+                    yield stream.server_frame(ev)
+                case Done(i, final):
+                    yield data(native.completion_json(final, [], index=i, return_tokens=False, stream=True, **common))
+                case Piece(i, r):
+                    n_decoded[i] += len(r.tokens)
+                    if r.content or r.tokens or r.progress is not None:
+                        yield data(native.completion_chunk(
+                            r, index=i, id_slot=params.id_slot, n_decoded=n_decoded[i],
+                            n_prompt=len(tasks[i].prompt_tokens), tokenizer=model.tokenizer, params=params,
+                        ))
 
-    return stream_response(events())
+    return stream.response(st, tasks, st.ping_interval(body), frames)
 
 
 @bp.post("/completion")

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from contextlib import aclosing
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.runtime.tasks import Final, Task
-from llamacli.http import native, oai
+from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams, Timings
+from llamacli.http import logprobs, native, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
-from llamacli.http.errors import bad_request, to_api_error
+from llamacli.http.errors import bad_request
 from llamacli.http.limits import check_count
 from llamacli.http.params import Body, grammar_spec
 from llamacli.http.routes_native import embed, embeddings_enabled
-from llamacli.http.sse import DONE, PING_COMMENT, data, json_response, stream_response
+from llamacli.http.sse import DONE, data, json_response
+from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
+
+if TYPE_CHECKING:
+    from llamacli.core.tool_calls import ChatSetup
 
 bp = Blueprint("oai", __name__)
 
@@ -32,7 +36,9 @@ def _stream_options(body: Body) -> bool:
     return v
 
 
-async def _chat_setup(req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none") -> tuple[Any, list[int]]:
+async def _chat_setup(
+    req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none"
+) -> tuple[ChatSetup, list[int]]:
     """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens."""
     st = current_state()
     _, model = st.require()
@@ -40,14 +46,14 @@ async def _chat_setup(req: dict[str, Any], grammar: Any = None, reasoning_format
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     opts = oai.prompt_options(req, st.config.prefill_assistant)
 
-    def build() -> tuple[Any, list[int]]:
+    def build() -> tuple[ChatSetup, list[int]]:
         setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts, reasoning_format)
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
 
 
-async def chat_task(req: dict[str, Any], body: Body) -> tuple[Any, list[int], Any, oai.ReasoningOptions]:
+async def chat_task(req: dict[str, Any], body: Body) -> tuple[ChatSetup, list[int], TaskParams, oai.ReasoningOptions]:
     """A chat request made ready for the engine: its ChatSetup, prompt tokens, TaskParams
     (grammar, preserved tokens, reasoning budget) and reasoning options."""
     st = current_state()
@@ -59,13 +65,55 @@ async def chat_task(req: dict[str, Any], body: Body) -> tuple[Any, list[int], An
     return setup, prompt, params, ropts
 
 
-def _verbose(final: Final, parts: list[Any], params: Any) -> dict[str, Any]:
-    """llama-server's `__verbose` (with --verbose or `"verbose": true`): the native /completion
+def _meta(prefix: str) -> dict[str, Any]:
+    """What every object of one answer repeats: its id, creation time, model and fingerprint."""
+    st = current_state()
+    return {"id": oai.new_id(prefix), "created": int(time.time()), "model": st.model_id,
+            "fingerprint": st.config.build_info}
+
+
+def _timings(timings: Timings | None) -> dict[str, Any]:
+    """A chunk's `timings` field, when there are timings to send (timings_per_token)."""
+    return {"timings": timings.to_dict()} if timings is not None else {}
+
+
+def _with_verbose(out: dict[str, Any], body: Body, results: list[tuple[list[Partial], Final]],
+                  params: TaskParams) -> dict[str, Any]:
+    """With --verbose or `"verbose": true`, llama-server's `__verbose`: the native /completion
     answer of the first choice, the rendered prompt included."""
     st = current_state()
+    if not body.bool("verbose", st.config.verbose):
+        return out
     engine, model = st.require()
-    return native.completion_json(final, parts, index=0, model=st.model_id, tokenizer=model.tokenizer, params=params,
-                                  n_ctx=engine.n_ctx_slot, return_tokens=False)
+    parts, final = results[0]
+    out["__verbose"] = native.completion_json(final, parts, index=0, model=st.model_id, tokenizer=model.tokenizer,
+                                              params=params, n_ctx=engine.n_ctx_slot, return_tokens=False)
+    return out
+
+
+def _openai_stream(head: list[bytes], frame: Callable[[Piece | Done], Iterable[bytes]],
+                   usage: Callable[[list[Final]], bytes] | None) -> Callable[[Events], Frames]:
+    """An OpenAI stream around a route's `frame` (the chunks of a piece, or of a task's end):
+    the opening chunks, pings and in-stream errors as llama-server sends them, then (with
+    stream_options.include_usage) the usage chunk over every finished task, then [DONE]."""
+
+    async def frames(events: Events) -> Frames:
+        finals: list[Final] = []
+        for b in head:
+            yield b
+        async for ev in events:
+            if isinstance(ev, (Ping, Failed)):
+                yield stream.server_frame(ev)
+                continue
+            if isinstance(ev, Done):
+                finals.append(ev.final)
+            for b in frame(ev):
+                yield b
+        if usage is not None:
+            yield usage(finals)
+        yield DONE
+
+    return frames
 
 
 @bp.post("/v1/chat/completions")
@@ -77,60 +125,45 @@ async def chat_completions() -> Response:
     rm.CHAT.parse(req)
     body = Body(oai.native_fields(req, chat=True))
     n = oai.n_choices(req)
-    stream = body.bool("stream", False)
-    include_usage = _stream_options(body) if stream else False
+    streamed = body.bool("stream", False)
+    include_usage = _stream_options(body) if streamed else False
     n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
     ping = st.ping_interval(body)
     setup, prompt, params, ropts = await chat_task(req, body)
     tasks = st.submit([Task(prompt, params) for _ in range(n)])
-    meta = {"id": oai.new_id("chatcmpl-"), "created": int(time.time()), "model": st.model_id,
-            "fingerprint": st.config.build_info}
+    meta = _meta("chatcmpl-")
     st.control(meta["id"], tasks)
 
-    verbose = body.bool("verbose", st.config.verbose)
-    if not stream:
+    if not streamed:
         results = await st.collect(tasks)
         out = oai.chat_json(results, tokenizer=model.tokenizer, n_top=n_top, setup=setup, **meta)
-        if verbose:
-            out["__verbose"] = _verbose(results[0][1], results[0][0], params)
-        return json_response(out)
+        return json_response(_with_verbose(out, body, results, params))
 
-    async def events() -> Any:
-        finals: list[Final] = []
-        parsers = [setup.parser() for _ in range(n)]
-        yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)], **meta))
-        async with aclosing(st.results(tasks, ping)) as results:
-            async for i, r in results:
-                if i < 0:
-                    yield PING_COMMENT
-                    continue
-                if isinstance(r, Final):
-                    if r.error is not None:
-                        yield data(to_api_error(r.error).body())
-                        continue
-                    finals.append(r)
-                    for d in parsers[i].finish(cut=r.stop_type != "eos"):
-                        yield data(oai.chat_chunk(choices=[oai.chat_delta(i, d.to_openai())], **meta))
-                    finish = parsers[i].finish_reason(oai.finish_reason(r))
-                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, {}, finish)],
-                                              timings=r.timings.to_dict(), **meta))
-                    continue
-                if not r.content and not (n_top is not None and r.probs):
-                    continue
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> bytes:
+        return data(oai.chat_chunk(choices=choices, **extra, **meta))
+
+    parsers = [setup.parser() for _ in range(n)]
+
+    def frame(ev: Piece | Done) -> Iterator[bytes]:
+        match ev:
+            case Done(i, final):
+                for d in oai.finish_answer(parsers[i], final):
+                    yield chunk([oai.chat_delta(i, d.to_openai())])
+                finish = parsers[i].finish_reason(oai.finish_reason(final))
+                yield chunk([oai.chat_delta(i, {}, finish)], timings=final.timings.to_dict())
+            case Piece(i, r) if r.content or (n_top is not None and r.probs):
                 deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
-                lp = oai.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                lp = logprobs.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
                 if not deltas and lp is not None:
                     deltas = [{"content": ""}]
-                per_token = {"timings": r.timings.to_dict()} if r.timings is not None else {}
                 for k, delta in enumerate(deltas):
-                    yield data(oai.chat_chunk(choices=[oai.chat_delta(i, delta, None, lp if k == 0 else None)],
-                                              **per_token, **meta))
-        if include_usage:
-            timings = {"timings": finals[-1].timings.to_dict()} if finals else {}
-            yield data(oai.chat_chunk(choices=[], usage=oai.usage_json(finals), **timings, **meta))
-        yield DONE
+                    yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
 
-    return stream_response(events())
+    def usage(finals: list[Final]) -> bytes:
+        return chunk([], usage=oai.usage_json(finals), **_timings(finals[-1].timings if finals else None))
+
+    head = [chunk([oai.chat_delta(i, {"role": "assistant", "content": None}) for i in range(n)])]
+    return stream.response(st, tasks, ping, _openai_stream(head, frame, usage if include_usage else None))
 
 
 @bp.post("/v1/chat/completions/input_tokens")
@@ -174,8 +207,8 @@ async def completions() -> Response:
     body = Body(oai.native_fields(req, chat=False))
     params = st.task_params(body)
     n = oai.n_choices(req)
-    stream = body.bool("stream", False)
-    include_usage = _stream_options(body) if stream else False
+    streamed = body.bool("stream", False)
+    include_usage = _stream_options(body) if streamed else False
     echo = body.bool("echo", False)
     n_top = body.int("logprobs", 0) if "logprobs" in body else None
     ping = st.ping_interval(body)
@@ -185,49 +218,30 @@ async def completions() -> Response:
         lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
     )
     tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n)])
-    meta = {"id": oai.new_id("cmpl-"), "created": int(time.time()), "model": st.model_id,
-            "fingerprint": st.config.build_info}
+    meta = _meta("cmpl-")
     echo_texts = [model.tokenizer.detokenize(t.prompt_tokens, True, False) for t in tasks] if echo else None
 
-    verbose = body.bool("verbose", st.config.verbose)
-    if not stream:
+    if not streamed:
         results = await st.collect(tasks)
         out = oai.text_completion_json(results, tokenizer=model.tokenizer, n_top=n_top, echo_prompts=echo_texts, **meta)
-        if verbose:
-            out["__verbose"] = _verbose(results[0][1], results[0][0], params)
-        return json_response(out)
+        return json_response(_with_verbose(out, body, results, params))
 
-    async def events() -> Any:
-        finals: list[Final] = []
-        if echo_texts is not None:
-            for i, text in enumerate(echo_texts):
-                yield data(oai.text_completion_chunk(index=i, text=text, finish=None, **meta))
-        async with aclosing(st.results(tasks, ping)) as results:
-            async for i, r in results:
-                if i < 0:
-                    yield PING_COMMENT
-                    continue
-                if isinstance(r, Final):
-                    if r.error is not None:
-                        yield data(to_api_error(r.error).body())
-                        continue
-                    finals.append(r)
-                    yield data(oai.text_completion_chunk(index=i, text="", finish=oai.finish_reason(r),
-                                                         timings=r.timings.to_dict(), **meta))
-                    continue
-                if not r.content and not (n_top is not None and r.probs):
-                    continue
-                lp = oai.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                per_token = {"timings": r.timings.to_dict()} if r.timings is not None else {}
-                yield data(oai.text_completion_chunk(index=i, text=r.content, finish=None, logprobs=lp,
-                                                     **per_token, **meta))
-        if include_usage:
-            chunk = oai.text_completion_chunk(index=0, text="", finish=None, usage=oai.usage_json(finals), **meta)
-            chunk["choices"] = []
-            yield data(chunk)
-        yield DONE
+    def chunk(index: int, text: str, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+        return oai.text_completion_chunk(index=index, text=text, finish=finish, **extra, **meta)
 
-    return stream_response(events())
+    def frame(ev: Piece | Done) -> Iterator[bytes]:
+        match ev:
+            case Done(i, final):
+                yield data(chunk(i, "", oai.finish_reason(final), timings=final.timings.to_dict()))
+            case Piece(i, r) if r.content or (n_top is not None and r.probs):
+                lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
+                yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
+
+    def usage(finals: list[Final]) -> bytes:
+        return data(chunk(0, "", usage=oai.usage_json(finals)) | {"choices": []})
+
+    head = [data(chunk(i, text)) for i, text in enumerate(echo_texts or [])]
+    return stream.response(st, tasks, ping, _openai_stream(head, frame, usage if include_usage else None))
 
 
 @bp.post("/v1/embeddings")

@@ -70,7 +70,7 @@ async def cors_proxy() -> Response:
         raise ApiError(403, "this feature is disabled", "feature_disabled")
     url = check_target(request.args.get("url", ""))
     headers = forwarded_headers(list(request.headers.items()))
-    body = await request.get_data(as_text=False) if request.method == "POST" else None
+    body = await request.get_data(cache=True, as_text=False, parse_form_data=False) if request.method == "POST" else None
     method = request.method
     up = await st.blocking(lambda: fetch(method, url, headers, body))
     resp = Response(up.body, status=up.status)
