@@ -11,7 +11,9 @@ from quart import Blueprint, Response
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http import native, oai
 from llamacli.http import request_models as rm
-from llamacli.http.context import ModelInfo, ServerState, current_state, request_json
+from llamacli.core.models.loaded import ModelInfo
+from llamacli.http.context import current_state, request_json
+from llamacli.http.state import ServerState
 from llamacli.http.errors import bad_request, not_supported, to_api_error
 from llamacli.http.limits import check_count
 from llamacli.http.params import Body, check_token_ids

@@ -18,14 +18,18 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from llamacli.http.app import create_app
 from llamacli.http.header_case import CanonicalHeaders
-from llamacli.http.context import ModelInfo, ServerState
+from llamacli.core.models.loaded import ModelInfo
+from llamacli.http.state import ServerState, ServingEngine
+
+if TYPE_CHECKING:
+    from hypercorn.typing import ASGIFramework
 
 ENGINE_STOP_WAIT = 0.5  # seconds the engine's current step may take at shutdown before we leave it
 
@@ -98,7 +102,7 @@ def hypercorn_config(socks: list[socket.socket], listen: Listen) -> HypercornCon
 def run_server(
     state: ServerState,
     listen: Listen,
-    load: Callable[[], tuple[Any, ModelInfo]],
+    load: Callable[[], tuple[ServingEngine, ModelInfo]],
     log: Callable[[str], None],
     describe: str = "",
 ) -> None:
@@ -142,7 +146,7 @@ async def _serve(
     state: ServerState,
     socks: list[socket.socket],
     listen: Listen,
-    load: Callable[[], tuple[Any, ModelInfo]],
+    load: Callable[[], tuple[ServingEngine, ModelInfo]],
     log: Callable[[str], None],
     errors: list[BaseException],
     urls: list[str],
@@ -180,7 +184,9 @@ async def _serve(
         log(f"shutting down: no new connections; cancelling what is still running in {listen.grace:.0f} s")
         loop.call_later(listen.grace, state.cancel_all)
 
-    await hypercorn_serve(CanonicalHeaders(app), hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
+    # CanonicalHeaders is a plain ASGI 3 callable; hypercorn's type names its own scope/event types
+    asgi = cast("ASGIFramework", CanonicalHeaders(app))
+    await hypercorn_serve(asgi, hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
     if watcher is not None:
         watcher.cancel()
     engine = state.engine
@@ -189,7 +195,7 @@ async def _serve(
 
 
 def _watch_idle(
-    state: ServerState, load: Callable[[], tuple[Any, ModelInfo]], log: Callable[[str], None]
+    state: ServerState, load: Callable[[], tuple[ServingEngine, ModelInfo]], log: Callable[[str], None]
 ) -> asyncio.Task[None] | None:
     """With --sleep-idle-seconds: the idle timer (http/sleep.py) for the server's lifetime."""
     if state.config.sleep_idle_seconds <= 0:
@@ -201,9 +207,9 @@ def _watch_idle(
     return asyncio.ensure_future(state.sleep.watch())
 
 
-def _ready(state: ServerState, engine: Any, info: ModelInfo, log: Callable[[str], None], urls: list[str]) -> None:
+def _ready(state: ServerState, engine: ServingEngine, info: ModelInfo, log: Callable[[str], None], urls: list[str]) -> None:
     state.set_ready(engine, info)
-    log(f"model loaded: {info.name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
+    log(f"model loaded: {info.file_name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
         f"ready at {urls[0]}")
 
 

@@ -1,249 +1,30 @@
-"""A fake engine and tokenizer for fast HTTP tests (no model): the app sees the same
-interface as core.engine.Engine (submit, call, slots, metrics, config, n_ctx_slot)."""
+"""The HTTP app over the fake engine (tests/fakes.py: no model, no sockets), and the pure
+translation functions."""
 
 from __future__ import annotations
 
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.chat_templates import ChatTemplate
-from llamacli.core.runtime.engine import EngineConfig, Metrics
-from llamacli.core.errors import ContextOverflow, InvalidRequest
-from llamacli.core.runtime.slot import Slot
-from llamacli.core.runtime.slot_store import SaveResult, slot_path
-from llamacli.core.runtime.tasks import Final, Partial, Task, Timings
-from llamacli.http.context import ModelInfo
+from llamacli.core.runtime.tasks import Final, Task
+from tests.fakes import BOS, EOS, OFFSET, FakeEngine, FakeTokenizer, fake_model
+from tests.http_app_client import ASK, CALL_REPLY, WEATHER, Client, client, make, sse_events  # noqa: F401 (a fixture)
 
-BOS, EOS = 1, 2
-OFFSET = 10  # token id = code point + OFFSET
+import asyncio
+import json
 
+import numpy as np
+import pytest
 
-@dataclass
-class FakeVocab:
-    bos: int | None = BOS
-    eos: int | None = EOS
-    add_bos: bool = True
-    fim_pre: int | None = None
-    fim_suf: int | None = None
-    fim_mid: int | None = None
-    fim_rep: int | None = None
-    fim_sep: int | None = None
-    eog_ids: frozenset[int] = field(default_factory=lambda: frozenset({EOS}))
-
-
-class FakeTokenizer:
-    """One token per character (id = code point + 10); "<s>" and "</s>" are BOS and EOS."""
-
-    def __init__(self, n_vocab: int = 70000, fim: bool = False) -> None:
-        self.n_vocab = n_vocab
-        self.vocab = FakeVocab()
-        if fim:
-            self.vocab.fim_pre, self.vocab.fim_suf, self.vocab.fim_mid = 3, 4, 5
-
-    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]:
-        out = [BOS] if add_special and self.vocab.add_bos else []
-        i = 0
-        while i < len(text):
-            if parse_special and text.startswith("<s>", i):
-                out.append(BOS)
-                i += 3
-            elif parse_special and text.startswith("</s>", i):
-                out.append(EOS)
-                i += 4
-            else:
-                out.append(ord(text[i]) + OFFSET)
-                i += 1
-        return out
-
-    def token_to_piece(self, token: int, special: bool = False) -> bytes:
-        if token == BOS:
-            return b"<s>" if special else b""
-        if token == EOS:
-            return b"</s>" if special else b""
-        if token < OFFSET:
-            return b"<fim>" if special else b""
-        return chr(token - OFFSET).encode("utf-8")
-
-    def detokenize(self, ids: Any, remove_special: bool = False, unparse_special: bool = False) -> str:
-        return b"".join(self.token_to_piece(t, unparse_special) for t in ids).decode("utf-8", "replace")
-
-
-class FakeEngine:
-    """Answers every completion with `reply` (one token per character, `delay` s apart),
-    honouring n_predict, stop strings, n_probs and cancellation; embeddings are
-    [len(prompt), 1, 2, ...]."""
-
-    def __init__(self, tokenizer: FakeTokenizer, n_ctx: int = 256, n_parallel: int = 2,
-                 reply: str = "Hello world", delay: float = 0.0) -> None:
-        self.tokenizer = tokenizer
-        self.config = EngineConfig(n_ctx=n_ctx, n_parallel=n_parallel, n_batch=64)
-        self.n_ctx_slot = self.config.n_ctx_slot
-        self.slots = [Slot(i, self.n_ctx_slot) for i in range(n_parallel)]
-        self.metrics = Metrics()
-        self.reply = reply
-        self.delay = delay
-        self.submitted: list[Task] = []
-        self.saved: dict[str, list[int]] = {}
-
-    def submit(self, task: Task) -> Task:
-        if not task.prompt_tokens:
-            raise InvalidRequest("the prompt is empty")
-        if task.params.id_slot >= self.config.n_parallel:
-            raise InvalidRequest(f"id_slot {task.params.id_slot} does not exist")
-        if len(task.prompt_tokens) >= self.n_ctx_slot:
-            raise ContextOverflow(len(task.prompt_tokens), self.n_ctx_slot)
-        task.params.sampling.validate()
-        self.submitted.append(task)
-        threading.Thread(target=self._run, args=(task,), daemon=True).start()
-        return task
-
-    def _run(self, task: Task) -> None:
-        slot = next((s for s in self.slots if s.task is None), self.slots[0])
-        slot.task = task
-        self.metrics.requests_processing += 1
-        try:
-            if task.kind == "embedding":
-                emb = [float(len(task.prompt_tokens))] + [float(i) for i in range(1, 8)]
-                task.results.put(Final("", [], list(task.prompt_tokens), "eos", id_slot=slot.id, embedding=emb))
-                return
-            p = task.params
-            text, toks, stop_type, word = "", [], "eos", ""
-            for ch in self.reply:
-                if self.delay:
-                    time.sleep(self.delay)
-                if task.cancelled.is_set():
-                    stop_type = "cancelled"
-                    break
-                if 0 <= p.n_predict <= len(toks):
-                    stop_type = "limit"
-                    break
-                tok = ord(ch) + OFFSET
-                toks.append(tok)
-                slot.generated = list(toks)
-                hit = next((s for s in p.stop if (text + ch).endswith(s)), None)
-                if hit:
-                    text = (text + ch)[: -len(hit)]
-                    stop_type, word = "word", hit
-                    break
-                text += ch
-                probs = [[(tok, 0.5), (OFFSET + ord("x"), 0.25)][: p.n_probs]] if p.n_probs else []
-                task.results.put(Partial(ch, [tok], probs, [0.5] if p.n_probs else []))
-            t = Timings(prompt_n=len(task.prompt_tokens), prompt_ms=1.0, predicted_n=len(toks), predicted_ms=2.0)
-            task.results.put(Final(text, toks, list(task.prompt_tokens), stop_type, word, timings=t, id_slot=slot.id))
-        finally:
-            task.results.close()
-            slot.task = None
-            slot.generated = []
-            self.metrics.requests_processing -= 1
-
-    def call(self, fn: Any) -> Any:
-        return fn()
-
-    def save_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
-        slot_path(directory, filename)
-        self.saved[filename] = [1, 2, 3]
-        return SaveResult(3, 100, 0.5)
-
-    def restore_slot(self, slot_id: int, directory: str, filename: str) -> SaveResult:
-        slot_path(directory, filename)
-        if filename not in self.saved:
-            from llamacli.core.runtime.slot_store import SlotFileError
-
-            raise SlotFileError(f"slot file {filename!r} not found")
-        return SaveResult(3, 100, 0.5)
-
-    def erase_slot(self, slot_id: int) -> int:
-        return 7
-
-    def stop(self, cancel: bool = True) -> None:
-        pass
-
-
-def fake_model(tokenizer: FakeTokenizer, template: str = "chatml") -> ModelInfo:
-    return ModelInfo(
-        path="/models/fake.gguf",
-        tokenizer=tokenizer,
-        template=ChatTemplate.from_source(template, bos_token="<s>", eos_token="</s>"),
-        n_vocab=tokenizer.n_vocab,
-        n_ctx_train=1024,
-        n_embd=8,
-        n_params=1000,
-        size=4000,
-    )
-
-
-# =================================================================================================
-# Tests: the app over the fake engine (no model, no sockets), and the pure translation functions.
-# =================================================================================================
-
-import asyncio  # noqa: E402
-import json  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from llamacli.core.errors import SlotBusy  # noqa: E402
-from llamacli.http import anthropic, native, oai  # noqa: E402
-from llamacli.http.app import create_app  # noqa: E402
-from llamacli.http.context import ServerConfig, ServerState  # noqa: E402
-from llamacli.http.errors import ApiError, to_api_error  # noqa: E402
-from llamacli.http.metrics import prometheus_text  # noqa: E402
-from llamacli.http.params import Body, parse_json_body, task_params  # noqa: E402
-from llamacli.core.runtime.tasks import TaskParams  # noqa: E402
-
-
-class Client:
-    """Synchronous calls into the app through Quart's test client."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    def request(self, method: str, path: str, json_body: Any = None, headers: dict[str, str] | None = None,
-                data: bytes | None = None) -> tuple[int, Any, Any]:
-        async def go() -> tuple[int, Any, Any]:
-            c = self.app.test_client()
-            kw: dict[str, Any] = {"headers": headers or {}}
-            if json_body is not None:
-                kw["json"] = json_body
-            if data is not None:
-                kw["data"] = data
-            r = await c.open(path, method=method, **kw)
-            text = await r.get_data(as_text=True)
-            ctype = r.headers.get("Content-Type", "")
-            body = json.loads(text) if "json" in ctype and text else text
-            return r.status_code, body, r.headers
-
-        return asyncio.run(go())
-
-    def post(self, path: str, body: Any = None, **kw: Any) -> tuple[int, Any, Any]:
-        return self.request("POST", path, body, **kw)
-
-    def get(self, path: str, **kw: Any) -> tuple[int, Any, Any]:
-        return self.request("GET", path, **kw)
-
-
-def sse_events(text: str) -> list[str]:
-    """The data payloads of an SSE body; every message must end with a blank line."""
-    assert text.endswith("\n\n")
-    out = []
-    for msg in text.split("\n\n")[:-1]:
-        lines = [ln for ln in msg.split("\n") if ln.startswith("data: ")]
-        assert len(lines) == 1, msg
-        out.append(lines[0][len("data: "):])
-    return out
-
-
-def make(config: ServerConfig | None = None, **engine_kw: Any) -> tuple[Client, FakeEngine]:
-    tok = FakeTokenizer(fim=engine_kw.pop("fim", False))
-    eng = FakeEngine(tok, **engine_kw)
-    return Client(create_app(eng, config or ServerConfig(), fake_model(tok))), eng
-
-
-@pytest.fixture(scope="module")
-def client() -> Client:
-    return make(ServerConfig(aliases=["fake", "fake-2"], embeddings=True, metrics=True))[0]
+from llamacli.core.errors import SlotBusy
+from llamacli.http import anthropic, native, oai
+from llamacli.http.app import create_app
+from llamacli.http.config import ServerConfig
+from llamacli.http.state import ServerState
+from llamacli.http.errors import ApiError, to_api_error
+from llamacli.http.metrics import prometheus_text
+from llamacli.http.params import Body, parse_json_body, task_params
+from llamacli.core.runtime.tasks import TaskParams
 
 
 # ---- pure functions ----------------------------------------------------------------------------
@@ -386,7 +167,7 @@ def test_prometheus_names() -> None:
 
 def test_leaving_a_stream_early_cancels_its_tasks() -> None:
     tok = FakeTokenizer()
-    eng = FakeEngine(tok, delay=0.05, reply="x" * 200)
+    eng = FakeEngine(tokenizer=tok, delay=0.05, reply="x" * 200)
     st = ServerState(ServerConfig())
     st.set_ready(eng, fake_model(tok))
 
@@ -648,7 +429,7 @@ def test_loading_state_is_503() -> None:
         assert code == 503 and d == {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
     assert c.post("/completion", {"prompt": "a"})[0] == 503
     tok = FakeTokenizer()
-    app.extensions["llama"].set_ready(FakeEngine(tok), fake_model(tok))
+    app.extensions["llama"].set_ready(FakeEngine(tokenizer=tok), fake_model(tok))
     assert c.get("/health")[0] == 200
 
 
@@ -679,7 +460,7 @@ def test_ui_is_public_and_served_while_loading() -> None:
 
 def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:
     tok = FakeTokenizer()
-    eng = FakeEngine(tok, delay=0.2, reply="x" * 100)
+    eng = FakeEngine(tokenizer=tok, delay=0.2, reply="x" * 100)
     st = ServerState(ServerConfig())
     st.set_ready(eng, fake_model(tok))
 
@@ -713,12 +494,6 @@ def test_sse_pings_while_the_engine_is_quiet() -> None:
 
 
 # ---- tool calling (core/tool_calls through the adapters) ---------------------------------------
-
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                           "required": ["city"]}}}
-CALL_REPLY = '{"tool_call": {"name": "get_weather", "arguments": {"city": "Paris"}}}'  # chatml: generic format
-ASK = [{"role": "user", "content": "Weather in Paris?"}]
 
 
 def test_chat_tool_call_non_streaming() -> None:
@@ -966,12 +741,12 @@ def test_reasoning_off_closes_the_thinking_block() -> None:
     assert close_thinking("assistant\n", "no tags") == "assistant\n"
     tok = FakeTokenizer()
     src = "{% for m in messages %}{{ m.content }}{% endfor %}{% if add_generation_prompt %}<A><think>\n{% endif %}"
-    c = Client(create_app(FakeEngine(tok), ServerConfig(), fake_model(tok, src)))
+    c = Client(create_app(FakeEngine(tokenizer=tok), ServerConfig(), fake_model(tok, src)))
     msgs = [{"role": "user", "content": "Q"}]
     assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n"
     for extra in ({"chat_template_kwargs": {"enable_thinking": False}}, {"reasoning_effort": "none"}):
         assert c.post("/apply-template", {"messages": msgs, **extra})[1]["prompt"] == "Q<A><think>\n</think>", extra
-    c = Client(create_app(FakeEngine(tok), ServerConfig(chat_template_kwargs={"enable_thinking": False}), fake_model(tok, src)))
+    c = Client(create_app(FakeEngine(tokenizer=tok), ServerConfig(chat_template_kwargs={"enable_thinking": False}), fake_model(tok, src)))
     assert c.post("/apply-template", {"messages": msgs})[1]["prompt"] == "Q<A><think>\n</think>"
 
 
