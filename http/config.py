@@ -1,4 +1,5 @@
-"""`llama serve`'s settings that the HTTP layer uses (the engine's go to EngineConfig)."""
+"""The HTTP server's settings, from `llama serve`'s options (the model's facts are
+core/models/loaded.py's ModelInfo)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from llamacli.core.chat_templates import ChatTemplate
@@ -62,7 +62,7 @@ class SpecialTokens:
             bos_text=_piece(tokenizer, v.bos),
             eos_text=_piece(tokenizer, v.eos),
             add_bos=bool(v.add_bos),
-            add_eos=bool(getattr(v, "add_eos", False)),
+            add_eos=bool(v.add_eos),
         )
 
 
