@@ -190,7 +190,7 @@ def _interactive(session, first, use_color, multiline, single_turn, history_file
     info = session.info
     if not single_turn:
         view.info(
-            f"llama chat · {info.name or os.path.basename(info.path)} ({info.architecture}) · context {session.n_ctx} · "
+            f"llama chat · {info.name or info.file_name} ({info.architecture}) · context {session.n_ctx} · "
             f"template {session.template.name}\n/help for commands · Alt+Enter inserts a newline · Ctrl-C stops a reply · Ctrl-D exits"
         )
     return loop.run(first, single_turn=single_turn)
