@@ -20,7 +20,9 @@ from typing import Any
 from quart import Blueprint, Response, request
 from werkzeug.datastructures import Headers
 
-from llamacli.http.context import ServerConfig, ServerState, current_state
+from llamacli.http.config import ServerConfig
+from llamacli.http.context import current_state
+from llamacli.http.state import ServerState
 from llamacli.http.errors import ApiError, bad_request
 from llamacli.http.router import Instance, ModelSpec, Supervisor
 from llamacli.http.sse import json_response

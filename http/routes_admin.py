@@ -10,7 +10,8 @@ from quart import Blueprint, Response, request
 from llamacli.core.runtime.tasks import TaskParams
 from llamacli.http import native, oai
 from llamacli.http import request_models as rm
-from llamacli.http.context import ServerState, current_state, request_json
+from llamacli.http.context import current_state, request_json
+from llamacli.http.state import ServerState
 from llamacli.http.errors import LOADING, ApiError, bad_request, not_supported
 from llamacli.http.metrics import CONTENT_TYPE, START_HEADER, prometheus_text
 from llamacli.http.sse import json_response
@@ -95,8 +96,8 @@ def _props_json(st: ServerState) -> dict[str, Any]:
         "model_path": model.path,
         "chat_template": tpl.source if tpl is not None else "",
         "chat_template_caps": dataclasses.asdict(caps) if caps is not None else {},
-        "bos_token": _special(model, "bos"),
-        "eos_token": _special(model, "eos"),
+        "bos_token": model.special.bos_text,
+        "eos_token": model.special.eos_text,
         "modalities": {"vision": False, "audio": False},
         "build_info": st.config.build_info,
         "is_sleeping": False,
@@ -105,14 +106,6 @@ def _props_json(st: ServerState) -> dict[str, Any]:
         "endpoint_props": st.config.props,
         "endpoint_metrics": st.config.metrics,
     }
-
-
-def _special(model: object, name: str) -> str:
-    tok = getattr(model, "tokenizer", None)
-    tid = getattr(getattr(tok, "vocab", None), name, None)
-    if tok is None or tid is None:
-        return ""
-    return tok.token_to_piece(tid, True).decode("utf-8", "replace")
 
 
 @bp.post("/props")

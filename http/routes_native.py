@@ -7,11 +7,13 @@ from typing import Any
 
 from quart import Blueprint, Response
 
+from llamacli.core.models.loaded import ModelInfo
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http import native, oai, stream
 from llamacli.http import request_models as rm
-from llamacli.http.context import ModelInfo, ServerState, current_state, request_json
+from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, not_supported
+from llamacli.http.state import ServerState
 from llamacli.http.limits import check_count
 from llamacli.http.params import Body, check_token_ids
 from llamacli.http.sse import data, json_response
@@ -32,7 +34,7 @@ async def completion_response(
     return_tokens = body.bool("return_tokens", False)
     fields = body.str_list("response_fields", [])
     tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n_cmpl)])
-    engine = st.engine
+    engine, _ = st.require()
     common = {"model": st.model_id, "tokenizer": model.tokenizer, "params": params, "n_ctx": engine.n_ctx_slot}
 
     if not streamed:

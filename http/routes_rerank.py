@@ -47,8 +47,8 @@ async def rerank() -> Response:
     engine, model = st.require()
     if not st.config.embeddings or (st.config.pooling or model.pooling) != "rank":
         raise not_supported("This server does not support reranking. Start it with `--reranking`")
-    if not engine.model.n_cls_out:
-        raise bad_request(f"this model ({model.name}) cannot rerank: it has no classification head (cls, cls.output)")
+    if not model.n_cls_out:
+        raise bad_request(f"this model ({model.file_name}) cannot rerank: it has no classification head (cls, cls.output)")
     body = rm.RERANK.parse(await request_json())
     if "query" not in body:
         raise bad_request('"query" must be provided')

@@ -24,11 +24,12 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from llamacli.http.app import create_app
+from llamacli.core.models.loaded import ModelInfo
 from llamacli.http.header_case import ASGIApp, CanonicalHeaders
+from llamacli.http.state import ServerState, ServingEngine
 
 if TYPE_CHECKING:
     from hypercorn.typing import ASGIFramework
-from llamacli.http.context import ModelInfo, ServerState
 
 ENGINE_STOP_WAIT = 0.5  # seconds the engine's current step may take at shutdown before we leave it
 
@@ -112,7 +113,7 @@ async def serve_asgi(
 def run_server(
     state: ServerState,
     listen: Listen,
-    load: Callable[[], tuple[Any, ModelInfo]],
+    load: Callable[[], tuple[ServingEngine, ModelInfo]],
     log: Callable[[str], None],
     describe: str = "",
 ) -> None:
@@ -156,7 +157,7 @@ async def _serve(
     state: ServerState,
     socks: list[socket.socket],
     listen: Listen,
-    load: Callable[[], tuple[Any, ModelInfo]],
+    load: Callable[[], tuple[ServingEngine, ModelInfo]],
     log: Callable[[str], None],
     errors: list[BaseException],
     urls: list[str],
@@ -203,7 +204,7 @@ async def _serve(
 
 
 def _watch_idle(
-    state: ServerState, load: Callable[[], tuple[Any, ModelInfo]], log: Callable[[str], None]
+    state: ServerState, load: Callable[[], tuple[ServingEngine, ModelInfo]], log: Callable[[str], None]
 ) -> asyncio.Task[None] | None:
     """With --sleep-idle-seconds: the idle timer (http/sleep.py) for the server's lifetime."""
     if state.config.sleep_idle_seconds <= 0:
@@ -215,9 +216,9 @@ def _watch_idle(
     return asyncio.ensure_future(state.sleep.watch())
 
 
-def _ready(state: ServerState, engine: Any, info: ModelInfo, log: Callable[[str], None], urls: list[str]) -> None:
+def _ready(state: ServerState, engine: ServingEngine, info: ModelInfo, log: Callable[[str], None], urls: list[str]) -> None:
     state.set_ready(engine, info)
-    log(f"model loaded: {info.name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
+    log(f"model loaded: {info.file_name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
         f"ready at {urls[0]}")
 
 

@@ -26,7 +26,8 @@ from typing import Any
 
 from quart import g
 
-from llamacli.http.context import ModelInfo, ServerState
+from llamacli.core.models.loaded import ModelInfo
+from llamacli.http.state import ServerState, ServingEngine
 from llamacli.http.errors import ApiError
 
 # GET endpoints that do not count as tasks (llama-server's list, plus the UI's own files)
@@ -40,7 +41,7 @@ class IdleSleep:
         self,
         state: ServerState,
         idle_seconds: float,
-        load: Callable[[], tuple[Any, ModelInfo]],
+        load: Callable[[], tuple[ServingEngine, ModelInfo]],
         log: Callable[[str], None],
         on_change: Callable[[str], None] = lambda _state: None,
     ) -> None:
@@ -112,7 +113,7 @@ class IdleSleep:
 
         st = self.state
         self.snapshot = dormant_snapshot(st)
-        engine = st.engine
+        engine, _ = st.require()  # watch() sleeps only a ready server
         self.metrics = engine.metrics
         st.engine = None
         st.model = None

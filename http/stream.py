@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, cast
 
 from quart import Response
 
 from llamacli.core.runtime.tasks import Final, Partial, Task
-from llamacli.http.context import ServerState
+from llamacli.http.state import ServerState
 from llamacli.http.errors import ApiError, to_api_error
 from llamacli.http.sse import PING_COMMENT, data, stream_response
 
@@ -68,8 +67,7 @@ def server_frame(ev: Ping | Failed) -> bytes:
 
 async def task_events(st: ServerState, tasks: Sequence[Task], ping: float | None) -> AsyncGenerator[Event, None]:
     """The results of `tasks` as events, in arrival order (`index`: the task's position)."""
-    # ServerState.results is an async generator (its annotation says AsyncIterator)
-    results = cast(AsyncGenerator[tuple[int, Any], None], st.results(tasks, ping))
+    results = st.results(tasks, ping)
     async with aclosing(results):
         async for i, r in results:
             if i < 0:

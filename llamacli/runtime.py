@@ -4,21 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llamacli.core.gguf_file import GGUFFile
 from llamacli.core.lora import LoraAdapter, load_lora
-from llamacli.core.models.load import LoadStats, load_model
+from llamacli.core.models.load import load_model
 from llamacli.core.models.base import DecoderModel
-from llamacli.core.tokenizer import Tokenizer, load_tokenizer
+from llamacli.core.models.loaded import LoadedModel, load
+from llamacli.core.tokenizer import load_tokenizer
 from llamacli.model_path import resolve_model
 
 
 @dataclass
-class Runtime:
-    path: str
-    model: DecoderModel
-    gguf: GGUFFile
-    tokenizer: Tokenizer
-    stats: LoadStats
+class Runtime(LoadedModel):
+    """A loaded model with the LoRA adapters a command asked for."""
+
     loras: list[tuple[LoraAdapter, float]] = field(default_factory=list)  # adapters, initial scales
 
 
@@ -41,16 +38,18 @@ def open_model(
     threads: int = -1,
     batch_invariant: bool = False,
     loras: list[tuple[str, float]] | None = None,
+    chat_template: str | None = None,
+    use_jinja: bool = True,
+    with_template: bool = True,
 ) -> Runtime:
-    """Load the model at `path` (or the demo model) with its tokenizer and LoRA adapters
-    ((path, scale) pairs)."""
+    """Load the model at `path` (or the demo model) with its tokenizer, chat template (or
+    --chat-template's name / source), ModelInfo and LoRA adapters ((path, scale) pairs)."""
     resolved = resolve_model(path)
     prepare_kernels(numerics)
-    model, g, stats = load_model(resolved, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
-    tok = load_tokenizer(g.metadata)
-    q = model.precision.quantized_weights
-    adapters = [(load_lora(p, g, quantized=q), scale) for p, scale in loras or []]
-    return Runtime(resolved, model, g, tok, stats, adapters)
+    m = load(resolved, numerics, threads, batch_invariant, chat_template, use_jinja, with_template)
+    q = m.model.precision.quantized_weights
+    adapters = [(load_lora(p, m.gguf, quantized=q), scale) for p, scale in loras or []]
+    return Runtime(m.model, m.gguf, m.tokenizer, m.info, m.stats, adapters)
 
 
 def open_draft(path: str, rt: Runtime, numerics: str = "ggml", threads: int = -1) -> DecoderModel:

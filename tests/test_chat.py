@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from chat_fakes import FakeEngine, fake_session
+from tests.fakes import FakeEngine, fake_session
 from llamacli.core.errors import InvalidRequest
 
 from llamacli.chat.commands import COMMANDS, find
@@ -66,7 +66,7 @@ class InterruptingView(PlainView):
 
 # ---- the loop ------------------------------------------------------------------------------
 def test_turns_stream_and_keep_history() -> None:
-    eng = FakeEngine(lambda t: f"answer {len(eng.tasks)}")
+    eng = FakeEngine(lambda t: f"answer {len(eng.tasks)}", words=True)
     ses = fake_session(eng, system="Be brief.")
     code, out = run(ses, "hello", "", "   ", "and again")
     assert code == 0
@@ -75,7 +75,7 @@ def test_turns_stream_and_keep_history() -> None:
     assert ses.conversation.messages[3]["content"] == "answer 2"
     assert "answer 1\n[2 tokens" in out and "context" in out
     # the system prompt and the whole history go into the second prompt (chatml here)
-    prompt2 = "".join(chr(c) for c in eng.tasks[1].prompt_tokens[1:])
+    prompt2 = eng.tokenizer.detokenize(eng.tasks[1].prompt_tokens[1:])
     assert prompt2.startswith("<|im_start|>system\nBe brief.<|im_end|>")
     assert "answer 1<|im_end|>" in prompt2 and prompt2.endswith("<|im_start|>assistant\n")
 
@@ -110,7 +110,7 @@ def test_ctrl_d_and_exit_command() -> None:
 
 
 def test_ctrl_c_while_streaming_keeps_conversation() -> None:
-    eng = FakeEngine("one two three four five six seven eight", delay=0.02)
+    eng = FakeEngine("one two three four five six seven eight", delay=0.02, words=True)
     ses = fake_session(eng)
     view = InterruptingView(at_chunk=3)
     code, out = run(ses, "tell me", "next question", view=view)
@@ -135,7 +135,7 @@ def interrupt_soon(seconds: float = 0.1) -> threading.Timer:
 
 
 def test_ctrl_c_before_any_text_keeps_only_the_user_turn() -> None:
-    eng = FakeEngine("alpha beta gamma", prompt_delay=5.0)
+    eng = FakeEngine("alpha beta gamma", prompt_delay=5.0, words=True)
     ses = fake_session(eng)
     interrupt_soon()
     t0 = time.perf_counter()
@@ -206,7 +206,7 @@ def test_help_lists_every_command_and_prefixes_resolve() -> None:
 
 
 def test_system_clear_undo_retry_tokens() -> None:
-    eng = FakeEngine(lambda t: f"reply {len(eng.tasks)}")
+    eng = FakeEngine(lambda t: f"reply {len(eng.tasks)}", words=True)
     ses = fake_session(eng)
     _, out = run(ses, "/system", "/system You are terse.", "a", "b", "/undo", "/tokens", "/retry", "/clear", "/tokens", "/system -")
     assert "no system prompt" in out and "system prompt set" in out
@@ -224,7 +224,7 @@ def test_system_clear_undo_retry_tokens() -> None:
 
 
 def test_retry_after_interrupt_answers_the_pending_turn() -> None:
-    eng = FakeEngine("x y z", prompt_delay=5.0)
+    eng = FakeEngine("x y z", prompt_delay=5.0, words=True)
     ses = fake_session(eng)
     interrupt_soon()
     run(ses, "q")
@@ -235,7 +235,7 @@ def test_retry_after_interrupt_answers_the_pending_turn() -> None:
 
 
 def test_save_load_round_trip(tmp_path: Path) -> None:
-    ses = fake_session(FakeEngine("sure thing"), system="Sys")
+    ses = fake_session(FakeEngine("sure thing", words=True), system="Sys")
     path = tmp_path / "conv.json"
     code, out = run(ses, "first question", "/set temp 0.5", f"/save {path}")
     assert f"saved 2 messages to {path}" in out
@@ -307,7 +307,7 @@ def test_footer() -> None:
 
 
 def test_second_turn_reports_cached_prompt() -> None:
-    ses = fake_session(FakeEngine("ok"))
+    ses = fake_session(FakeEngine("ok", words=True))
     _, out = run(ses, "one", "two")
     footers = [line for line in out.splitlines() if line.startswith("[")]
     assert "cached" not in footers[0] and "cached)" in footers[1]

@@ -11,7 +11,7 @@ from llamacli.core.runtime.engine import Engine
 from llamacli.core.sampling import SamplingParams
 
 from llamacli.chat.conversation import Conversation
-from llamacli.chat.launch import chat_template, start_session
+from llamacli.chat.launch import start_session
 from llamacli.chat.pipes import PipeOutput, answer_lines
 from llamacli.chat.render import PlainView
 from llamacli.chat.repl import ChatLoop
@@ -29,7 +29,7 @@ def rt(demo_model: str) -> Runtime:
 
 @pytest.fixture
 def greedy(rt: Runtime) -> Iterator[tuple[Engine, ChatSession]]:
-    engine, session = start_session(rt, chat_template(rt), ChatSettings(SamplingParams(temperature=0.0), n_predict=4), n_ctx=512)
+    engine, session = start_session(rt, ChatSettings(SamplingParams(temperature=0.0), n_predict=4), n_ctx=512)
     yield engine, session
     engine.stop()
 
@@ -85,7 +85,7 @@ def test_ctrl_c_cancels_the_task_and_the_chat_goes_on(greedy: tuple[Engine, Chat
 
 
 def test_batch_prompts_share_the_engine_slots(rt: Runtime) -> None:
-    engine, ses = start_session(rt, chat_template(rt), ChatSettings(SamplingParams(temperature=0.0), n_predict=3), n_ctx=256, n_parallel=3)
+    engine, ses = start_session(rt, ChatSettings(SamplingParams(temperature=0.0), n_predict=3), n_ctx=256, n_parallel=3)
     try:
         assert engine.config.n_parallel == 3 and engine.n_ctx_slot == 256
         tasks = [ses.submit(Conversation("", [{"role": "user", "content": q}])) for q in ("a", "b", "c")]

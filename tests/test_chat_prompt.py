@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chat_fakes import FakeEngine, fake_session
+from tests.fakes import FakeEngine, fake_session
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
@@ -97,7 +97,7 @@ def test_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_repl_through_prompt_toolkit(tmp_path: Path, pipe) -> None:  # type: ignore[no-untyped-def]
     """The whole loop on the real prompt: commands, a multi-line message, Ctrl-C twice."""
-    eng = FakeEngine("fine, thanks")
+    eng = FakeEngine("fine, thanks", words=True)
     ses = fake_session(eng)
     out = io.StringIO()
     loop = ChatLoop(ses, lambda: "", PlainView(out))

@@ -20,9 +20,10 @@ import pytest
 
 from llamacli.http import request_models as rm
 from llamacli.http.app import create_app
-from llamacli.http.context import ServerConfig
+from llamacli.http.config import ServerConfig
 from tests.http_server import LlamaServer
-from tests.test_http_app import Client, FakeEngine, FakeTokenizer, fake_model, make
+from tests.fakes import FakeEngine, FakeTokenizer, fake_model
+from tests.http_app_client import Client, make
 from tests.tiny_models import write_tiny_model
 
 ASK = [{"role": "user", "content": "hi"}]
@@ -157,7 +158,7 @@ def test_prompt_and_input_counts_are_limited_before_any_work() -> None:
 
 def test_body_size_limit_is_a_413_in_error_json() -> None:
     tok = FakeTokenizer()
-    c = Client(create_app(FakeEngine(tok), ServerConfig(max_body_size=1000), fake_model(tok)))
+    c = Client(create_app(FakeEngine(tokenizer=tok), ServerConfig(max_body_size=1000), fake_model(tok)))
     code, d, _ = c.post("/completion", {"prompt": "a" * 2000})
     assert code == 413 and d["error"]["type"] == "invalid_request_error" and "--max-body-size" in d["error"]["message"]
     assert c.post("/completion", {"prompt": "a" * 100, "n_predict": 1})[0] == 200

@@ -1,6 +1,6 @@
 """The Responses API and reasoning over HTTP.
 
-Fast part: the app over the fake engine (tests/test_http_app.py), whose answer is fixed text:
+Fast part: the app over the fake engine (tests/fakes.py), whose answer is fixed text:
 request conversion, Response objects, the event sequence, reasoning_content and its streaming.
 Slow part: a real `llama serve` with the demo model and the official `openai` client:
 client.responses.create plain, streamed and through a tool round trip; the reasoning budget and
@@ -14,10 +14,10 @@ from typing import Any
 
 import openai
 import pytest
-from llamacli.http.context import ServerConfig
+from llamacli.http.config import ServerConfig
 
 from tests.http_server import LlamaServer
-from tests.test_http_app import make, sse_events
+from tests.http_app_client import make, sse_events
 
 THINK_REPLY = "<think>\nPlan it.\n</think>\n\nHello world"
 

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.runtime.tasks import Final, Partial, Task
 from llamacli.http import stream
-from llamacli.http.context import ServerState
+from llamacli.http.state import ServerState
 from llamacli.http.errors import ApiError
 from llamacli.http.stream import Done, Event, Events, Failed, Frames, Piece, Ping
 

@@ -11,7 +11,7 @@ import pytest
 from llamacli.core.batch import Batch
 from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture, UnsupportedTensorType
 from llamacli.core.models.load import load_model
-from tests.tiny_models import ARCHES, VARIANTS, fixture_tokens, write_tiny_model
+from tests.tiny_models import ARCHES, VARIANTS, fixture_tokens, rewrite_gguf, write_tiny_model
 
 ALL = [(a, v) for a in ARCHES for v in VARIANTS]
 
@@ -118,55 +118,20 @@ def test_pooled_hidden_states(model_dir: Path) -> None:
 
 # ---- errors -----------------------------------------------------------------------------------
 
-def _rewrite(src: Path, dst: Path, drop: str | None = None, arch: str | None = None,
-             retype: tuple[str, gguf.GGMLQuantizationType] | None = None) -> Path:
-    """Copy a GGUF, optionally dropping a tensor, renaming the architecture or re-typing a
-    tensor's raw bytes (to a type we do not support)."""
-    r = gguf.GGUFReader(str(src))
-    a = arch or str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-    w = gguf.GGUFWriter(str(dst), a)
-    old_arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
-    for name, f in r.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture":
-            continue
-        key = name.replace(old_arch + ".", a + ".", 1) if name.startswith(old_arch + ".") else name
-        vt = f.types[0]
-        if vt == gguf.GGUFValueType.ARRAY:
-            w.add_key_value(key, f.contents(), vt, sub_type=f.types[-1])
-        else:
-            w.add_key_value(key, f.contents(), vt)
-    for t in r.tensors:
-        if t.name == drop:
-            continue
-        if retype and t.name == retype[0]:
-            qt = retype[1]
-            bs, ts = gguf.GGML_QUANT_SIZES[qt]
-            ne = [int(x) for x in t.shape]  # ggml order: ne[0] is the row length
-            raw = np.zeros((int(np.prod(ne[1:])), ne[0] // bs * ts), dtype=np.uint8)
-            w.add_tensor(t.name, raw, raw_dtype=qt)
-            continue
-        w.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return dst
-
-
 def test_unknown_architecture(model_dir: Path, tmp_path: Path) -> None:
-    bad = _rewrite(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf", arch="mamba9")
+    bad = rewrite_gguf(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf", arch="mamba9")
     with pytest.raises(UnsupportedArchitecture, match="unknown architecture 'mamba9'"):
         load_model(bad)
 
 
 def test_missing_tensor_is_named(model_dir: Path, tmp_path: Path) -> None:
-    bad = _rewrite(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf", drop="blk.1.ffn_up.weight")
+    bad = rewrite_gguf(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf", drop="blk.1.ffn_up.weight")
     with pytest.raises(ModelLoadError, match="missing tensor 'blk.1.ffn_up.weight'"):
         load_model(bad)
 
 
 def test_unsupported_tensor_type_is_named(model_dir: Path, tmp_path: Path) -> None:
-    bad = _rewrite(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf",
+    bad = rewrite_gguf(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf",
                    retype=("blk.0.attn_q.weight", gguf.GGMLQuantizationType.IQ2_XXS))
     with pytest.raises(UnsupportedTensorType) as ei:
         load_model(bad)
@@ -178,7 +143,7 @@ def test_shape_inconsistent_with_hyperparameters(model_dir: Path, tmp_path: Path
     r = gguf.GGUFReader(str(src))
     n_head = int(r.fields["llama.attention.head_count"].contents())
     bad = tmp_path / "x.gguf"
-    _rewrite(src, bad)
+    rewrite_gguf(src, bad)
     # claim one more head than the tensors have
     raw = bytearray(bad.read_bytes())
     key = b"llama.attention.head_count"

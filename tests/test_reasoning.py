@@ -259,10 +259,10 @@ def test_chat_folds_and_shows_thoughts() -> None:
     from llamacli.chat.repl import ChatLoop
     from rich.console import Console
 
-    from tests.chat_fakes import FakeEngine, fake_session
+    from tests.fakes import FakeEngine, fake_session
     from tests.test_chat import script
 
-    ses = fake_session(FakeEngine("<think> Plan the reply. </think> Hello there."))
+    ses = fake_session(FakeEngine("<think> Plan the reply. </think> Hello there.", words=True))
     out = io.StringIO()
     loop = ChatLoop(ses, script("hi", "/thoughts", "again"), PlainView(out, show_stats=False))
     assert loop.run() == 0
@@ -276,7 +276,7 @@ def test_chat_folds_and_shows_thoughts() -> None:
     # the rich view: dimmed thoughts, folded into one line unless shown
     console = Console(file=io.StringIO(), width=80, force_terminal=False)
     view = RichView(console, show_stats=False)
-    ChatLoop(fake_session(FakeEngine("<think> Plan. </think> Hi.")), script("hi"), view).run()
+    ChatLoop(fake_session(FakeEngine("<think> Plan. </think> Hi.", words=True)), script("hi"), view).run()
     lines = [ln.rstrip() for ln in console.file.getvalue().splitlines()]  # type: ignore[attr-defined]
     assert lines == ["▸ thought for 1 word (/thoughts to show)", "Hi."]
 
@@ -284,9 +284,9 @@ def test_chat_folds_and_shows_thoughts() -> None:
 def test_chat_session_budget_follows_the_template() -> None:
     """llama chat's --reasoning-budget becomes the task's budget, with the template's tags and
     counting from the first token when DeepSeek-R1's prompt opened the block."""
-    from tests.chat_fakes import FakeEngine, fake_session
+    from tests.fakes import FakeEngine, fake_session
 
-    eng = FakeEngine("<think>x</think> y")
+    eng = FakeEngine("<think>x</think> y", words=True)
     ses = fake_session(eng)
     ses.template = template(R1)
     ses.settings.reasoning_budget, ses.settings.reasoning_budget_message = 5, "Done."
@@ -323,10 +323,10 @@ def test_chat_pipes_keep_thoughts_apart() -> None:
     from llamacli.chat.pipes import PipeOutput, answer_lines
     from rich.console import Console
 
-    from tests.chat_fakes import FakeEngine, fake_session
+    from tests.fakes import OFFSET, FakeEngine, fake_session
 
-    thinks = ord("T")  # the fake tokenizer's token for "T": prompts with a T get thoughts
-    ses = fake_session(FakeEngine(lambda t: "<think> Why. </think> Yes." if thinks in t.prompt_tokens else "Plain."))
+    thinks = ord("T") + OFFSET  # the fake tokenizer's token for "T": prompts with a T get thoughts
+    ses = fake_session(FakeEngine(lambda t: "<think> Why. </think> Yes." if thinks in t.prompt_tokens else "Plain.", words=True))
     out = io.StringIO()
     assert answer_lines(ses, ["T a", "b", "T c"], PipeOutput(out, Console(file=io.StringIO()), False), True) == 0
     import json

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from llamacli.http.app import create_app
-from llamacli.http.context import ServerConfig
+from llamacli.http.config import ServerConfig
 from llamacli.http.router import ModelSpec, Supervisor
 from llamacli.http.router_routes import RouterState, bp
 

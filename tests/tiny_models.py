@@ -400,3 +400,48 @@ if __name__ == "__main__":  # pragma: no cover
         t = time.perf_counter()
         p = write_tiny_model(a, v, out / f"{a}-{v}.gguf")
         print(f"{p} {p.stat().st_size/1e6:.2f} MB {time.perf_counter()-t:.3f}s")
+
+
+# ----------------------------------------------------------------------------- variants of a file
+
+
+def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | None = None, arch: str | None = None,
+                 retype: tuple[str, QT] | None = None, drop_keys: tuple[str, ...] = (),
+                 set_strings: dict[str, str] | None = None) -> Path:
+    """Copy a GGUF, optionally dropping a tensor, renaming the architecture, re-typing a
+    tensor's raw bytes (to a type we do not support), dropping metadata keys or setting
+    string keys (added when absent)."""
+    r = gguf.GGUFReader(str(src))
+    old_arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
+    a = arch or old_arch
+    w = gguf.GGUFWriter(str(dst), a)
+    strings = dict(set_strings or {})
+    for name, f in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture" or name in drop_keys:
+            continue
+        key = name.replace(old_arch + ".", a + ".", 1) if name.startswith(old_arch + ".") else name
+        vt = f.types[0]
+        if key in strings:
+            w.add_string(key, strings.pop(key))
+        elif vt == gguf.GGUFValueType.ARRAY:
+            w.add_key_value(key, f.contents(), vt, sub_type=f.types[-1])
+        else:
+            w.add_key_value(key, f.contents(), vt)
+    for key, value in strings.items():
+        w.add_string(key, value)
+    for t in r.tensors:
+        if t.name == drop:
+            continue
+        if retype and t.name == retype[0]:
+            qt = retype[1]
+            bs, ts = gguf.GGML_QUANT_SIZES[qt]
+            ne = [int(x) for x in t.shape]  # ggml order: ne[0] is the row length
+            raw = np.zeros((int(np.prod(ne[1:])), ne[0] // bs * ts), dtype=np.uint8)
+            w.add_tensor(t.name, raw, raw_dtype=qt)
+            continue
+        w.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return Path(dst)

@@ -105,7 +105,7 @@ def make_reader(
         p.parent.mkdir(parents=True, exist_ok=True)
         history = FileHistory(str(p))
 
-    def continuation(width: int, line_number: int, is_soft_wrap: bool) -> FormattedText:
+    def continuation(width: int, line_number: int, is_soft_wrap: int) -> FormattedText:  # a bool, typed int upstream
         return FormattedText([("class:continuation", "… ".rjust(width))])
 
     session: PromptSession[str] = PromptSession(

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from llamacli.chat.conversation import Conversation
 from llamacli.chat.settings import ChatSettings
 from llamacli.core.errors import ContextOverflow, InvalidRequest
+from llamacli.core.models.loaded import ModelInfo
 from llamacli.core.reasoning import ReasoningBudgetSpec, ReasoningSplitter, prompt_opens_thinking, thinking_tags
 from llamacli.core.runtime.tasks import Final, Task
 
@@ -26,21 +27,10 @@ class TokenizerLike(Protocol):
 
 
 class TemplateLike(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def render(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True) -> str: ...
-
-
-@dataclass
-class ModelInfo:
-    """What /show and the banner say about the model."""
-
-    path: str = ""
-    name: str = ""
-    architecture: str = ""
-    n_ctx_train: int = 0
-    n_params: int = 0
-    size_bytes: int = 0
 
 
 class ConversationTooLong(ContextOverflow):
@@ -111,7 +101,7 @@ class ChatSession:
     n_ctx: int  # context of the session's slot
     settings: ChatSettings = field(default_factory=ChatSettings)
     conversation: Conversation = field(default_factory=Conversation)
-    info: ModelInfo = field(default_factory=ModelInfo)
+    info: ModelInfo = field(default_factory=lambda: ModelInfo("", None, None, 0))  # what /show and the banner say
     splitters: dict[int, ReasoningSplitter] = field(default_factory=dict)  # task id -> how its thoughts are found
 
     # ---- prompts -------------------------------------------------------------------------

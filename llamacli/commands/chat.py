@@ -78,7 +78,6 @@ def chat(
     Exit status: 0 ok, 1 usage or request error, 2 model/load error, 130 interrupted.
     """
     from llamacli.chat import pipes
-    from llamacli.chat.launch import chat_template as make_template
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
     from llamacli.core.grammar import compile_grammar
@@ -135,18 +134,17 @@ def chat(
     adapters = lora_specs(lora, lora_scaled)
     if interactive and use_color:
         with err.status("loading model…", spinner="dots"):
-            rt = open_model(model, numerics=numerics, threads=threads, loras=adapters)
+            rt = open_model(model, numerics=numerics, threads=threads, loras=adapters, chat_template=template_src, use_jinja=jinja)
     else:
-        rt = open_model(model, numerics=numerics, threads=threads, loras=adapters)
+        rt = open_model(model, numerics=numerics, threads=threads, loras=adapters, chat_template=template_src, use_jinja=jinja)
     draft = open_draft(speculative.draft_model, rt, numerics, threads) if speculative.draft_model else None
-    template = make_template(rt, template_src, use_jinja=jinja)
     if spec is not None:  # a grammar that does not compile is an error now, not at every turn
         compile_grammar(rt.tokenizer, spec)
     n_slots = 1
     if by_lines:
         n_slots = min(len(messages), parallel if parallel > 0 else 8)
     engine, session = start_session(
-        rt, template, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system,
+        rt, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system,
         speculative=speculative.config, draft_model=draft,
     )
     try:
@@ -192,7 +190,7 @@ def _interactive(session, first, use_color, multiline, single_turn, history_file
     info = session.info
     if not single_turn:
         view.info(
-            f"llama chat · {info.name or os.path.basename(info.path)} ({info.architecture}) · context {session.n_ctx} · "
+            f"llama chat · {info.name or info.file_name} ({info.architecture}) · context {session.n_ctx} · "
             f"template {session.template.name}\n/help for commands · Alt+Enter inserts a newline · Ctrl-C stops a reply · Ctrl-D exits"
         )
     return loop.run(first, single_turn=single_turn)

@@ -91,7 +91,8 @@ def complete(
     text = read_prompt(prompt, file)
     model = model_path(model, hf_repo, hf_file, hf_token, offline)
     rt = open_model(
-        model, numerics=numerics, threads=threads, batch_invariant=batch_invariant, loras=lora_specs(lora, lora_scaled)
+        model, numerics=numerics, threads=threads, batch_invariant=batch_invariant, loras=lora_specs(lora, lora_scaled),
+        with_template=False,  # a completion renders no chat template
     )
     draft = open_draft(speculative.draft_model, rt, numerics, threads) if speculative.draft_model else None
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train

@@ -168,7 +168,9 @@ def serve(
 
     llama-server options that mean nothing to a NumPy CPU engine (-ngl, -fa, --mlock, --no-mmap, --swa-full, -tb, --numa, -ctk/-ctv, -cb, ...) are accepted with a one-line note.
     """
-    from llamacli.http.context import ServerConfig, ServerState
+    from llamacli.core.models.loaded import ModelInfo
+    from llamacli.http.config import ServerConfig
+    from llamacli.http.state import ServerState, ServingEngine
     from llamacli.http.router_child import watch_router
     from llamacli.http.server import Listen, run_server
 
@@ -236,16 +238,14 @@ def serve(
     n_parallel = 4 if parallel < 0 else parallel
     unified = (parallel < 0) if kv_unified is None else kv_unified
 
-    def load() -> tuple[Any, Any]:
+    def load() -> tuple[ServingEngine, ModelInfo]:
         from llamacli.core.runtime.engine import Engine, EngineConfig, Metrics
         from llamacli.core.runtime.tasks import Task, TaskParams
-        from llamacli.http.context import model_info
         from llamacli.runtime import open_draft, open_model
 
         t0 = time.perf_counter()
-        rt = open_model(model, numerics=numerics, threads=threads, loras=adapters)
+        rt = open_model(model, numerics=numerics, threads=threads, loras=adapters, chat_template=template_override, use_jinja=jinja)
         draft = open_draft(speculative.draft_model, rt, numerics, threads) if speculative.draft_model else None
-        info = model_info(rt.path, rt.gguf, rt.model, rt.tokenizer, template_override, jinja)
         n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
         engine = Engine(
             rt.model, rt.tokenizer,
@@ -264,7 +264,7 @@ def serve(
             engine.call(lambda: engine.erase_slot(0))
             engine.metrics = Metrics()
         _log(f"loaded {rt.path} in {time.perf_counter() - t0:.1f} s")
-        return engine, info
+        return engine, rt.info
 
     watch_router()
     run_server(ServerState(config), listen, load, _log, describe=f"model: {model or 'the demo model'}; loading")
