@@ -189,12 +189,7 @@ async def metrics() -> Response:
     if _asleep(st):  # the counters so far; nothing runs
         m = dataclasses.replace(st.sleep.metrics, requests_processing=0, requests_deferred=0)
     else:
-        engine, _ = st.require()
-        m = dataclasses.replace(
-            engine.metrics,
-            requests_processing=sum(1 for s in engine.slots if s.task is not None),
-            requests_deferred=getattr(engine, "n_queued", engine.metrics.requests_deferred),
-        )
+        m = st.require()[0].metrics  # the engine's loop thread keeps them, gauges included
     resp = Response(prometheus_text(m), content_type=CONTENT_TYPE)
     resp.headers[START_HEADER] = str(int(st.started))
     return resp

@@ -247,6 +247,25 @@ def test_metrics_count_tokens(tiny) -> None:  # type: ignore[no-untyped-def]
     assert m.prompt_tokens_total == 8 and m.tokens_predicted_total == 3 and m.n_decode_total >= 3
 
 
+def test_load_gauges_as_the_loop_leaves_them(tiny) -> None:  # type: ignore[no-untyped-def]
+    """requests_processing / requests_deferred are written by the loop thread after each step:
+    read between two steps (through `call`), one task runs and one waits, then none."""
+    model, tok = tiny
+    p = TaskParams(n_predict=100000, ignore_eos=True, sampling=SamplingParams(temperature=0.0))
+    with Engine(model, tok, EngineConfig(n_ctx=100000, n_parallel=1)) as eng:
+        m = eng.metrics
+        running = eng.submit(Task(fixture_tokens("gemma3", 8), p))
+        queued = eng.submit(Task(fixture_tokens("gemma3", 8), p))
+        assert isinstance(running.results.get(timeout=30), Partial)  # it has generated a token
+        eng.call(lambda: None)  # a whole step after both submits: the next read sees both
+        assert eng.call(lambda: (m.requests_processing, m.requests_deferred)) == (1, 1)
+        queued.cancel()
+        running.cancel()
+        collect(running), collect(queued)
+        assert eng.call(lambda: (m.requests_processing, m.requests_deferred)) == (0, 0)
+    assert (m.requests_processing, m.requests_deferred) == (0, 0)
+
+
 def test_many_threads_submitting(tiny) -> None:  # type: ignore[no-untyped-def]
     model, tok = tiny
     prompt = fixture_tokens("gemma3", 8)

@@ -1,8 +1,11 @@
-"""Stop strings: never stream a partial stop string, hold back only what could become one."""
+"""Stop strings: never stream a partial stop string, hold back only what could become one; and
+the stop reason after a token."""
 
 from __future__ import annotations
 
-from llamacli.core.runtime.stop import StopMatcher, partial_stop_len
+from dataclasses import replace
+
+from llamacli.core.runtime.stop import AfterToken, StopMatcher, partial_stop_len, stop_reason
 
 
 def test_partial_stop_len() -> None:
@@ -38,3 +41,23 @@ def test_earliest_stop_wins_and_flush() -> None:
 def test_no_stops_streams_everything() -> None:
     m = StopMatcher([])
     assert m.push("abc") == "abc" and m.flush() == ""
+
+
+def test_stop_reason_goes_on_without_a_condition() -> None:
+    assert stop_reason(AfterToken(n_generated=5)) is None  # no limit
+    assert stop_reason(AfterToken(n_generated=5, limit=6, ms_generating=900.0, t_max_predict_ms=1000.0)) is None
+
+
+def test_stop_reason_first_condition_wins() -> None:
+    everything = AfterToken("</s>", grammar_complete=True, n_generated=4, limit=4, ms_generating=2.0, t_max_predict_ms=1.0)
+    assert stop_reason(everything) == "word"  # the stop string, even on the last allowed token
+    assert stop_reason(replace(everything, stopped_word="")) == "eos"  # a complete grammar ends as EOG would
+    assert stop_reason(replace(everything, stopped_word="", grammar_complete=False)) == "limit"
+
+
+def test_stop_reason_limits() -> None:
+    assert stop_reason(AfterToken(n_generated=3, limit=3)) == "limit"  # n_predict tokens generated
+    assert stop_reason(AfterToken(n_generated=2, limit=3)) is None
+    assert stop_reason(AfterToken(n_generated=3, ms_generating=1000.5, t_max_predict_ms=1000.0)) == "limit"
+    assert stop_reason(AfterToken(n_generated=3, ms_generating=1000.0, t_max_predict_ms=1000.0)) is None  # not past it
+    assert stop_reason(AfterToken(n_generated=3, ms_generating=1e9, t_max_predict_ms=0.0)) is None  # 0: no time limit

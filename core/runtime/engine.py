@@ -2,12 +2,15 @@
 batching. Drivers (the chat REPL, the HTTP adapter, `llama complete`) only submit tasks and
 read their result streams.
 
-One step of the loop:
+One step of the loop (`Engine.step`):
   1. admit queued tasks into idle slots (best cached-prefix match, else least recently used);
-  2. `scheduler.schedule`: one decode token per generating slot, then prompt chunks;
-  3. one `model.forward_hidden` over that unified batch;
-  4. per slot: sample, detokenize, check stop conditions, stream the result;
-  5. release finished slots (their cached tokens stay for prompt reuse).
+     end cancelled tasks, shift (or end) full contexts;
+  2. plan: speculative drafts, `scheduler.schedule` (one decode token per generating slot, with
+     its draft, then prompt chunks), `batch_plan.build_batch` (the unified batch and which of
+     its rows belong to which slot);
+  3. one `model.forward_hidden` over that batch, then the logits of the rows to sample;
+  4. per slot: its tokens join the cache; sample (or verify the draft), emit, stop reason;
+  5. finished slots are released (their cached tokens stay for prompt reuse).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from llamacli.core.batch import Batch
 from llamacli.core.errors import ContextOverflow, InvalidRequest, SlotBusy
 from llamacli.core.grammar import GrammarConstraint, GrammarError, compile_grammar
 from llamacli.core.lora import LoraAdapter, LoraSet
@@ -30,13 +32,14 @@ from llamacli.core.models.base import DecoderModel
 from llamacli.core.pooling import pool
 from llamacli.core.reasoning import ReasoningBudget
 from llamacli.core.sampling import Sampler
+from llamacli.core.runtime.batch_plan import BatchPlan, SlotRows, build_batch
 from llamacli.core.runtime.scheduler import IdleSlot, SlotState, choose_slot, schedule
 from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_store import SaveResult, restore_slot, save_slot, slot_path
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.core.speculative.drafter import DraftRequest
 from llamacli.core.speculative.speculator import draft_room, make_speculator
-from llamacli.core.runtime.stop import StopMatcher
+from llamacli.core.runtime.stop import AfterToken, StopMatcher, stop_reason
 from llamacli.core.runtime.tasks import Final, Partial, Task, Timings, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
 from llamacli.core.tool_calls.tokens import preserving
@@ -116,12 +119,10 @@ class Engine:
         self._thread: threading.Thread | None = None
         self._order = 0
         self.eog_ids = frozenset(tokenizer.vocab.eog_ids)
-        self._grammar: dict[int, GrammarConstraint] = {}  # slot id -> its task's grammar state
         # LoRA adapters (loaded with the model) and their scales for tasks that name none
         self.loras = [a for a, _ in loras or []]
         self.lora_scales = tuple(float(s) for _, s in loras or [])
         self._steps = 0
-        self._budget: dict[int, ReasoningBudget] = {}  # slot id -> its task's reasoning budget
         self.spec = make_speculator(
             c.speculative, c.n_parallel, self.n_ctx_slot, c.n_batch, draft_model, tokenizer.n_vocab
         )
@@ -158,6 +159,7 @@ class Engine:
         for s in self.slots:
             if s.task is not None:
                 self._finish(s, "cancelled")
+        self._count_load()  # the loop thread has ended: nothing runs, nothing waits
 
     def __enter__(self) -> "Engine":
         return self.start()
@@ -240,6 +242,7 @@ class Engine:
                 for s in self.slots:
                     if s.task is not None:
                         self._finish(s, "error", error=e)
+            self._count_load()
             if not did:
                 # queued work that cannot start yet (e.g. pinned to a busy slot): nap until
                 # something changes instead of spinning; 50 ms also bounds how late a
@@ -247,6 +250,12 @@ class Engine:
                 with self._cond:
                     if self._running and not self._calls:
                         self._cond.wait(0.05)
+
+    def _count_load(self) -> None:
+        """The requests_processing / requests_deferred gauges, as the step left the slots and
+        the queue (written here only, on the loop thread; /metrics reads them)."""
+        self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
+        self.metrics.requests_deferred = len(self._queue)
 
     def _has_work(self) -> bool:
         return (
@@ -257,13 +266,29 @@ class Engine:
 
     def step(self) -> bool:
         """One scheduling step; False when there was nothing to do."""
-        self._admit()
+        self._admit()  # queued tasks into idle slots
+        self._retire()  # cancelled tasks end; full contexts shift or end
+        plan = self._plan()  # drafts, schedule, the batch and each slot's rows
+        if plan is None:
+            return False
+        hidden = self._forward(plan)  # (n_out, n_embd): the batch's output rows
+        # (n_logits, n_vocab): the rows to sample (a prompt's last token, decode tokens, drafts)
+        logits = self.model.logits(hidden[plan.logit_rows]) if plan.logit_rows.size else None
+        for rows in plan.rows:  # sample or verify, emit, stop; a finished slot is released
+            self._update(self.slots[rows.slot_id], rows, hidden, logits)
+        return True
+
+    def _retire(self) -> None:
+        """End cancelled tasks; shift (or end) generating slots whose context is full."""
         for s in self.slots:
             if s.task is not None and s.task.cancelled.is_set():
                 self._finish(s, "cancelled")
         for s in self.slots:
             if s.task is not None and s.generating and len(s.cached) >= self.n_ctx_slot:
                 self._context_full(s)
+
+    def _plan(self) -> BatchPlan | None:
+        """Drafts, then the slots of this forward (one LoRA group), their chunks and the batch."""
         if self.spec is not None:
             self._draft()
         ready = [s for s in self.slots if s.task is not None and (s.generating or s.n_prompt_left > 0)]
@@ -277,75 +302,47 @@ class Engine:
             for s in ready
         ]
         chunks = schedule(states, self.config.n_batch)
-        self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
-        self.metrics.requests_deferred = len(self._queue)
         if not chunks:
-            return False
-        toks: list[int] = []
-        seqs: list[int] = []
-        pos: list[int] = []
-        out: list[bool] = []
-        dec: list[bool] = []
-        rows: list[
-            tuple[Slot, int, int, bool]
-        ] = []  # slot, first row in batch, n rows, decode
+            return None
         self._steps += 1
         for ch in chunks:
-            s = self.slots[ch.slot_id]
-            s.last_step = self._steps
-            start = len(toks)
-            if ch.decode:  # the sampled token, then the draft to verify with it
-                new = [s.next_token, *s.draft[: ch.n_tokens - 1]]
+            self.slots[ch.slot_id].last_step = self._steps
+        return build_batch(chunks, {s.id: s.feed() for s in ready}, self.config.n_batch)
+
+    def _forward(self, plan: BatchPlan) -> np.ndarray:
+        """One forward pass over the batch: the hidden states of its output rows."""
+        hidden = self.model.forward_hidden(plan.batch, self.cache)  # (n_out, n_embd)
+        m = self.metrics
+        m.n_decode_total += 1
+        m.n_busy_slots_total += sum(1 for s in self.slots if s.busy)
+        m.n_tokens_max = max(m.n_tokens_max, plan.n_positions)
+        return hidden
+
+    def _update(self, s: Slot, rows: SlotRows, hidden: np.ndarray, logits: np.ndarray | None) -> None:
+        """After the forward: the slot's fed tokens are cached; sample (or verify the draft),
+        pool a finished embedding, report prompt progress."""
+        s.cached.extend(rows.tokens)
+        if rows.decode:
+            assert logits is not None
+            if len(rows.tokens) == 1:
+                self._sample(s, logits[rows.logits.start])
             else:
-                new = s.prompt[s.n_past : s.n_past + ch.n_tokens]
-            base = len(s.cached)
-            toks.extend(new)
-            seqs.extend([s.id] * len(new))
-            pos.extend(range(base, base + len(new)))
-            embedding = s.task is not None and s.task.kind == "embedding"
-            last_of_prompt = not ch.decode and s.n_past + ch.n_tokens == len(s.prompt)
-            flags = [embedding or ch.decode] * len(new)
-            if last_of_prompt:
-                flags[-1] = True
-            out.extend(flags)
-            dec.extend([ch.decode] * len(new))
-            rows.append((s, start, len(new), ch.decode))
-        batch = Batch(
-            np.array(toks), np.array(seqs), np.array(pos), np.array(out), np.array(dec)
-        )
-        hidden = self.model.forward_hidden(batch, self.cache)  # (n_out, n_embd)
-        self.metrics.n_decode_total += 1
-        self.metrics.n_busy_slots_total += sum(1 for s in self.slots if s.busy)
-        self.metrics.n_tokens_max = max(self.metrics.n_tokens_max, int(max(pos)) + 1)
-        # map output rows back to slots
-        out_index = np.cumsum(np.array(out)) - 1  # batch row -> hidden row
-        want_logits: list[tuple[Slot, int, int]] = []  # slot, first hidden row, n rows
-        for s, start, n, decode in rows:
-            s.cached.extend(toks[start : start + n])
-            if decode:
-                want_logits.append((s, int(out_index[start]), n))
-                continue
-            s.n_past += n
-            if s.task is not None and s.task.kind == "embedding":
-                s.hidden.append(hidden[out_index[start] : out_index[start + n - 1] + 1])
-                if s.n_past == len(s.prompt):
-                    self._finish_embedding(s)
-            else:
-                if s.n_past == len(s.prompt):
-                    s.t_prompt_done = time.perf_counter()
-                    want_logits.append((s, int(out_index[start + n - 1]), 1))
-                if s.task is not None and s.task.params.return_progress:
-                    self._progress(s)
-        if want_logits:
-            logits = self.model.logits(hidden[[r + i for _, r, n in want_logits for i in range(n)]])
-            at = 0
-            for s, _, n in want_logits:
-                if n == 1:
-                    self._sample(s, logits[at])
-                else:
-                    self._verify(s, logits[at : at + n])
-                at += n
-        return True
+                self._verify(s, logits[rows.logits])
+            return
+        s.n_past += len(rows.tokens)
+        assert s.task is not None
+        if s.task.kind == "embedding":
+            s.hidden.append(hidden[rows.hidden])
+            if rows.prompt_done:
+                self._finish_embedding(s)
+            return
+        if rows.prompt_done:
+            s.t_prompt_done = time.perf_counter()
+        if s.task.params.return_progress:
+            self._progress(s)
+        if rows.prompt_done:
+            assert logits is not None
+            self._sample(s, logits[rows.logits.start])
 
     # ---- speculative decoding (core/speculative) -------------------------------------------
     def _draft(self) -> None:
@@ -410,8 +407,6 @@ class Engine:
             )
             self.slots[sid].lora = lora
             self._start(self.slots[sid], task, lcp)
-        self.metrics.requests_deferred = len(self._queue)
-        self.metrics.requests_processing = sum(1 for s in self.slots if s.busy)
 
     def _task_lora(self, task: Task) -> tuple[float, ...]:
         """The LoRA scales a task runs with: its own, else the engine's current ones."""
@@ -427,41 +422,25 @@ class Engine:
     def _start(self, s: Slot, task: Task, lcp: int) -> None:
         p = task.params
         n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
-        n_reuse = min(
-            n_reuse, len(task.prompt_tokens) - 1
-        )  # evaluate at least one token
+        n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
         self.cache.truncate(s.id, n_reuse)
-        del s.cached[n_reuse:]
-        s.task = task
-        s.generating = False
-        s.n_past = n_reuse
-        s.n_cached = n_reuse
-        s.generated = []
-        s.n_draft = s.n_draft_accepted = 0
-        s.probs = []
-        s.hidden = []
-        s.truncated = False
         self._order += 1
-        s.order = self._order
-        s.t_start = time.perf_counter()
-        if task.kind == "completion":
-            sampling = replace(
-                p.sampling, ignore_eos=p.sampling.ignore_eos or p.ignore_eos
-            )
-            s.sampler = Sampler.for_tokenizer(sampling, self.tokenizer, self.n_ctx_slot)
-            s.sampler.accept_prompt(task.prompt_tokens)
-            s.decoder = IncrementalDecoder(preserving(self.tokenizer, p.preserved_tokens))
-            s.stop = StopMatcher(list(p.stop))
-            if self.spec is not None:
-                self.spec.begin(s.id, task.prompt_tokens)
-            self._grammar.pop(s.id, None)
-            if p.grammar is not None:
-                self._grammar[s.id] = GrammarConstraint(compile_grammar(self.tokenizer, p.grammar))
-            self._budget.pop(s.id, None)
-            if p.reasoning is not None and p.reasoning.active:
-                self._budget[s.id] = ReasoningBudget.for_tokenizer(p.reasoning, self.tokenizer)
-            if p.return_progress:
-                self._progress(s)  # 0% before any prompt token is evaluated
+        s.assign(task, n_reuse, self._order)  # the slot owns the task: an error below fails it
+        if task.kind != "completion":
+            return
+        sampling = replace(p.sampling, ignore_eos=p.sampling.ignore_eos or p.ignore_eos)
+        s.sampler = Sampler.for_tokenizer(sampling, self.tokenizer, self.n_ctx_slot)
+        s.sampler.accept_prompt(task.prompt_tokens)
+        s.decoder = IncrementalDecoder(preserving(self.tokenizer, p.preserved_tokens))
+        s.stop = StopMatcher(list(p.stop))
+        if p.grammar is not None:
+            s.grammar = GrammarConstraint(compile_grammar(self.tokenizer, p.grammar))
+        if p.reasoning is not None and p.reasoning.active:
+            s.budget = ReasoningBudget.for_tokenizer(p.reasoning, self.tokenizer)
+        if self.spec is not None:
+            self.spec.begin(s.id, task.prompt_tokens)
+        if p.return_progress:
+            self._progress(s)  # 0% before any prompt token is evaluated
 
     def _timings(self, s: Slot, now: float) -> Timings:
         """The task's timings so far (llama-server's `timings`)."""
@@ -480,7 +459,7 @@ class Engine:
         """A prompt-progress Partial (return_progress), as llama-server's prompt_progress."""
         assert s.task is not None
         now = time.perf_counter()
-        progress = {
+        progress: dict[str, float] = {
             "total": len(s.task.prompt_tokens),
             "cache": s.n_cached,
             "processed": s.n_past,
@@ -491,20 +470,43 @@ class Engine:
 
     # ---- per-token processing --------------------------------------------------------------
     def _sample(self, s: Slot, logits: np.ndarray) -> None:
-        assert (
-            s.task is not None
-            and s.sampler is not None
-            and s.decoder is not None
-            and s.stop is not None
-        )
+        """The slot's next token from its logits (n_vocab,): sample it, stream it, and end the
+        task if a stop condition holds (else it is fed at the next step)."""
+        assert s.task is not None
         p = s.task.params
-        if not s.generating:
-            s.generating = True
-        if self._limit(p.n_predict) == 0:  # -n 0: the prompt is evaluated, nothing generated
+        s.generating = True
+        limit = self._limit(p.n_predict)
+        if limit == 0:  # -n 0: the prompt is evaluated, nothing generated
             self._finish(s, "limit")
             return
-        grammar = self._grammar.get(s.id)
-        budget = self._budget.get(s.id)
+        tok = self._pick(s, logits)
+        if tok is None:
+            return
+        if tok in self.eog_ids and not p.ignore_eos:
+            self._finish(s, "eos")
+            return
+        self._emit(s, tok)
+        assert s.stop is not None
+        reason = stop_reason(
+            AfterToken(
+                stopped_word=s.stop.stopped_word,
+                grammar_complete=s.grammar is not None and s.grammar.is_stopped,
+                n_generated=len(s.generated),
+                limit=limit,
+                ms_generating=(time.perf_counter() - s.t_prompt_done) * 1e3,
+                t_max_predict_ms=p.t_max_predict_ms,
+            )
+        )
+        if reason is not None:
+            self._finish(s, reason)
+        else:
+            s.next_token = tok
+
+    def _pick(self, s: Slot, logits: np.ndarray) -> int | None:
+        """Sample a token under the slot's reasoning budget or grammar, and let them (and the
+        sampler's history) accept it; None when the token breaks the grammar (the task ends)."""
+        assert s.task is not None and s.sampler is not None
+        grammar, budget = s.grammar, s.budget
         if budget is not None and s.task.end_reasoning.is_set():
             s.task.end_reasoning.clear()
             budget.force()
@@ -519,23 +521,18 @@ class Engine:
         if grammar is not None and not grammar.accept(tok):
             msg = "the sampled token breaks the grammar (logit_bias or ignore_eos removed every allowed token)"
             self._finish(s, "error", error=GrammarError(f"{msg}: {grammar.error()}"))
-            return
-        if tok in self.eog_ids and not p.ignore_eos:
-            self._finish(s, "eos")
-            return
+            return None
+        return tok
+
+    def _emit(self, s: Slot, tok: int) -> None:
+        """Stream a generated token: its text (held back while a stop string may be forming)
+        and, when asked, its probabilities and the timings so far."""
+        assert s.task is not None and s.sampler is not None and s.decoder is not None and s.stop is not None
+        p = s.task.params
         s.generated.append(tok)
         post = p.post_sampling_probs
-        probs = (
-            [
-                TokenProb(i, pr)
-                for i, pr in s.sampler.last_probs(p.n_probs, post_sampling=post)
-            ]
-            if p.n_probs > 0
-            else []
-        )
-        chosen = (
-            s.sampler.last_chosen_prob(post_sampling=post) if p.n_probs > 0 else None
-        )
+        probs = [TokenProb(i, pr) for i, pr in s.sampler.last_probs(p.n_probs, post_sampling=post)] if p.n_probs > 0 else []
+        chosen = s.sampler.last_chosen_prob(post_sampling=post) if p.n_probs > 0 else None
         text = s.stop.push(s.decoder.feed(tok))
         s.task.results.put(
             Partial(
@@ -546,23 +543,6 @@ class Engine:
                 timings=self._timings(s, time.perf_counter()) if p.timings_per_token else None,
             )
         )
-        if s.stop.stopped_word:
-            self._finish(s, "word")
-            return
-        if grammar is not None and grammar.is_stopped:  # complete: only EOG could follow
-            self._finish(s, "eos")
-            return
-        limit = self._limit(p.n_predict)
-        if limit >= 0 and len(s.generated) >= limit:
-            self._finish(s, "limit")
-            return
-        if (
-            p.t_max_predict_ms > 0
-            and (time.perf_counter() - s.t_prompt_done) * 1e3 > p.t_max_predict_ms
-        ):
-            self._finish(s, "limit")
-            return
-        s.next_token = tok
 
     def _limit(self, n_predict: int) -> int:
         """Tokens a task may generate (-1: no limit), the server-wide cap applied."""
@@ -628,8 +608,6 @@ class Engine:
             )
         )
         task.results.close()
-        self._grammar.pop(s.id, None)
-        self._budget.pop(s.id, None)
         s.release()  # cells written so far stay valid: s.cached matches the cache
 
     def _finish_embedding(self, s: Slot) -> None:

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llamacli.core.grammar import GrammarConstraint
+from llamacli.core.reasoning import ReasoningBudget
 from llamacli.core.sampling import Sampler
+from llamacli.core.runtime.batch_plan import SlotFeed
 from llamacli.core.runtime.stop import StopMatcher
 from llamacli.core.runtime.tasks import Task, TokenProb
 from llamacli.core.tokenizer import IncrementalDecoder
@@ -23,7 +26,7 @@ class Slot:
     last_task: Task | None = None  # the task served before, for GET /slots
     lora: tuple[float, ...] = ()  # LoRA scales of the task (and of the K/V in the cache)
     last_step: int = 0  # the engine step that last evaluated tokens of this slot
-    # --- per task state -------------------------------------------------------------------
+    # --- per task state (set by `assign`, cleared by `release`) ----------------------------
     generating: bool = False  # False while the prompt is being processed
     n_past: int = 0  # prompt tokens already in the cache
     n_cached: int = 0  # prompt tokens reused from a previous task
@@ -34,6 +37,8 @@ class Slot:
     sampler: Sampler | None = None
     decoder: IncrementalDecoder | None = None
     stop: StopMatcher | None = None
+    grammar: GrammarConstraint | None = None  # the task's grammar state (constrained output)
+    budget: ReasoningBudget | None = None  # the task's reasoning budget
     generated: list[int] = field(default_factory=list)
     probs: list[list[TokenProb]] = field(default_factory=list)
     truncated: bool = False
@@ -55,18 +60,38 @@ class Slot:
     def n_prompt_left(self) -> int:
         return len(self.prompt) - self.n_past if self.task is not None and not self.generating else 0
 
+    def assign(self, task: Task, n_reuse: int, order: int) -> None:
+        """Take `task`, whose first n_reuse prompt tokens are already cached (the caller has cut
+        the KV sequence to them). The engine then gives a completion its sampler, decoder, stop
+        matcher, grammar and reasoning budget (they need the tokenizer)."""
+        self._clear_task_state()
+        del self.cached[n_reuse:]
+        self.task = task
+        self.n_past = self.n_cached = n_reuse
+        self.order = order
+        self.t_start = time.perf_counter()
+
     def release(self) -> None:
         """Back to idle; the cached tokens stay for prompt reuse."""
         self.last_task = self.task
         self.task = None
+        self._clear_task_state()
+        self.last_used = time.monotonic()
+
+    def _clear_task_state(self) -> None:
         self.generating = False
-        self.sampler = None
-        self.decoder = None
-        self.stop = None
+        self.n_past = self.n_cached = 0
+        self.next_token = -1
+        self.draft = []
+        self.n_draft = self.n_draft_accepted = 0
+        self.sampler = self.decoder = self.stop = None
+        self.grammar = self.budget = None
         self.generated = []
         self.probs = []
         self.hidden = []
-        self.next_token = -1
-        self.draft = []
         self.truncated = False
-        self.last_used = time.monotonic()
+
+    def feed(self) -> SlotFeed:
+        """What the batch builder reads of this slot."""
+        embedding = self.task is not None and self.task.kind == "embedding"
+        return SlotFeed(len(self.cached), self.prompt, self.n_past, self.next_token, self.draft, embedding)

@@ -10,6 +10,7 @@ import os
 import time
 import unicodedata
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,8 @@ def save_slot(cache: KVCache, seq: int, tokens: list[int], path: str) -> SaveRes
     """Write the first len(tokens) cells of sequence `seq` and the tokens themselves."""
     t0 = time.perf_counter()
     n = len(tokens)
-    arrays: dict[str, np.ndarray] = {"magic": np.array(MAGIC), "tokens": np.asarray(tokens, dtype=np.int32)}
+    # values typed Any: numpy's stub of savez has a keyword (allow_pickle) that a **dict of arrays would match
+    arrays: dict[str, Any] = {"magic": np.array(MAGIC), "tokens": np.asarray(tokens, dtype=np.int32)}
     for layer in range(cache.n_layer):
         arrays[f"k{layer}"] = cache.k[layer][seq, :, :n]
         arrays[f"v{layer}"] = cache.v[layer][seq, :, :n]

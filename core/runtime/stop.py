@@ -64,3 +64,31 @@ class StopMatcher:
         out = self.text[self.sent :]
         self.sent = len(self.text)
         return out
+
+
+@dataclass(frozen=True)
+class AfterToken:
+    """What decides whether a task ends after emitting a token (all known without a model)."""
+
+    stopped_word: str = ""  # a stop string completed
+    grammar_complete: bool = False  # the grammar is complete: only EOG could follow
+    n_generated: int = 0  # tokens generated so far, this one included
+    limit: int = -1  # most tokens the task may generate (n_predict, server cap applied; -1: none)
+    ms_generating: float = 0.0  # since the prompt was evaluated
+    t_max_predict_ms: float = 0.0  # time limit on generation (0: none)
+
+
+def stop_reason(a: AfterToken) -> str | None:
+    """The task's stop type ("word", "eos", "limit") after a token, or None to go on.
+
+    The first condition that holds wins: a stop string, a complete grammar (as if the model
+    had sampled EOG), n_predict, then the time limit (llama-server's t_max_predict_ms)."""
+    if a.stopped_word:
+        return "word"
+    if a.grammar_complete:
+        return "eos"
+    if 0 <= a.limit <= a.n_generated:
+        return "limit"
+    if a.t_max_predict_ms > 0 and a.ms_generating > a.t_max_predict_ms:
+        return "limit"
+    return None
