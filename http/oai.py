@@ -301,6 +301,30 @@ def timings_json(finals: Sequence[Final]) -> dict[str, Any]:
     return finals[0].timings.to_dict() if finals else {}
 
 
+def _answer(
+    obj: str,
+    choices: list[dict[str, Any]],
+    results: Sequence[tuple[Sequence[Partial], Final]],
+    *,
+    id: str,
+    created: int,
+    model: str,
+    fingerprint: str,
+) -> dict[str, Any]:
+    """A whole (non-streamed) answer object around its choices, with usage and timings."""
+    finals = [f for _, f in results]
+    return {
+        "id": id,
+        "object": obj,
+        "created": created,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": choices,
+        "usage": usage_json(finals),
+        "timings": timings_json(finals),
+    }
+
+
 def chat_json(
     results: Sequence[tuple[Sequence[Partial], Final]],
     *,
@@ -330,17 +354,7 @@ def chat_json(
                 "logprobs": chat_logprobs(tokenizer, parts, n_top) if n_top is not None else None,
             }
         )
-    finals = [f for _, f in results]
-    return {
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "system_fingerprint": fingerprint,
-        "choices": choices,
-        "usage": usage_json(finals),
-        "timings": timings_json(finals),
-    }
+    return _answer("chat.completion", choices, results, id=id, created=created, model=model, fingerprint=fingerprint)
 
 
 def chat_chunk(
@@ -384,17 +398,7 @@ def text_completion_json(
                 "finish_reason": finish_reason(final),
             }
         )
-    finals = [f for _, f in results]
-    return {
-        "id": id,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "system_fingerprint": fingerprint,
-        "choices": choices,
-        "usage": usage_json(finals),
-        "timings": timings_json(finals),
-    }
+    return _answer("text_completion", choices, results, id=id, created=created, model=model, fingerprint=fingerprint)
 
 
 def text_completion_chunk(
