@@ -17,7 +17,7 @@ from .ftypes import (
     try_parse_file_type,
     valid_names,
 )
-from .model import (
+from .job import (
     QuantizeError,
     QuantizeJob,
     QuantizeOptions,
