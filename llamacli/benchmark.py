@@ -12,7 +12,7 @@ from llamacli.core import bench as B
 from llamacli.core.bench import BenchResult
 from llamacli.core.models.load import load_model
 from llamacli.model_path import resolve_model
-from llamacli.runtime import prepare_kernels
+from llamacli.loading import prepare_kernels
 
 
 def run_bench(

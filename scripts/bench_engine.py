@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from llamacli.core.runtime.engine import Engine, EngineConfig  # noqa: E402
 from llamacli.core.sampling import SamplingParams  # noqa: E402
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams  # noqa: E402
-from llamacli.runtime import open_model  # noqa: E402
+from llamacli.loading import open_model  # noqa: E402
 
 PROMPTS = [
     "The history of the printing press", "def quicksort(xs):", "Les fleurs du jardin", "Water boils at",

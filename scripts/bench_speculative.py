@@ -33,7 +33,7 @@ from llamacli.core.sampling import SamplingParams  # noqa: E402
 from llamacli.core.speculative import SpecConfig  # noqa: E402
 from llamacli.core.speculative.ngram import ngram_simple_draft  # noqa: E402
 from llamacli.core.runtime.tasks import Final, Task, TaskParams  # noqa: E402
-from llamacli.runtime import open_model  # noqa: E402
+from llamacli.loading import open_model  # noqa: E402
 
 CODE = '''import json
 import os

@@ -17,18 +17,18 @@ from llamacli.chat.render import PlainView
 from llamacli.chat.repl import ChatLoop
 from llamacli.chat.session import ChatSession
 from llamacli.chat.settings import ChatSettings
-from llamacli.runtime import Runtime, open_model
+from llamacli.loading import OpenedModel, open_model
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def rt(demo_model: str) -> Runtime:
+def rt(demo_model: str) -> OpenedModel:
     return open_model(demo_model)
 
 
 @pytest.fixture
-def greedy(rt: Runtime) -> Iterator[tuple[Engine, ChatSession]]:
+def greedy(rt: OpenedModel) -> Iterator[tuple[Engine, ChatSession]]:
     engine, session = start_session(rt, ChatSettings(SamplingParams(temperature=0.0), n_predict=4), n_ctx=512)
     yield engine, session
     engine.stop()
@@ -84,7 +84,7 @@ def test_ctrl_c_cancels_the_task_and_the_chat_goes_on(greedy: tuple[Engine, Chat
     assert r2.final.tokens_cached > 10  # type: ignore[union-attr]
 
 
-def test_batch_prompts_share_the_engine_slots(rt: Runtime) -> None:
+def test_batch_prompts_share_the_engine_slots(rt: OpenedModel) -> None:
     engine, ses = start_session(rt, ChatSettings(SamplingParams(temperature=0.0), n_predict=3), n_ctx=256, n_parallel=3)
     try:
         assert engine.config.n_parallel == 3 and engine.n_ctx_slot == 256

@@ -121,7 +121,7 @@ def run_http(url: str, n: int, n_tokens: int) -> Run:
 
 def bench(model: str | None, n: int, n_tokens: int, rounds: int, n_ctx_slot: int = 256) -> dict[str, Any]:
     from llamacli.core.runtime.engine import Engine, EngineConfig
-    from llamacli.runtime import open_model
+    from llamacli.loading import open_model
 
     rt = open_model(model)
     engine = Engine(rt.model, rt.tokenizer, EngineConfig(n_ctx=n * n_ctx_slot, n_parallel=n, n_batch=512)).start()

@@ -25,7 +25,7 @@ from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.http.app import create_app
 from llamacli.http.config import ServerConfig
 from llamacli.http.state import ServingEngine
-from llamacli.runtime import open_model
+from llamacli.loading import open_model
 from tests.http_app_client import Client
 from tests.tiny_models import rewrite_gguf, special_ids, tiny_config, vocab_size, write_tiny_model
 

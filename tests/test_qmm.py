@@ -217,7 +217,7 @@ def test_first_run_compiles_once_and_says_so(tmp_path) -> None:  # type: ignore[
     import sys
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    code = "from llamacli.runtime import prepare_kernels; prepare_kernels('ggml')"
+    code = "from llamacli.loading import prepare_kernels; prepare_kernels('ggml')"
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600) for _ in range(2)]
     assert all(r.returncode == 0 for r in runs), runs[0].stderr
     assert runs[0].stderr.count("compiling the matmul kernels") == 1

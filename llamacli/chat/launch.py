@@ -8,11 +8,11 @@ from llamacli.chat.settings import ChatSettings
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.models.base import DecoderModel
 from llamacli.core.speculative.config import SpecConfig
-from llamacli.runtime import Runtime
+from llamacli.loading import OpenedModel
 
 
 def start_session(
-    rt: Runtime,
+    rt: OpenedModel,
     settings: ChatSettings,
     *,
     n_ctx: int,

@@ -82,7 +82,7 @@ def chat(
     from llamacli.chat.settings import ChatSettings
     from llamacli.core.grammar import compile_grammar
     from llamacli.grammar_options import grammar_from_cli
-    from llamacli.runtime import open_draft, open_model
+    from llamacli.loading import open_draft, open_model
 
     # ---- options -> plain values (nothing here touches the model) -------------------------
     if prompt is not None and file is not None:

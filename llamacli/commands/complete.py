@@ -81,7 +81,7 @@ def complete(
     from llamacli.core.runtime.engine import Engine, EngineConfig
     from llamacli.core.sampling import DEFAULT_SEED
     from llamacli.core.runtime.tasks import Final, Task, TaskParams
-    from llamacli.runtime import open_draft, open_model
+    from llamacli.loading import open_draft, open_model
 
     from llamacli.grammar_options import grammar_from_cli
 

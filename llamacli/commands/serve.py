@@ -241,7 +241,7 @@ def serve(
     def load() -> tuple[ServingEngine, ModelInfo]:
         from llamacli.core.runtime.engine import Engine, EngineConfig, Metrics
         from llamacli.core.runtime.tasks import Task, TaskParams
-        from llamacli.runtime import open_draft, open_model
+        from llamacli.loading import open_draft, open_model
 
         t0 = time.perf_counter()
         rt = open_model(model, numerics=numerics, threads=threads, loras=adapters, chat_template=template_override, use_jinja=jinja)

@@ -13,7 +13,7 @@ from llamacli.model_path import resolve_model
 
 
 @dataclass
-class Runtime(LoadedModel):
+class OpenedModel(LoadedModel):
     """A loaded model with the LoRA adapters a command asked for."""
 
     loras: list[tuple[LoraAdapter, float]] = field(default_factory=list)  # adapters, initial scales
@@ -41,7 +41,7 @@ def open_model(
     chat_template: str | None = None,
     use_jinja: bool = True,
     with_template: bool = True,
-) -> Runtime:
+) -> OpenedModel:
     """Load the model at `path` (or the demo model) with its tokenizer, chat template (or
     --chat-template's name / source), ModelInfo and LoRA adapters ((path, scale) pairs)."""
     resolved = resolve_model(path)
@@ -49,10 +49,10 @@ def open_model(
     m = load(resolved, numerics, threads, batch_invariant, chat_template, use_jinja, with_template)
     q = m.model.precision.quantized_weights
     adapters = [(load_lora(p, m.gguf, quantized=q), scale) for p, scale in loras or []]
-    return Runtime(m.model, m.gguf, m.tokenizer, m.info, m.stats, adapters)
+    return OpenedModel(m.model, m.gguf, m.tokenizer, m.info, m.stats, adapters)
 
 
-def open_draft(path: str, rt: Runtime, numerics: str = "ggml", threads: int = -1) -> DecoderModel:
+def open_draft(path: str, rt: OpenedModel, numerics: str = "ggml", threads: int = -1) -> DecoderModel:
     """The -md draft model, checked to share the target's vocabulary."""
     from llamacli.core.speculative.draft_model import check_compatible
 
