@@ -138,7 +138,7 @@ def round_q8_1(x: np.ndarray, *, with_sums: bool = False) -> np.ndarray | tuple[
     xb = _blocks(x, 32)
     with np.errstate(over="ignore", invalid="ignore"):
         q, d, d16, overflow = _q8_0_codes(xb)
-        sums = None
+        sums: np.ndarray | None = None
         if with_sums:
             # Integer sum of |q| <= 32 * 127 codes is exact in float32; then d * sum rounds once.
             total = q.sum(axis=-1)
@@ -148,7 +148,7 @@ def round_q8_1(x: np.ndarray, *, with_sums: bool = False) -> np.ndarray | tuple[
             sums = (d * total).astype(np.float16).astype(np.float32)
         q *= d16[..., None]
     values = q.reshape(np.shape(x))
-    return (values, sums) if with_sums else values
+    return values if sums is None else (values, sums)
 
 
 def _q8_k_repacked_rows(shape: tuple[int, ...]) -> np.ndarray:
