@@ -118,6 +118,11 @@ for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
     out.append(matmul(prepare(x[:2], qt), m))
     out.append(matmul(prepare(x, qt), m))
+import test_qmm_attention as A
+from llamacli.core import kernels as K
+from llamacli.core.qmm.attention import attention
+q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
+out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 """
 
@@ -126,7 +131,7 @@ np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
     on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width
-    and the thread count."""
+    and the thread count (the attention kernel's float32 sums too)."""
     import os
     import subprocess
     import sys
