@@ -38,6 +38,7 @@ class Precision:
 
     name = "f32"
     quantized_weights = False  # what the WeightLoader keeps: GGUF bytes or float32 copies
+    singles_per_group = 0  # decoding sequences per attention group (0: all in one batched matmul)
 
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         self.mm = MatmulPool(threads, batch_invariant)
@@ -138,6 +139,9 @@ class GGMLPrecision(Precision):
 
     name = "ggml"
     quantized_weights = True
+    # The compiled attention gives each row the same bits in any group, so decoding sequences
+    # are grouped by 8: the groups run side by side on the pool (run_each).
+    singles_per_group = 8
 
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         # Every matmul and attention product here is batch-invariant by construction, so the
