@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable
-from typing import Any, cast
 
 import numpy as np
 from numba import njit
 
 from llamacli.core.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2
-from llamacli.core.qmm.simd import round_f16 as _round_f16_intrinsic
-
-# The intrinsic as numba sees it; to mypy a float -> float function.
-round_f16: Callable[[Any], Any] = cast(Any, _round_f16_intrinsic)
+from llamacli.core.qmm.simd import round_f16
 
 KEY_TILE = 32  # keys per score tile (two 16-float vectors)
 ROWS = 4  # query rows per register block
