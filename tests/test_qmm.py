@@ -116,6 +116,7 @@ for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
     k = T._k_for(qt)
     m = T._matrix(qt, 33, k, seed=9)
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
+    out.append(matmul(prepare(x[:1], qt), m))
     out.append(matmul(prepare(x[:2], qt), m))
     out.append(matmul(prepare(x, qt), m))
 import test_qmm_attention as A
