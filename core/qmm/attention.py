@@ -157,20 +157,19 @@ def _attend(q, k, v, mask, scale, cap, out):  # type: ignore[no-untyped-def]
                 a = blo[ib]
                 n = bhi[ib] - a
                 j = 0
-                while j + 32 <= Dv:
-                    if nr == ROWS:
-                        fma_tile_4x2(pb, r0 * Lp + a, Lp, v, vbase + a * vs2 + j, vs2, n, ob, r0 * Dv + j, Dv)
-                    else:
-                        for r in range(r0, r0 + nr):
-                            fma_tile_1x2(pb, r * Lp + a, Lp, v, vbase + a * vs2 + j, vs2, n, ob, r * Dv + j, Dv)
-                    j += 32
                 while j + 16 <= Dv:
-                    if nr == ROWS:
-                        fma_tile_4x1(pb, r0 * Lp + a, Lp, v, vbase + a * vs2 + j, vs2, n, ob, r0 * Dv + j, Dv)
-                    else:
-                        for r in range(r0, r0 + nr):
-                            fma_tile_1x1(pb, r * Lp + a, Lp, v, vbase + a * vs2 + j, vs2, n, ob, r * Dv + j, Dv)
-                    j += 16
+                    wide = j + 32 <= Dv
+                    for r in range(r0, r0 + nr, ROWS if nr == ROWS else 1):
+                        vo = vbase + a * vs2 + j
+                        if nr == ROWS and wide:
+                            fma_tile_4x2(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        elif nr == ROWS:
+                            fma_tile_4x1(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        elif wide:
+                            fma_tile_1x2(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        else:
+                            fma_tile_1x1(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                    j += 32 if wide else 16
                 for jj in range(j, Dv):  # the same chain of additions, one column at a time
                     for r in range(r0, r0 + nr):
                         acc = f32(0.0)
