@@ -148,7 +148,9 @@ def round_q8_1(x: np.ndarray, *, with_sums: bool = False) -> np.ndarray | tuple[
             sums = (d * total).astype(np.float16).astype(np.float32)
         q *= d16[..., None]
     values = q.reshape(np.shape(x))
-    return (values, sums) if with_sums else values
+    if sums is None:  # not with_sums
+        return values
+    return values, sums
 
 
 def _q8_k_repacked_rows(shape: tuple[int, ...]) -> np.ndarray:
