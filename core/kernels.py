@@ -140,6 +140,12 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neo
     out1 = fma(x0 or x1, ..., f32(...)) (one rounding of the product-sum).
     """
     half = n_dims // 2
+    if fma and x.ndim == 3:
+        # compiled, the same arithmetic as the NumPy lines below (a decode step rotates Q and K
+        # of every layer: NumPy's per-call cost was most of the time there)
+        out = np.array(x, dtype=np.float32, order="C")
+        _rope_fma(out, np.ascontiguousarray(cos, dtype=np.float32), np.ascontiguousarray(sin, dtype=np.float32), half, neox)
+        return out
     c = cos[:, None, :]  # (T, 1, half)
     s = sin[:, None, :]
     out = x.copy()
@@ -162,6 +168,28 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neo
         out[..., i0] = x0 * c - x1 * s
         out[..., i1] = x0 * s + x1 * c
     return out
+
+
+@njit(cache=True, nogil=True)
+def _rope_fma(x, cos, sin, half, neox):  # type: ignore[no-untyped-def]
+    """In place on x (T, H, D): apply_rope's fma rotation, pair by pair. x0 * c in float64 is
+    exact (two float32 significands), the other product rounded to float32, their sum rounded
+    once more to float32: as the NumPy expressions of apply_rope."""
+    f64 = np.float64
+    for t in range(x.shape[0]):
+        for h in range(x.shape[1]):
+            for i in range(half):
+                i0 = i if neox else 2 * i
+                i1 = i + half if neox else 2 * i + 1
+                x0 = x[t, h, i0]
+                x1 = x[t, h, i1]
+                c = cos[t, i]
+                s = sin[t, i]
+                x[t, h, i0] = np.float32(f64(x0) * f64(c) - f64(x1 * s))
+                if neox:
+                    x[t, h, i1] = np.float32(f64(x0) * f64(s) + f64(x1 * c))
+                else:
+                    x[t, h, i1] = np.float32(f64(x1) * f64(c) + f64(x0 * s))
 
 
 def llama3_freq_factors(

@@ -21,6 +21,7 @@ from llamacli.core.batch import Batch
 from llamacli.core.lora import NO_LORA, LoraSet
 from llamacli.core import qmm
 from llamacli.core.matmul import MatmulPool, RowLayout, limit_blas
+from llamacli.core.qmm.attention import attention as qmm_attention
 from llamacli.core.qmm.matrix import act_key
 from llamacli.core.qmm.tables import gelu_lookup
 from llamacli.core.weights import FusedLinear, Linear, OutputWeight
@@ -37,6 +38,7 @@ class Precision:
 
     name = "f32"
     quantized_weights = False  # what the WeightLoader keeps: GGUF bytes or float32 copies
+    singles_per_group = 0  # decoding sequences per attention group (0: all in one batched matmul)
 
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         self.mm = MatmulPool(threads, batch_invariant)
@@ -137,14 +139,18 @@ class GGMLPrecision(Precision):
 
     name = "ggml"
     quantized_weights = True
+    # The compiled attention gives each row the same bits in any group, so decoding sequences
+    # are grouped by 8: the groups run side by side on the pool (run_each).
+    singles_per_group = 8
 
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         # Every matmul and attention product here is batch-invariant by construction, so the
         # flag changes nothing (kept for the command line).
         super().__init__(threads, False)
         n = qmm.threads.set_threads(threads)
-        # BLAS (the float64 attention products) on one thread: its spinning threads fought the
-        # kernels' threads and any other busy process; attention groups run side by side instead.
+        # BLAS (what NumPy glue still multiplies, e.g. LoRA factors) on one thread: its spinning
+        # threads fought the kernels' threads and any other busy process; attention groups (the
+        # compiled kernel releases the GIL) run side by side on our threads instead.
         limit_blas()
         self._groups = ThreadPoolExecutor(n, thread_name_prefix="llama-attn") if n > 1 else None
 
@@ -203,29 +209,10 @@ class GGMLPrecision(Precision):
     ) -> np.ndarray:
         """The non-flash-attention path (docs/numerics.md 2.6): Q rounded to f16 for KQ (K, V
         are already f16 values from the cache), softmax with a float64 sum, probabilities
-        rounded to f16 before the V product; both products summed in float64."""
-        S, H, Tq, D = q.shape
-        Hkv = k.shape[1]
-        G = H // Hkv
-        # Products of f16 values are exact; summed in float64 and rounded once to float32, the
-        # dot products are the correctly rounded sums (to within 2^-53, far below a float32
-        # step): the same whatever order BLAS adds them in on this CPU, and for every batch.
-        qg = N.round_f16(q).reshape(S, Hkv, G * Tq, D).astype(np.float64)
-        w = np.matmul(qg, k.astype(np.float64).transpose(0, 1, 3, 2)).astype(np.float32)  # (S, Hkv, G*Tq, L)
-        if scale != 1.0:
-            w *= np.float32(scale)
-        if softcap:
-            w = K.softcap(w, softcap)
-        w5 = w.reshape(S, Hkv, G, Tq, -1)
-        w5 += mask[:, None, None, :, :]
-        m = np.max(w5, axis=-1, keepdims=True)
-        m[~np.isfinite(m)] = 0.0
-        w5 -= m
-        np.exp(w5, out=w5)
-        inv = (1.0 / np.sum(w5, axis=-1, keepdims=True, dtype=np.float64)).astype(np.float32)
-        w5 *= inv
-        p = N.round_f16(w).astype(np.float64)  # (S, Hkv, G*Tq, L)
-        return np.matmul(p, v.astype(np.float64)).astype(np.float32).reshape(S, H, Tq, -1)
+        rounded to f16 before the V product. Compiled (core/qmm/attention.py): both products
+        are float32 sums of exact f16 products in one fixed order, so a row's result is the
+        same on every CPU, for every thread count and whatever else is in the batch."""
+        return qmm_attention(q, k, v, mask, scale, softcap)
 
 
 _GELU_TABLE: np.ndarray | None = None

@@ -77,6 +77,25 @@ def test_rope_normal_and_neox(neox: bool, fma: bool) -> None:
     np.testing.assert_allclose(y, _rope_ref(x, pos, 16, 10000.0, neox, 0.5), atol=2e-4)
 
 
+@pytest.mark.parametrize("neox", [False, True])
+def test_rope_fma_rounds_as_documented(neox: bool) -> None:
+    """The ggml rotation (docs/numerics.md 2.5): out0 = f32(x0 c - f32(x1 s)), out1 =
+    f32(x0 s + f32(x1 c)) (NeoX) or f32(x1 c + f32(x0 s)) (pairs), one final rounding of a sum
+    whose first product is exact in float64; the dims past n_dims unchanged."""
+    x = rng.standard_normal((6, 3, 20)).astype(np.float32) * 40
+    pos = np.array([0, 1, 7, 100, 600, 4095])
+    c, s = K.rope_cos_sin(pos, K.RopeConfig(n_dims=16, base=10000.0, neox=neox))
+    y = K.apply_rope(x, c, s, 16, neox, fma=True)
+    f64 = np.float64
+    cc, ss = c[:, None, :], s[:, None, :]
+    i0, i1 = (slice(0, 8), slice(8, 16)) if neox else (slice(0, 16, 2), slice(1, 16, 2))
+    x0, x1 = x[..., i0], x[..., i1]
+    assert np.array_equal(y[..., i0], (x0.astype(f64) * cc - (x1 * ss)).astype(np.float32))
+    second = x0.astype(f64) * ss + (x1 * cc) if neox else x1.astype(f64) * cc + (x0 * ss)
+    assert np.array_equal(y[..., i1], second.astype(np.float32))
+    assert np.array_equal(y[..., 16:], x[..., 16:])
+
+
 def test_rope_partial_dims_and_freq_factors() -> None:
     x = rng.standard_normal((3, 2, 16)).astype(np.float32)
     pos = np.array([3, 50, 900])

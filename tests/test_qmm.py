@@ -116,8 +116,14 @@ for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
     k = T._k_for(qt)
     m = T._matrix(qt, 33, k, seed=9)
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
+    out.append(matmul(prepare(x[:1], qt), m))
     out.append(matmul(prepare(x[:2], qt), m))
     out.append(matmul(prepare(x, qt), m))
+import test_qmm_attention as A
+from llamacli.core import kernels as K
+from llamacli.core.qmm.attention import attention
+q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
+out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 """
 
@@ -126,7 +132,7 @@ np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
     on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width
-    and the thread count."""
+    and the thread count (the attention kernel's float32 sums too)."""
     import os
     import subprocess
     import sys
@@ -245,3 +251,32 @@ def test_contention_raises_the_serial_threshold(monkeypatch) -> None:  # type: i
     c.busy = False
     threads.configure(1 << 20)
     assert seen == [1, threads._wanted or threads.max_threads()]
+
+
+@pytest.mark.slow
+def test_demo_decoding_beside_many_sequences_equals_alone(demo_model) -> None:  # type: ignore[no-untyped-def]
+    """Ten sequences of different lengths decoding one token each in one forward (their
+    attention in several groups, keys padded to the longest of each) give each sequence the
+    bits it gets decoding alone."""
+    from llamacli.core.batch import Batch
+    from llamacli.core.models.load import load_model
+
+    model, _, _ = load_model(demo_model)
+    rng = np.random.default_rng(12)
+    prompts = [rng.integers(3, 20000, size=n).tolist() for n in (3, 17, 5, 9, 30, 1, 12, 8, 21, 2)]
+    nxt = rng.integers(3, 20000, size=len(prompts))
+
+    def prefilled(n_seq: int, seqs: list[int]):  # type: ignore[no-untyped-def]
+        cache = model.new_cache(n_seq, 64)
+        for slot, s in enumerate(seqs):
+            model.forward(Batch.single(prompts[s], seq_id=slot), cache)
+        return cache
+
+    cache = prefilled(len(prompts), list(range(len(prompts))))
+    n = len(prompts)
+    step = Batch(nxt, np.arange(n), np.array([len(p) for p in prompts]), decode=np.ones(n, dtype=bool))
+    together = model.forward(step, cache)
+    for s in (0, 4, 9):
+        alone_cache = prefilled(1, [s])
+        one = Batch(nxt[s : s + 1], np.zeros(1), np.array([len(prompts[s])]), decode=np.ones(1, dtype=bool))
+        assert np.array_equal(model.forward(one, alone_cache)[0], together[s])

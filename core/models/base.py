@@ -117,10 +117,11 @@ class AttnGroup:
 QUERY_BLOCK = 128
 
 
-def plan_attention(batch: Batch, per_sequence: bool = False) -> list[AttnGroup]:
+def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: int = 0) -> list[AttnGroup]:
     """Group the batch's tokens for attention.
 
-    Fast: all one-token sequences in one batched matmul (keys padded to the longest), each
+    Fast: the one-token sequences in batched groups (keys padded to the longest; at most
+    singles_per_group sequences each when > 0, so that groups can run side by side), each
     longer sequence alone. per_sequence: every sequence alone, over exactly its own keys, so
     its result does not depend on the others (padding keys changes how BLAS sums). Long
     chunks are split into blocks of QUERY_BLOCK queries (their own, batch-independent shapes).
@@ -131,8 +132,11 @@ def plan_attention(batch: Batch, per_sequence: bool = False) -> list[AttnGroup]:
     if singles.size:
         pos_in_batch = np.flatnonzero(np.isin(batch.seq_ids, singles))
         order = np.argsort(batch.seq_ids[pos_in_batch], kind="stable")
-        idx = pos_in_batch[order]
-        groups.append(AttnGroup(batch.seq_ids[idx], idx[:, None], batch.positions[idx][:, None]))
+        every = pos_in_batch[order]
+        step = singles_per_group if singles_per_group > 0 else every.shape[0]
+        for a in range(0, every.shape[0], step):
+            idx = every[a : a + step]
+            groups.append(AttnGroup(batch.seq_ids[idx], idx[:, None], batch.positions[idx][:, None]))
     for s in seqs if per_sequence else seqs[counts > 1]:
         idx = np.flatnonzero(batch.seq_ids == s)
         for a in range(0, idx.shape[0], QUERY_BLOCK):
@@ -253,7 +257,7 @@ class DecoderModel:
             return np.zeros((0, a.n_embd), dtype=np.float32)
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
-        groups = plan_attention(batch, per_sequence=self.precision.batch_invariant)
+        groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
         cs_global = K.rope_cos_sin(batch.positions, self._rope)
         cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)

@@ -27,6 +27,8 @@ and multiplied with the activation codes of 64 tokens at a time in 32-bit intege
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
@@ -34,7 +36,7 @@ from llamacli.core.qmm.rows import ROWS, rows_q4_0, rows_q4_1, rows_q4_k, rows_q
 from llamacli.core.qmm.simd import TILE, dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, idot32, idot_w16_32, idot_w16_256, tile_dot16, tile_dot64
 from llamacli.core.qmm.unpack import F16, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, f16_at, unpack
 
-_JIT = dict(cache=True, nogil=True, parallel=True)
+_JIT: dict[str, Any] = dict(cache=True, nogil=True, parallel=True)
 
 ROWS_PER_TASK = 16  # weight rows per parallel work item
 

@@ -288,6 +288,76 @@ def _k_min_terms(with_qh: bool) -> Any:
     return (176 if with_qh else 144), prepare, terms
 
 
+def _madd_u8(builder: Any, codes: Any, x: Any) -> Any:
+    """<64 x i8> non-negative codes (< 16) . <64 x i8> activation codes -> <32 x i16>, products
+    added in pairs (vpmaddubsw). The clamp to int16 is the instruction's saturation, which
+    never acts here (|pair| <= 2 * 15 * 128 = 3840): written out, it is what lets LLVM select
+    the instruction (AVX2 and AVX-512 alike); the value is the exact pair sum."""
+    even = _const_vec(_I32, list(range(0, 64, 2)))
+    odd = _const_vec(_I32, list(range(1, 64, 2)))
+    v32 = _vec(_I32, 32)
+    ce, co = (builder.zext(builder.shuffle_vector(codes, codes, m), v32) for m in (even, odd))
+    xe, xo = (builder.sext(builder.shuffle_vector(x, x, m), v32) for m in (even, odd))
+    pair = builder.add(builder.mul(ce, xe), builder.mul(co, xo))
+    fty = ir.FunctionType(v32, [v32, v32])
+    smax = builder.module.globals.get("llvm.smax.v32i32") or ir.Function(builder.module, fty, "llvm.smax.v32i32")
+    smin = builder.module.globals.get("llvm.smin.v32i32") or ir.Function(builder.module, fty, "llvm.smin.v32i32")
+    pair = builder.call(smin, [builder.call(smax, [pair, _const_vec(_I32, [-32768] * 32)]), _const_vec(_I32, [32767] * 32)])
+    return builder.trunc(pair, _vec(_I16, 32))
+
+
+def _k4_byte_terms() -> Any:
+    """Q4_K for one activation row (decoding): the same integers isum and msum as
+    `_k_min_terms(False)`, formed from the stored unsigned codes with byte products
+    (vpmaddubsw) and the scales applied to the int16 pair sums (vpmaddwd): about half the
+    unpacking work per block, which is what a single row pays for in full. With several rows
+    LLVM hoists the codes' widening out of the token loop and the pattern is lost, so batches
+    keep `_k_min_terms`."""
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        """Per row: the codes of sub-blocks 2g and 2g + 1 side by side (<64 x i8>, as stored:
+        unsigned) with their scales ([sc_2g] * 16 + [sc_2g+1] * 16, <32 x i16>); the mins."""
+        codes, mins = [], []
+        for p in blocks:
+            sc, m = _k4_scales_mins(builder, p)
+            row = []
+            for g in range(4):
+                q = _load(builder, p, 16 + 32 * g, _vec(_I8, 32))
+                lo = builder.and_(q, _const_vec(_I8, [15] * 32))
+                hi = builder.lshr(q, _const_vec(_I8, [4] * 32))
+                pair = builder.shuffle_vector(lo, hi, _const_vec(_I32, list(range(64))))
+                row.append((pair, _shuf(builder, sc, [2 * g] * 16 + [2 * g + 1] * 16)))
+            codes.append(row)
+            mins.append(m)
+        return codes, _columns(builder, mins), _gather_f16(builder, blocks, 0), _gather_f16(builder, blocks, 2)
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        codes, mcols, d, dmin = state
+        f32v = _vec(ir.FloatType(), ROWS)
+        base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
+        x64 = [_load(builder, base, 64 * g, _vec(_I8, 64)) for g in range(4)]
+        per_row = []
+        for row in codes:
+            # the 8 sub-blocks' dots, each times its scale: pairs of products (int16), then
+            # pairs of those times the scale (vpmaddwd), 16 int32 partial sums per row
+            acc = None
+            for (pair, scv), xg in zip(row, x64):
+                t = _pair16(builder, _madd_u8(builder, pair, xg), scv)
+                acc = t if acc is None else builder.add(acc, t)
+            per_row.append(acc)
+        isum = _reduce16(builder, per_row)
+        msum = None
+        for j in range(8):  # msum = sum_j m_j * xsum_j
+            xj = _splat(builder, builder.load(builder.gep(xsub, [ir.Constant(_I64, j)]), align=4), ROWS)
+            mt = builder.mul(mcols[j], xj)
+            msum = mt if msum is None else builder.add(msum, mt)
+        t1 = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, f32v))
+        t2 = builder.fmul(builder.fmul(dx, dmin), builder.sitofp(msum, f32v))
+        return builder.fsub(t1, t2)
+
+    return 144, prepare, terms
+
+
 def _q6_k_terms() -> Any:
     """Q6_K (210 bytes: ql[128] | qh[64] | scales[16] int8 | d): value 128h + 32k + l has low
     bits nibble k // 2 of ql[64h + 32(k % 2) + l], high bits (qh[32h + l] >> 2k) & 3, code - 32,
@@ -321,12 +391,14 @@ def _q6_k_terms() -> Any:
     return 210, prepare, terms
 
 
-def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any) -> Any:
+def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
     dx, sx, xsub)` -> <16 x float>, the float terms of block b of the 16 rows for one activation
     row (blocks: the blocks' byte pointers; x: the row's codes; dx, sx: its scale and Q8_1 sum
-    of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants)."""
+    of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
+    another (prepare, terms) pair for one activation row, giving the same values."""
+    prepare1, terms1 = single if single is not None else (prepare, terms)
 
     @intrinsic
     def rows_dot(typingctx: Any, w: Any, r0: Any, nb: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any) -> Any:
@@ -365,12 +437,12 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any) -> Any:
                 _prefetch_next(builder, wbase, row_bytes, boff, block_bytes)
                 return boff, [builder.gep(p, [boff]) for p in rows]
 
-            def token_terms(state: Any, blocks: list[Any], t: Any, b: Any) -> Any:
+            def token_terms(state: Any, blocks: list[Any], t: Any, b: Any, terms_fn: Any = terms) -> Any:
                 x_t = builder.gep(xa.data, [builder.mul(t, k_len)])
                 dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), ROWS)
                 sx = _splat(builder, builder.load(builder.gep(xsa.data, [builder.add(builder.mul(t, xs_len), b)])), ROWS)
                 xsub = builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), builder.mul(b, nsub))])
-                return terms(builder, state, blocks, x_t, b, dx, sx, xsub)
+                return terms_fn(builder, state, blocks, x_t, b, dx, sx, xsub)
 
             done = fn.append_basic_block("rows_done")
             single = fn.append_basic_block("rows_single")
@@ -388,7 +460,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any) -> Any:
             sb.add_incoming(ir.Constant(_I64, 0), single)
             sacc.add_incoming(zero, single)
             _, sblocks = block_ptrs(sb)
-            sacc1 = builder.fadd(sacc, token_terms(prepare(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb))
+            sacc1 = builder.fadd(sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
             sb1 = builder.add(sb, one)
             sb.add_incoming(sb1, s_loop)
             sacc.add_incoming(sacc1, s_loop)
@@ -451,6 +523,7 @@ rows_q4_1 = _make_rows_dot(*_legacy_terms(1))
 rows_q5_0 = _make_rows_dot(*_legacy_terms(2))
 rows_q5_1 = _make_rows_dot(*_legacy_terms(3))
 rows_q8_0 = _make_rows_dot(*_legacy_terms(4))
-rows_q4_k = _make_rows_dot(*_k_min_terms(False))
+_Q4_K = _k_min_terms(False)
+rows_q4_k = _make_rows_dot(_Q4_K[0], _Q4_K[1], _Q4_K[2], single=_k4_byte_terms()[1:])
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
 rows_q6_k = _make_rows_dot(*_q6_k_terms())

@@ -17,6 +17,13 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 
+def kernel_intrinsic(fn: Any) -> Any:
+    """numba's `intrinsic`, typed for mypy as what compiled code calls it with (the operands):
+    numba's own annotations describe the typing-time function, whose first argument is the
+    typing context."""
+    return intrinsic(fn)
+
+
 def _make_idot(n: int, a_bits: int = 8) -> Any:
     @intrinsic
     def idot(typingctx: Any, a: Any, ao: Any, b: Any, bo: Any) -> Any:
@@ -202,7 +209,7 @@ scale16 = _make_scale(16)
 scale32 = _make_scale(32)
 
 
-@intrinsic
+@kernel_intrinsic
 def or_bitmask32(typingctx: Any, qh: Any, dst: Any, do: Any, lshift: Any) -> Any:
     """dst[do+i] |= ((qh >> i) & 1) << lshift for i < 32; qh a uint32 bit mask (Q5_0/Q5_1)."""
     sig = types.void(qh, dst, do, lshift)
@@ -224,7 +231,7 @@ def or_bitmask32(typingctx: Any, qh: Any, dst: Any, do: Any, lshift: Any) -> Any
     return sig, codegen
 
 
-@intrinsic
+@kernel_intrinsic
 def load_f16(typingctx: Any, w: Any, o: Any) -> Any:
     """The fp16 value stored at byte offset o of the uint8 array w, as float32 (exact; F16C)."""
     sig = types.float32(w, o)
@@ -283,7 +290,7 @@ dot_q5_0 = _make_dot_legacy(6, 2, 16)  # d | qh | qs[16]
 dot_q5_1 = _make_dot_legacy(8, 4, 0)  # d | m | qh | qs[16]
 
 
-@intrinsic
+@kernel_intrinsic
 def round_f16(typingctx: Any, x: Any) -> Any:
     """float32 -> fp16 (round to nearest even, as F16C's vcvtps2ph) -> float32."""
     sig = types.float32(x)
@@ -294,7 +301,7 @@ def round_f16(typingctx: Any, x: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
+@kernel_intrinsic
 def f16_bits(typingctx: Any, x: Any) -> Any:
     """The fp16 bit pattern of float32 x (round to nearest even, as F16C's vcvtps2ph)."""
     sig = types.uint16(x)

@@ -23,7 +23,7 @@ _local = threading.local()
 
 
 def max_threads() -> int:
-    return int(numba.config.NUMBA_NUM_THREADS)
+    return int(getattr(numba.config, "NUMBA_NUM_THREADS"))  # set at import from the environment: no static attribute
 
 
 def set_threads(n: int | None) -> int:

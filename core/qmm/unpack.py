@@ -18,6 +18,8 @@ Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (QK 32) and Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -28,7 +30,7 @@ F16 = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astyp
 # kvalues_iq4nl (ggml-common.h)
 KVALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], dtype=np.int8)
 
-_JIT = dict(cache=True, nogil=True)
+_JIT: dict[str, Any] = dict(cache=True, nogil=True)
 
 
 f16_at = load_f16  # the fp16 field at byte o of w, as float32

@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from llamacli.core.qmm import acts, kernels, tables
+from llamacli.core.qmm import acts, attention, kernels, tables
 from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
 
 QT = GGMLQuantizationType
 
 _KERNELS: tuple[Any, ...] = (
     kernels.mm_decode, kernels.mm_prefill, kernels.mm_float, acts._q8_0, acts._q8_k, tables.gelu_lookup,
+    attention._attend,
 )
 
 
@@ -50,3 +51,5 @@ def warmup() -> None:
             matmul(prepare(np.ones((rows, k), dtype=np.float32), qt), m)
     x = np.ones(4, dtype=np.float32)
     tables.gelu_lookup(x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
+    kv = np.zeros((1, 1, 2, 16), dtype=np.float32)
+    attention.attention(np.ones((1, 1, 1, 16), dtype=np.float32), kv, kv, np.zeros((1, 1, 2), dtype=np.float32), 1.0, None)

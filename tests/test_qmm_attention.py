@@ -1,0 +1,122 @@
+"""The compiled attention of f16 values (core/qmm/attention.py): its documented order of
+operations, a float64 reference, and the invariances the runtime relies on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llamacli.core import kernels as K
+from llamacli.core.qmm.attention import attention
+
+f32, f64 = np.float32, np.float64
+
+
+def _f16(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float16).astype(f32)
+
+
+def _inputs(S: int, H: int, Hkv: int, Tq: int, L: int, D: int, Dv: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((S, H, Tq, D)).astype(f32)
+    k = _f16(rng.standard_normal((S, Hkv, L, D)).astype(f32))  # the cache holds f16 values
+    v = _f16(rng.standard_normal((S, Hkv, L, Dv)).astype(f32))
+    return q, k, v
+
+
+def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, cap: float | None) -> np.ndarray:
+    """The module's documented order, written with NumPy: float32 sums in order of d (scores)
+    and of l (the V product), each step one rounding; exp in float64 then float32; sum in
+    float64. Equal bits expected."""
+    S, H, Tq, D = q.shape
+    G = H // k.shape[1]
+    out = np.zeros((S, H, Tq, v.shape[3]), dtype=f32)
+    for s in range(S):
+        for hq in range(H):
+            qh, kh, vh = _f16(q[s, hq]), k[s, hq // G], v[s, hq // G]
+            sc = np.zeros((Tq, kh.shape[0]), dtype=f32)
+            for d in range(D):
+                sc = sc + qh[:, d : d + 1] * kh[None, :, d]  # exact products, one f32 rounding per step
+            w = sc * f32(scale) if scale != 1.0 else sc
+            if cap:
+                c = f32(cap)
+                w = np.vectorize(lambda x: f32(math.tanh(f64(x / c))))(w).astype(f32) * c
+            w = (w + mask[s]).astype(f32)
+            m = np.max(w, axis=-1, keepdims=True)
+            m[~np.isfinite(m)] = 0
+            e = np.vectorize(lambda x: f32(math.exp(f64(x))))(w - m).astype(f32)
+            total = np.zeros((Tq, 1), dtype=f64)
+            for l in range(e.shape[1]):
+                total += e[:, l : l + 1].astype(f64)
+            with np.errstate(divide="ignore"):
+                inv = np.where(total > 0, 1.0 / total, 0.0).astype(f32)
+            p = _f16(e * inv)
+            acc = np.zeros((Tq, vh.shape[1]), dtype=f32)
+            for l in range(vh.shape[0]):
+                acc = acc + p[:, l : l + 1] * vh[None, l]
+            out[s, hq] = acc
+    return out
+
+
+def _float64_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """softmax in float64 of f16(q) k^T * scale + mask, times v; and sum_l p_l |v_l| (the
+    scale of the tolerance)."""
+    G = q.shape[1] // k.shape[1]
+    kk = np.repeat(k, G, axis=1).astype(f64)
+    vv = np.repeat(v, G, axis=1).astype(f64)
+    w = np.einsum("shtd,shld->shtl", _f16(q).astype(f64), kk) * scale + mask[:, None].astype(f64)
+    w -= w.max(-1, keepdims=True)
+    p = np.exp(w)
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("shtl,shlj->shtj", p, vv), np.einsum("shtl,shlj->shtj", p, np.abs(vv))
+
+
+def test_follows_the_documented_order_bit_for_bit() -> None:
+    """Odd shapes: 9 rows per KV head (two blocks of 4 and one alone), a width of 40 (32 + 8
+    columns), 45 keys (two tiles, the second partly used), a causal mask and a window."""
+    q, k, v = _inputs(2, 3, 1, 3, 45, 24, 40)
+    qpos = np.array([[20, 30, 44], [5, 6, 7]])
+    for window, scale, cap in ((None, 0.2, None), (8, 1.0, None), (None, 0.125, 5.0)):
+        mask = K.attention_mask(qpos, 0, 45, window)
+        assert np.array_equal(attention(q, k, v, mask, scale, cap), _spec(q, k, v, mask, scale, cap))
+
+
+def test_close_to_float64_softmax_attention() -> None:
+    """Against float64 maths: the probabilities are rounded to f16 (a relative step of 2^-11),
+    the rest costs a few float32 steps; so |out - ref| <= 2^-10 * sum_l p_l |v_l| + 1e-6."""
+    q, k, v = _inputs(1, 8, 2, 20, 300, 128, 128, seed=1)
+    qpos = np.arange(280, 300)[None, :]
+    mask = K.attention_mask(qpos, 0, 300, None)
+    out = attention(q, k, v, mask, 1 / math.sqrt(128), None)
+    ref, mag = _float64_reference(q, k, v, mask, 1 / math.sqrt(128))
+    assert np.all(np.abs(out - ref) <= 2.0**-10 * mag + 1e-6)
+
+
+def test_row_alone_equals_row_in_a_batch() -> None:
+    """A sequence's rows give the same bits alone, beside others whose keys pad the batch
+    (decode: one query each), inside a larger block of queries, and for a key window that
+    starts elsewhere (a batch's k_start)."""
+    q, k, v = _inputs(3, 4, 1, 1, 64, 256, 256, seed=2)
+    qpos = np.array([[40], [63], [10]])
+    mask = K.attention_mask(qpos, 0, 64, None)
+    together = attention(q, k, v, mask, 1.0, None)
+    for s in range(3):
+        n = int(qpos[s, 0]) + 1
+        alone = attention(q[s : s + 1], k[s : s + 1, :, :n], v[s : s + 1, :, :n], mask[s : s + 1, :, :n], 1.0, None)
+        assert np.array_equal(alone, together[s : s + 1])
+    # queries 0..19 of one sequence at once, then 7..12 alone, then query 12 over keys 3..12 only
+    q, k, v = _inputs(1, 4, 1, 20, 20, 64, 64, seed=3)
+    full = attention(q, k, v, K.attention_mask(np.arange(20)[None], 0, 20, None), 1.0, None)
+    part = attention(q[:, :, 7:13], k, v, K.attention_mask(np.arange(7, 13)[None], 0, 20, None), 1.0, None)
+    assert np.array_equal(part, full[:, :, 7:13])
+    win = attention(q[:, :, 12:13], k[:, :, 3:13], v[:, :, 3:13], K.attention_mask(np.array([[12]]), 3, 10, 10), 1.0, None)
+    full_w = attention(q, k, v, K.attention_mask(np.arange(20)[None], 0, 20, 10), 1.0, None)
+    assert np.array_equal(win, full_w[:, :, 12:13])
+
+
+def test_a_query_that_sees_no_key_gets_zeros() -> None:
+    q, k, v = _inputs(1, 2, 1, 2, 8, 16, 16)
+    mask = K.attention_mask(np.array([[-1, 3]]), 0, 8, None)  # a padded query row (position -1)
+    out = attention(q, k, v, mask, 1.0, None)
+    assert np.all(out[:, :, 0] == 0) and np.all(np.isfinite(out))
