@@ -16,7 +16,7 @@ operations (no fast-math): the result is the same on every CPU and SIMD width. g
 same terms, but lane by lane in its SIMD registers, so its float roundings differ from ours in
 the last bits (docs/numerics.md).
 
-`mm_decode`: few rows of activations. 32-value legacy types take 16 weight rows at once
+`mm_decode_many`: few rows of activations. 32-value legacy types take 16 weight rows at once
 (core/qmm/rows.py: the 16 rows' block sums reduced together, the float terms one vector
 operation per block, the next rows prefetched); the others unpack each weight row once to
 int16 codes and dot it with every activation row (`idot`, vpmaddwd).
@@ -151,7 +151,7 @@ def has_rows16(kind):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, r1):  # type: ignore[no-untyped-def]
-    """Rows r0..r1 of out (T, N) for w (N, row bytes); see mm_decode."""
+    """Rows r0..r1 of out (T, N) for w (N, row bytes); see mm_decode_many."""
     t_rows = xc.shape[0]
     k = xc.shape[1]
     nb = k // qk
@@ -186,20 +186,12 @@ def _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, r1):
 
 
 @njit(**_JIT)
-def mm_decode(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out):  # type: ignore[no-untyped-def]
-    """w (N, row bytes) uint8; xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums;
-    xb (T, nb, nsub) int32 code sums per sub-block (K mins only); out (T, N) float32."""
-    n = w.shape[0]
-    for task in prange((n + ROWS_PER_TASK - 1) // ROWS_PER_TASK):
-        r0 = task * ROWS_PER_TASK
-        _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, min(n, r0 + ROWS_PER_TASK))
-
-
-@njit(**_JIT)
 def mm_decode_many(ws, kinds, qk, nsub, act, min_term, xc, xd, xs, xb, outs, tasks):  # type: ignore[no-untyped-def]
-    """Several matrices of the same input (Q/K/V, gate/up) in one parallel loop: ws, outs are
-    tuples; kinds[i] their types (same qk, nsub, activation and min term); tasks (n, 3) rows of
-    (matrix, first row, end row)."""
+    """Matrices of the same input (one, or Q/K/V, gate/up) in one parallel loop: ws (N_i, row
+    bytes) uint8 and outs (T, N_i) float32 are tuples (matrix.MANY of them); kinds[i] their types
+    (same qk, nsub, activation and min term); tasks (n, 3) rows of (matrix, first row, end row).
+    xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums; xb (T, nb, nsub) int32 code
+    sums per sub-block (K mins only)."""
     for i in prange(tasks.shape[0]):
         mi = tasks[i, 0]
         _decode_rows(ws[mi], kinds[mi], qk, nsub, act, min_term, xc, xd, xs, xb, outs[mi], tasks[i, 1], tasks[i, 2])
@@ -207,8 +199,8 @@ def mm_decode_many(ws, kinds, qk, nsub, act, min_term, xc, xd, xs, xb, outs, tas
 
 @njit(**_JIT)
 def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out):  # type: ignore[no-untyped-def]
-    """As mm_decode, with the activations laid out token-fastest: x16 int16 codes (K / 2, tp, 2)
-    (see simd.tile_dot64), xd (nb, tp) scales, xs (nb, tp) Q8_1 sums, xb (nb, nsub, tp) code
+    """As mm_decode_many for one matrix, with the activations laid out token-fastest: x16 int16
+    codes (K / 2, tp, 2) (see simd.tile_dot64), xd (nb, tp) scales, xs (nb, tp) Q8_1 sums, xb (nb, nsub, tp) code
     sums per sub-block; tp a multiple of `tile` (16 or 64; padding tokens are zero); out (T, N).
     The per-block float terms are computed for a whole tile at once (vectorised over tokens),
     with the same operations as `_term`."""

@@ -92,7 +92,7 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
     xsub = _sub_sums(xa, fmt)
     if _rows16(fmt, t):
-        Kn.mm_decode(m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term, xa.codes, xa.d, xa.s, xsub, y)
+        _decode([m], [fmt], xa, xsub, [y])
         return y
     tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
     tp = -(-t // tile) * tile
@@ -113,7 +113,7 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
     f0 = fmts[0]
     if (
         isinstance(xa, np.ndarray)
-        or len(ms) < 2
+        or not 2 <= len(ms) <= MANY
         or any(f is None or not _rows16(f, xa.codes.shape[0]) for f in fmts)
         or any(f is None or (f.qk, f.nsub, f.act, f.min_term) != (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)  # type: ignore[union-attr]
         or len({m.data.flags.writeable for m in ms}) != 1
@@ -122,15 +122,27 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
     assert f0 is not None
     t = xa.codes.shape[0]
     threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
-    outs = tuple(np.empty((t, m.n_out), dtype=np.float32) for m in ms)
-    tasks = _tasks(tuple(m.n_out for m in ms))
-    xsub = _sub_sums(xa, f0)
-    kinds = np.array([f.kind for f in fmts], dtype=np.int64)  # type: ignore[union-attr]
-    Kn.mm_decode_many(
-        tuple(m.data for m in ms), kinds, f0.qk, f0.nsub, f0.act, f0.min_term,
-        xa.codes, xa.d, xa.s, xsub, outs, tasks,
-    )
-    return list(outs)
+    outs = [np.empty((t, m.n_out), dtype=np.float32) for m in ms]
+    _decode(ms, [f for f in fmts if f is not None], xa, _sub_sums(xa, f0), outs)
+    return outs
+
+
+# mm_decode_many takes its matrices and outputs as tuples of exactly MANY arrays (fewer are
+# padded with the last one, which no work item reads or writes), so that one compiled signature
+# serves one matrix, gate/up and Q/K/V alike: each signature of the 16-row kernel costs ~20 s of
+# compiling on a machine's first run.
+MANY = 3
+
+
+def _decode(ms: list[QuantMatrix], fmts: list[QFormat], xa: QActs, xsub: np.ndarray, outs: list[np.ndarray]) -> None:
+    """outs[i] = x @ ms[i].W.T with the 16-row kernels, all matrices in one parallel loop."""
+    f0 = fmts[0]
+    pad = MANY - len(ms)
+    ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
+    ys = tuple(outs + [outs[-1]] * pad)
+    kinds = np.array([f.kind for f in fmts] + [fmts[-1].kind] * pad, dtype=np.int64)
+    tasks = _tasks(tuple(m.n_out for m in ms))  # work items of the real matrices only
+    Kn.mm_decode_many(ws, kinds, f0.qk, f0.nsub, f0.act, f0.min_term, xa.codes, xa.d, xa.s, xsub, ys, tasks)
 
 
 @lru_cache(maxsize=64)

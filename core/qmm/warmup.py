@@ -1,6 +1,6 @@
 """Compiling (or loading from numba's disk cache) every kernel before the first request.
 
-The first run on a machine compiles the kernels for its CPU (~10-30 s on 2 cores) and caches
+The first run on a machine compiles the kernels for its CPU (~30 s on 2 cores) and caches
 them; later runs load them in well under a second. `needs_compile()` tells a driver whether to
 say so before it happens."""
 
@@ -17,7 +17,7 @@ from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prep
 QT = GGMLQuantizationType
 
 _KERNELS: tuple[Any, ...] = (
-    kernels.mm_decode, kernels.mm_prefill, kernels.mm_float, acts._q8_0, acts._q8_k, tables.gelu_lookup,
+    kernels.mm_decode_many, kernels.mm_prefill, kernels.mm_float, acts._q8_0, acts._q8_k, tables.gelu_lookup,
     attention._attend,
 )
 
