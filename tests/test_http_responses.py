@@ -9,7 +9,6 @@ the control endpoint on a model steered into `<think>` by a grammar (greedy deco
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import openai

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from llamacli.core.runtime.tasks import Task, TaskParams
 from llamacli.http.config import ServerConfig
 from llamacli.http.metrics import prometheus_text
 from tests.http_app_client import Client, client, make  # noqa: F401 (a fixture)
