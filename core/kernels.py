@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from llamacli.core.qmm.threads import split_rows
+
 
 def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
     """y = x / sqrt(mean(x^2) + eps) * weight, over the last axis.
@@ -26,7 +28,8 @@ def rms_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray
     x2 = np.ascontiguousarray(x, dtype=np.float32).reshape(-1, n)
     y = np.empty_like(x2)
     w = _NO_WEIGHT if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
-    _rms_rows(x2, w, weight is not None, np.float32(eps), y)
+    e = np.float32(eps)
+    split_rows(lambda a, b: _rms_rows(x2[a:b], w, weight is not None, e, y[a:b]), x2.shape[0], n)
     return y.reshape(x.shape)
 
 

@@ -10,7 +10,6 @@ before a matmul, K/V cached as f16, attention operands in f16, GELU through the 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
@@ -147,19 +146,14 @@ class GGMLPrecision(Precision):
         # Every matmul and attention product here is batch-invariant by construction, so the
         # flag changes nothing (kept for the command line).
         super().__init__(threads, False)
-        n = qmm.threads.set_threads(threads)
+        qmm.threads.set_threads(threads)
         # BLAS (what NumPy glue still multiplies, e.g. LoRA factors) on one thread: its spinning
         # threads fought the kernels' threads and any other busy process; attention groups (the
         # compiled kernel releases the GIL) run side by side on our threads instead.
         limit_blas()
-        self._groups = ThreadPoolExecutor(n, thread_name_prefix="llama-attn") if n > 1 else None
 
     def run_each(self, fn: Callable[[T], None], items: Sequence[T]) -> None:
-        if self._groups is None or len(items) < 2:
-            super().run_each(fn, items)
-            return
-        for f in [self._groups.submit(fn, it) for it in items]:
-            f.result()
+        qmm.threads.run_each(fn, items)
 
     def kv(self, x: np.ndarray) -> np.ndarray:
         return N.round_f16(x)
@@ -201,7 +195,12 @@ class GGMLPrecision(Precision):
         x <= -10 -> 0 and x >= 10 -> x (docs/numerics.md 2.8)."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         y = np.empty_like(x)
-        gelu_lookup(x.reshape(-1), _gelu_f16_table(), y.reshape(-1))
+        table = _gelu_f16_table()
+        if x.ndim < 2 or x.size == 0:
+            gelu_lookup(x.reshape(-1), table, y.reshape(-1))
+            return y
+        x2, y2 = x.reshape(x.shape[0], -1), y.reshape(x.shape[0], -1)  # rows: tokens
+        qmm.threads.split_rows(lambda a, b: gelu_lookup(x2[a:b].reshape(-1), table, y2[a:b].reshape(-1)), *x2.shape)
         return y
 
     def attention(

@@ -125,14 +125,22 @@ from llamacli.core.qmm.attention import attention
 q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
 out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
+from numba.core.registry import cpu_target
+from llamacli.core.qmm.rows import target_has_vnni
+print("vnni" if target_has_vnni(cpu_target.target_context) else "no vnni")
 """
+
+# Haswell's own features (AVX2, FMA, F16C; no AVX-512): NUMBA_CPU_NAME alone keeps the host's
+# feature list, which would compile AVX-512 code for "haswell".
+_HASWELL_FEATURES = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,-avx512f,-avx512bw,-avx512vnni"
 
 
 @pytest.mark.slow
 def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
-    on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width
-    and the thread count (the attention kernel's float32 sums too)."""
+    on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width,
+    the instructions (AVX512-VNNI byte products or not) and the thread count (the attention
+    kernel's float32 sums too)."""
     import os
     import subprocess
     import sys
@@ -144,12 +152,16 @@ def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ign
         env = dict(os.environ)
         env.pop("NUMBA_CPU_NAME", None)
         env["NUMBA_NUM_THREADS"] = str(n_threads)
+        env.pop("NUMBA_CPU_FEATURES", None)
         if cpu:
             env["NUMBA_CPU_NAME"] = cpu
+            env["NUMBA_CPU_FEATURES"] = _HASWELL_FEATURES
             env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
         f = tmp_path / f"{cpu or 'host'}.npy"
         cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f), str(n_threads)]
-        subprocess.run(cmd, env=env, check=True, timeout=600)
+        run = subprocess.run(cmd, env=env, check=True, timeout=600, capture_output=True, text=True)
+        if cpu:
+            assert run.stdout.split()[-2:] == ["no", "vnni"]
         results.append(np.load(f))
     assert np.array_equal(results[0], results[1])
 

@@ -18,6 +18,7 @@ from numba import njit
 
 from llamacli.core.qmm.formats import ACT_Q8_0, ACT_Q8_1, ACT_Q8_K
 from llamacli.core.qmm.simd import round_f16
+from llamacli.core.qmm.threads import split_rows
 
 
 @dataclass
@@ -44,7 +45,7 @@ def quantize_acts(x: np.ndarray, act: int) -> QActs:
             raise ValueError(f"the last axis ({k}) must be a multiple of 256")
         d = np.empty((t, k // 256), dtype=np.float32)
         bsums = np.empty((t, k // 16), dtype=np.int32)
-        _q8_k(x, codes, d, bsums)
+        split_rows(lambda a, b: _q8_k(x[a:b], codes[a:b], d[a:b], bsums[a:b]), t, k)
         return QActs(codes, d, _EMPTY_F, bsums)
     if act not in (ACT_Q8_0, ACT_Q8_1):
         raise ValueError(f"unknown activation type {act}")
@@ -52,7 +53,8 @@ def quantize_acts(x: np.ndarray, act: int) -> QActs:
         raise ValueError(f"the last axis ({k}) must be a multiple of 32")
     d = np.empty((t, k // 32), dtype=np.float32)
     s = np.empty((t, k // 32), dtype=np.float32) if act == ACT_Q8_1 else _EMPTY_F
-    _q8_0(x, codes, d, s, act == ACT_Q8_1)
+    sums = act == ACT_Q8_1
+    split_rows(lambda a, b: _q8_0(x[a:b], codes[a:b], d[a:b], s[a:b] if sums else s, sums), t, k)
     return QActs(codes, d, s, _EMPTY_I)
 
 

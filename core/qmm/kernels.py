@@ -114,30 +114,30 @@ TOKENS_PER_CALL = 64
 
 
 @njit(cache=True, nogil=True)
-def _rows16(kind, w, r, nb, xc, xd, xs, xb, out):  # type: ignore[no-untyped-def]
+def _rows16(kind, w, r, nb, xc, xd, xs, xb, out, acc):  # type: ignore[no-untyped-def]
     """Rows r..r+16 of out (T, N), 16 rows at once for every activation row (core/qmm/rows.py),
-    for the types that `has_rows16`."""
+    for the types that `has_rows16`; acc (TOKENS_PER_CALL, ROWS) float32 scratch."""
     for t0 in range(0, xc.shape[0], TOKENS_PER_CALL):
         t1 = min(xc.shape[0], t0 + TOKENS_PER_CALL)
         xc_, xd_, out_ = xc[t0:t1], xd[t0:t1], out[t0:t1]
         xs_ = xs[t0:t1] if xs.shape[0] > 0 else xd_  # Q8_1 sums, read by Q4_1/Q5_1 only
         xb_ = xb[t0:t1] if xb.shape[0] > 0 else _NO_SUMS  # sub-block sums, read by Q4_K/Q5_K only
         if kind == Q8_0:
-            rows_q8_0(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q8_0(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q5_0:
-            rows_q5_0(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q5_0(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q4_0:
-            rows_q4_0(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q4_0(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q4_1:
-            rows_q4_1(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q4_1(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q5_1:
-            rows_q5_1(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q5_1(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q4_K:
-            rows_q4_k(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q4_k(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         elif kind == Q5_K:
-            rows_q5_k(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q5_k(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
         else:
-            rows_q6_k(w, r, nb, xc_, xd_, xs_, xb_, out_)
+            rows_q6_k(w, r, nb, xc_, xd_, xs_, xb_, out_, acc)
 
 
 ROWS16_KINDS = frozenset((Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K))
@@ -156,8 +156,9 @@ def _decode_rows(w, kind, qk, nsub, act, min_term, xc, xd, xs, xb, out, r0, r1):
     k = xc.shape[1]
     nb = k // qk
     if has_rows16(kind):
+        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32)
         while r0 + ROWS <= r1:
-            _rows16(kind, w, r0, nb, xc, xd, xs, xb, out)
+            _rows16(kind, w, r0, nb, xc, xd, xs, xb, out, acc)
             r0 += ROWS
     if kind == Q8_0 or kind == Q4_0 or kind == Q4_1 or kind == Q5_0 or kind == Q5_1:
         isums = np.empty(nb, dtype=np.int32)

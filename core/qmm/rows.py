@@ -87,13 +87,14 @@ def _pair_products(builder: Any, codes: Any, x32: Any) -> Any:
     return builder.add(even, odd)
 
 
-def _tree_plan() -> tuple[list[tuple[list[int], list[int]]], list[int]]:
-    """The shuffle masks of the transposing reduction of 16 vectors of 16 lanes, and the final
-    permutation that puts row i's sum in lane i. At level L (group width w = 16 >> L), each pair
-    (a, b) becomes (first halves of a's and b's groups) + (second halves)."""
+def _tree_plan(start: list[list[int]], width: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
+    """The shuffle masks of a transposing reduction of vectors of 16 lanes whose lanes hold
+    partial sums of the rows named in `start` (start[k][lane]: the row; groups of `width`
+    lanes hold one row each), and the final permutation that puts row i's sum in lane i. At
+    level L (group width w), each pair (a, b) becomes (first halves of a's and b's groups) +
+    (second halves)."""
     levels = []
-    rows = [[i] * 16 for i in range(16)]  # which row each lane of each vector holds
-    width = 16
+    rows = start
     while len(rows) > 1:
         half = width // 2
         # lanes of the result: group by group, the first (mask_lo) or second (mask_hi) half of
@@ -110,24 +111,30 @@ def _tree_plan() -> tuple[list[tuple[list[int], list[int]]], list[int]]:
         levels.append((mask_lo, mask_hi))
         rows = nxt
         width = half
+    assert width == 1
     final = rows[0]
     perm = [final.index(i) for i in range(16)]
     return levels, perm
 
 
-_LEVELS, _PERM = _tree_plan()
+# 16 vectors, one row each (16 lanes of a row's partial sums)
+_LEVELS, _PERM = _tree_plan([[i] * 16 for i in range(16)], 16)
+# 8 vectors of two rows each (lanes 0-7: row 2k, lanes 8-15: row 2k + 1)
+_LEVELS2, _PERM2 = _tree_plan([[2 * k] * 8 + [2 * k + 1] * 8 for k in range(8)], 8)
 
 
-def _reduce16(builder: Any, vecs: list[Any]) -> Any:
-    """16 vectors <16 x i32> -> <16 x i32> whose lane i is the sum of vecs[i]'s lanes (exact)."""
-    for mask_lo, mask_hi in _LEVELS:
+def _reduce16(builder: Any, vecs: list[Any], plan: tuple[list[tuple[list[int], list[int]]], list[int]] = (_LEVELS, _PERM)) -> Any:
+    """16 vectors <16 x i32> -> <16 x i32> whose lane i is the sum of vecs[i]'s lanes (exact);
+    with plan (_LEVELS2, _PERM2): 8 vectors of two rows' partial sums each."""
+    levels, perm = plan
+    for mask_lo, mask_hi in levels:
         nxt = []
         for k in range(0, len(vecs), 2):
             a = builder.shuffle_vector(vecs[k], vecs[k + 1], _const_vec(_I32, mask_lo))
             b = builder.shuffle_vector(vecs[k], vecs[k + 1], _const_vec(_I32, mask_hi))
             nxt.append(builder.add(a, b))
         vecs = nxt
-    return builder.shuffle_vector(vecs[0], vecs[0], _const_vec(_I32, _PERM))
+    return builder.shuffle_vector(vecs[0], vecs[0], _const_vec(_I32, perm))
 
 
 def _gather_f16(builder: Any, ptrs: list[Any], at: int) -> Any:
@@ -167,6 +174,50 @@ def _legacy_terms(kind: int) -> tuple[int, Any, Any]:
         xv = builder.load(builder.bitcast(builder.gep(x, [builder.mul(b, ir.Constant(_I64, 32))]), _vec(_I8, 32).as_pointer()), align=1)
         x32 = builder.sext(xv, _vec(_I32, 32))
         isum = _reduce16(builder, [_pair_products(builder, c, x32) for c in codes])
+        term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
+        if mins is not None:
+            term = builder.fadd(term, builder.fmul(mins, sx))
+        return term
+
+    return bsize, prepare, terms
+
+
+def _dpbusd(builder: Any, acc: Any, a: Any, b: Any) -> Any:
+    """acc + (sums of 4 products of unsigned bytes of a and signed bytes of b), per int32 lane
+    (vpdpbusd; a, b: <64 x i8>, acc: <16 x i32>). Exact: no saturation, |each sum| < 2^17."""
+    v16 = _vec(_I32, ROWS)
+    name = "llvm.x86.avx512.vpdpbusd.512"
+    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), name)
+    return builder.call(fn, [acc, builder.bitcast(a, v16), builder.bitcast(b, v16)])
+
+
+def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
+    """As `_legacy_terms`, on CPUs with AVX512-VNNI: the same integers isum with byte products.
+
+    Rows 2k and 2k + 1 share a vector (<64 x i8>: their 32 signed codes side by side), so a
+    block of 16 rows is 8 vpdpbusd per activation row and a 3-level tree instead of 16
+    multiplies and a 4-level one. vpdpbusd takes one unsigned operand: the activation's codes
+    are offset by 128 (x ^ 0x80 = x + 128 as an unsigned byte), and each lane's accumulator
+    starts at -128 * (the sum of its 4 weight codes), prepared once per block, so that every
+    lane holds the exact sum of its 4 products x * q."""
+    bsize, _, _, _, m_at = LAYOUTS[kind]
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        codes = [block_codes(builder, p, kind) for p in blocks]
+        pairs = [builder.shuffle_vector(codes[2 * k], codes[2 * k + 1], _const_vec(_I32, list(range(64)))) for k in range(ROWS // 2)]
+        zero = ir.Constant(_vec(_I32, ROWS), [0] * ROWS)
+        m128 = _const_vec(_I8, [-128] * 64)  # 0x80: 128 as the unsigned operand
+        # 128 * quad sums of the codes, negated: -(128 * sum) as the accumulators' start
+        starts = [builder.sub(zero, _dpbusd(builder, zero, m128, p)) for p in pairs]
+        mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
+        return pairs, starts, _gather_f16(builder, blocks, 0), mins
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        pairs, starts, d, mins = state
+        xv = builder.load(builder.bitcast(builder.gep(x, [builder.mul(b, ir.Constant(_I64, 32))]), _vec(_I8, 32).as_pointer()), align=1)
+        xu = builder.xor(xv, _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
+        x2 = builder.shuffle_vector(xu, xu, _const_vec(_I32, list(range(32)) * 2))
+        isum = _reduce16(builder, [_dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)], (_LEVELS2, _PERM2))
         term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
         if mins is not None:
             term = builder.fadd(term, builder.fmul(mins, sx))
@@ -391,27 +442,40 @@ def _q6_k_terms() -> Any:
     return 210, prepare, terms
 
 
-def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None) -> Any:
+def target_has_vnni(context: Any) -> bool:
+    """Whether the code numba generates targets a CPU with AVX512-VNNI (and BW): the features
+    of its target machine (the host's, or NUMBA_CPU_FEATURES)."""
+    features = str(getattr(context.codegen(), "_tm_features", "")).split(",")
+    return "+avx512vnni" in features and "+avx512bw" in features
+
+
+def _make_rows_dot(
+    block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None, vnni: tuple[Any, Any] | None = None
+) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
     dx, sx, xsub)` -> <16 x float>, the float terms of block b of the 16 rows for one activation
     row (blocks: the blocks' byte pointers; x: the row's codes; dx, sx: its scale and Q8_1 sum
     of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
-    another (prepare, terms) pair for one activation row, giving the same values."""
-    prepare1, terms1 = single if single is not None else (prepare, terms)
+    another (prepare, terms) pair for one activation row, giving the same values; `vnni`:
+    another pair, for every row count, on CPUs with AVX512-VNNI (`target_has_vnni`)."""
+    generic, one_row = (prepare, terms), single
 
     @intrinsic
-    def rows_dot(typingctx: Any, w: Any, r0: Any, nb: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any) -> Any:
+    def rows_dot(typingctx: Any, w: Any, r0: Any, nb: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
         """out[t, r0 + i] = row r0 + i of w (N, row bytes) . activation row t, for i < 16 and every
         t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums, xb (T, nb, nsub) int32
-        code sums per sub-block, out (T, N) float32; all C-contiguous (module docstring)."""
-        sig = types.void(w, r0, nb, x, xd, xs, xb, out)
+        code sums per sub-block, out (T, N) float32; acc (>= T, 16) float32 scratch for the
+        accumulators of several rows; all C-contiguous (module docstring)."""
+        sig = types.void(w, r0, nb, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            prepare, terms = vnni if vnni is not None and target_has_vnni(context) else generic
+            prepare1, terms1 = one_row if one_row is not None else (prepare, terms)
             f32 = ir.FloatType()
             vf = _vec(f32, ROWS)
-            wa, xa, xda, xsa, xba, oa = (
-                context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 3, 4, 5, 6, 7)
+            wa, xa, xda, xsa, xba, oa, aa = (
+                context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 3, 4, 5, 6, 7, 8)
             )
             row_bytes = builder.extract_value(wa.strides, 0)
             r0_ = builder.sext(args[1], _I64) if args[1].type != _I64 else args[1]
@@ -431,6 +495,9 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
 
             def out_ptr(t: Any) -> Any:
                 return builder.bitcast(builder.gep(oa.data, [builder.add(builder.mul(t, n_out), r0_)]), vf.as_pointer())
+
+            def acc_ptr(t: Any) -> Any:
+                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, ROWS))]), vf.as_pointer())
 
             def block_ptrs(b: Any) -> tuple[Any, list[Any]]:
                 boff = builder.mul(b, ir.Constant(_I64, block_bytes))
@@ -472,8 +539,10 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             builder.store(sres, out_ptr(ir.Constant(_I64, 0)), align=4)
             builder.branch(done)
 
-            # Several rows: out[t, r0 : r0 + 16] = 0 for every t, then each block is unpacked
-            # once and its terms added to every row's accumulators (in out), blocks in order.
+            # Several rows: acc[t] = 0 for every t, then each block is unpacked once and its
+            # terms added to every row's accumulators, blocks in order; then out[t, r0 : r0 + 16]
+            # = acc[t]. (The accumulators live in contiguous scratch: out's rows are N floats
+            # apart, which for N a multiple of 1024 puts them all in the same cache sets.)
             builder.position_at_end(multi)
             pre = builder.block
             init = fn.append_basic_block("rows_init")
@@ -482,7 +551,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             builder.position_at_end(init)
             ti = builder.phi(_I64)
             ti.add_incoming(ir.Constant(_I64, 0), pre)
-            builder.store(zero, out_ptr(ti), align=4)
+            builder.store(zero, acc_ptr(ti), align=4)
             ti1 = builder.add(ti, one)
             ti.add_incoming(ti1, init)
             builder.cbranch(builder.icmp_signed("<", ti1, n_tok), init, start)
@@ -490,6 +559,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             blk = fn.append_basic_block("rows_block")
             tok = fn.append_basic_block("rows_token")
             latch = fn.append_basic_block("rows_latch")
+            copy = fn.append_basic_block("rows_copy")
             go = builder.and_(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)))
             builder.cbranch(go, blk, done)
             builder.position_at_end(blk)
@@ -501,15 +571,22 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             builder.position_at_end(tok)
             t = builder.phi(_I64)
             t.add_incoming(ir.Constant(_I64, 0), blk)
-            op = out_ptr(t)
-            builder.store(builder.fadd(builder.load(op, align=4), token_terms(state, blocks, t, b)), op, align=4)
+            ap = acc_ptr(t)
+            builder.store(builder.fadd(builder.load(ap, align=4), token_terms(state, blocks, t, b)), ap, align=4)
             t1 = builder.add(t, one)
             t.add_incoming(t1, tok)
             builder.cbranch(builder.icmp_signed("<", t1, n_tok), tok, latch)
             builder.position_at_end(latch)
             b1 = builder.add(b, one)
             b.add_incoming(b1, latch)
-            builder.cbranch(builder.icmp_signed("<", b1, nb_), blk, done)
+            builder.cbranch(builder.icmp_signed("<", b1, nb_), blk, copy)
+            builder.position_at_end(copy)
+            tc = builder.phi(_I64)
+            tc.add_incoming(ir.Constant(_I64, 0), latch)
+            builder.store(builder.load(acc_ptr(tc), align=4), out_ptr(tc), align=4)
+            tc1 = builder.add(tc, one)
+            tc.add_incoming(tc1, copy)
+            builder.cbranch(builder.icmp_signed("<", tc1, n_tok), copy, done)
             builder.position_at_end(done)
             return context.get_dummy_value()
 
@@ -518,11 +595,15 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     return rows_dot
 
 
-rows_q4_0 = _make_rows_dot(*_legacy_terms(0))
-rows_q4_1 = _make_rows_dot(*_legacy_terms(1))
-rows_q5_0 = _make_rows_dot(*_legacy_terms(2))
-rows_q5_1 = _make_rows_dot(*_legacy_terms(3))
-rows_q8_0 = _make_rows_dot(*_legacy_terms(4))
+def _legacy_rows_dot(kind: int) -> Any:
+    return _make_rows_dot(*_legacy_terms(kind), vnni=_legacy_terms_vnni(kind)[1:])
+
+
+rows_q4_0 = _legacy_rows_dot(0)
+rows_q4_1 = _legacy_rows_dot(1)
+rows_q5_0 = _legacy_rows_dot(2)
+rows_q5_1 = _legacy_rows_dot(3)
+rows_q8_0 = _legacy_rows_dot(4)
 _Q4_K = _k_min_terms(False)
 rows_q4_k = _make_rows_dot(_Q4_K[0], _Q4_K[1], _Q4_K[2], single=_k4_byte_terms()[1:])
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))

@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 if "OMP_WAIT_POLICY" not in os.environ:
     os.environ.setdefault("GOMP_SPINCOUNT", "20000")
@@ -20,6 +23,8 @@ import numba  # noqa: E402
 _lock = threading.Lock()
 _wanted = 0
 _local = threading.local()
+_pool: ThreadPoolExecutor | None = None
+T = TypeVar("T")
 
 
 def max_threads() -> int:
@@ -102,3 +107,48 @@ def configure(macs: int = SERIAL_MACS) -> None:
     if getattr(_local, "n", None) != want:
         numba.set_num_threads(want)
         _local.n = want
+
+
+# Below this many elements a row-wise step (a norm, a table lookup, quantizing activations)
+# runs on the calling thread alone: handing work to the pool costs ~20-50 us.
+SPLIT_MIN_ELEMENTS = 1 << 16
+
+
+def _executor() -> ThreadPoolExecutor | None:
+    """The Python threads that run independent compiled calls side by side (they release the
+    GIL): one per kernel thread, re-made when the thread count changes; None for one thread."""
+    global _pool
+    n = _wanted or max_threads()
+    with _lock:
+        if n <= 1:
+            return None
+        if _pool is None or _pool._max_workers != n:
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool = ThreadPoolExecutor(n, thread_name_prefix="llama-kern")
+        return _pool
+
+
+def run_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
+    """fn(item) for each item, side by side on the pool (independent pieces of work: attention
+    groups, row ranges); in order on the calling thread when there is one thread or one item."""
+    pool = _executor() if len(items) > 1 else None
+    if pool is None:
+        for it in items:
+            fn(it)
+        return
+    for f in [pool.submit(fn, it) for it in items]:
+        f.result()
+
+
+def split_rows(fn: Callable[[int, int], None], n_rows: int, n_cols: int) -> None:
+    """fn(a, b) over row ranges that cover [0, n_rows), one per thread, when the step is large
+    enough to gain from it and the machine is not busy (as `configure`); fn(0, n_rows) otherwise.
+    For row-wise steps only: each row's result is the same whichever range computed it."""
+    n = _wanted or max_threads()
+    if n <= 1 or n_rows < 2 or n_rows * n_cols < SPLIT_MIN_ELEMENTS or _contention.update():
+        fn(0, n_rows)
+        return
+    n = min(n, n_rows)
+    edges = [n_rows * i // n for i in range(n + 1)]
+    run_each(lambda i: fn(edges[i], edges[i + 1]), list(range(n)))
