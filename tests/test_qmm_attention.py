@@ -9,6 +9,7 @@ import numpy as np
 
 from llamacli.core import kernels as K
 from llamacli.core.qmm.attention import attention
+from tests.test_qmm_expf import ref_exp_sum
 
 f32, f64 = np.float32, np.float64
 
@@ -27,8 +28,8 @@ def _inputs(S: int, H: int, Hkv: int, Tq: int, L: int, D: int, Dv: int, seed: in
 
 def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, cap: float | None) -> np.ndarray:
     """The module's documented order, written with NumPy: float32 sums in order of d (scores)
-    and of l (the V product), each step one rounding; exp in float64 then float32; sum in
-    float64. Equal bits expected."""
+    and of l (the V product), each step one rounding; ggml's exp over each row's visible keys
+    and its sum order (test_qmm_expf.ref_exp_sum). Equal bits expected."""
     S, H, Tq, D = q.shape
     G = H // k.shape[1]
     out = np.zeros((S, H, Tq, v.shape[3]), dtype=f32)
@@ -45,10 +46,13 @@ def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: 
             w = (w + mask[s]).astype(f32)
             m = np.max(w, axis=-1, keepdims=True)
             m[~np.isfinite(m)] = 0
-            e = np.vectorize(lambda x: f32(math.exp(f64(x))))(w - m).astype(f32)
+            e = np.zeros_like(w)
             total = np.zeros((Tq, 1), dtype=f64)
-            for l in range(e.shape[1]):
-                total += e[:, l : l + 1].astype(f64)
+            for t in range(Tq):
+                vis = np.flatnonzero(mask[s, t] == 0)  # one run of visible keys
+                if vis.size:
+                    a, b = vis[0], vis[-1] + 1
+                    e[t, a:b], total[t, 0] = ref_exp_sum((w[t, a:b] - m[t]).astype(f32))
             with np.errstate(divide="ignore"):
                 inv = np.where(total > 0, 1.0 / total, 0.0).astype(f32)
             p = _f16(e * inv)

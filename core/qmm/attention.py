@@ -5,7 +5,7 @@ For each sequence s and KV head h, the R = G * Tq query rows that share that hea
 
     s[r, l]  = sum over d of f16(q[r, d]) * k[l, d]          (float32, d = 0, 1, ... in order)
     w        = f32(s * scale), soft-capped if asked, + mask  (mask: 0 or -inf)
-    e        = f32(exp(w - max w)); p = f32(e * f32(1 / sum e))   (sum in float64)
+    e        = expf(w - max w); p = f32(e * f32(1 / sum e))      (ggml's exp and sum: expf.py)
     out[r, j] = sum over l of f16(p[r, l]) * v[l, j]         (float32, l = 0, 1, ... in order)
 
 k and v hold f16 values (the cache stores them rounded), so every product is exact in
@@ -24,6 +24,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from llamacli.core.qmm.expf import exp_sum
 from llamacli.core.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2
 from llamacli.core.qmm.simd import round_f16
 
@@ -73,11 +74,7 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap):  # type:
         m = max(m, w)
     if not np.isfinite(m):
         m = np.float32(0.0)
-    total = 0.0  # float64
-    for l in range(a, b):
-        e = np.float32(math.exp(np.float64(sc[so + l] - m)))
-        sc[so + l] = e
-        total += np.float64(e)
+    total = exp_sum(sc, so + a, b - a, m)  # float64
     inv = np.float32(1.0 / total) if total > 0.0 else np.float32(0.0)
     for l in range(la, lb):
         pb[po + l] = round_f16(sc[so + l] * inv) if a <= l < b else np.float32(0.0)
