@@ -32,9 +32,12 @@ def _tokens(model: DecoderModel, n: int, seed: int) -> np.ndarray:
 
 
 def bench_pp(model: DecoderModel, n_prompt: int = 512, reps: int = 2) -> BenchResult:
-    """Best of `reps` prefills of n_prompt tokens into an empty cache."""
+    """Best of `reps` prefills of n_prompt tokens into an empty cache, after one unmeasured
+    warm-up prefill (as llama-bench warms up: first-touch page faults of the mapped weights
+    and of the cache, the thread pools' start)."""
     toks = _tokens(model, n_prompt, 1)
     cache = model.new_cache(1, n_prompt)
+    model.forward(Batch.single(toks), cache)
     best = float("inf")
     for _ in range(reps):
         cache.clear()

@@ -115,12 +115,13 @@ SPLIT_MIN_ELEMENTS = 1 << 16
 
 
 def _executor() -> ThreadPoolExecutor | None:
-    """The Python threads that run independent compiled calls side by side (they release the
-    GIL): one per kernel thread, re-made when the thread count changes; None for one thread."""
+    """The Python threads that run independent compiled calls beside the calling thread (the
+    calls release the GIL): one fewer than the kernel threads, re-made when that count
+    changes; None for one thread."""
     global _pool
-    n = _wanted or max_threads()
+    n = (_wanted or max_threads()) - 1
     with _lock:
-        if n <= 1:
+        if n < 1:
             return None
         if _pool is None or _pool._max_workers != n:
             if _pool is not None:
@@ -129,16 +130,35 @@ def _executor() -> ThreadPoolExecutor | None:
         return _pool
 
 
+_END = object()
+
+
 def run_each(fn: Callable[[T], None], items: Sequence[T]) -> None:
-    """fn(item) for each item, side by side on the pool (independent pieces of work: attention
-    groups, row ranges); in order on the calling thread when there is one thread or one item."""
+    """fn(item) for each item (independent pieces of work: attention groups, row ranges), side
+    by side: the calling thread and the pool's threads take the next item in turn until none
+    is left; in order on the calling thread when there is one thread or one item."""
     pool = _executor() if len(items) > 1 else None
     if pool is None:
         for it in items:
             fn(it)
         return
-    for f in [pool.submit(fn, it) for it in items]:
-        f.result()
+    queue = iter(items)
+    taking = threading.Lock()
+
+    def drain() -> None:
+        while True:
+            with taking:
+                item = next(queue, _END)
+            if item is _END:
+                return
+            fn(item)  # type: ignore[arg-type]
+
+    helpers = [pool.submit(drain) for _ in range(min(pool._max_workers, len(items) - 1))]
+    try:
+        drain()
+    finally:
+        for f in helpers:
+            f.result()
 
 
 def split_rows(fn: Callable[[int, int], None], n_rows: int, n_cols: int) -> None:
