@@ -159,9 +159,10 @@ def _tasks(n_outs: tuple[int, ...]) -> np.ndarray:
 
 
 def _sub_sums(xa: QActs, fmt: QFormat) -> np.ndarray:
-    """K-quants with mins: the activation's code sums per sub-block (T, nb, nsub), from its sums
-    per 16; an empty array for the other types."""
-    if fmt.min_term != MIN_K:
+    """K-quants with mins, and Q6_K (its one-row kernel takes the codes' offset 32 back through
+    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; an
+    empty array for the other types."""
+    if fmt.min_term != MIN_K and fmt.qtype != QT.Q6_K:
         return _EMPTY3
     return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
 

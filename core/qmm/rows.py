@@ -340,9 +340,9 @@ def _k_min_terms(with_qh: bool) -> Any:
 
 
 def _madd_u8(builder: Any, codes: Any, x: Any) -> Any:
-    """<64 x i8> non-negative codes (< 16) . <64 x i8> activation codes -> <32 x i16>, products
+    """<64 x i8> non-negative codes (< 64) . <64 x i8> activation codes -> <32 x i16>, products
     added in pairs (vpmaddubsw). The clamp to int16 is the instruction's saturation, which
-    never acts here (|pair| <= 2 * 15 * 128 = 3840): written out, it is what lets LLVM select
+    never acts here (|pair| <= 2 * 63 * 128 = 16128): written out, it is what lets LLVM select
     the instruction (AVX2 and AVX-512 alike); the value is the exact pair sum."""
     even = _const_vec(_I32, list(range(0, 64, 2)))
     odd = _const_vec(_I32, list(range(1, 64, 2)))
@@ -437,6 +437,55 @@ def _q6_k_terms() -> Any:
         codes, d = state
         x16 = _x16_groups(builder, x, b)
         isum = _reduce16(builder, [_sum_pairs(builder, row, x16) for row in codes])
+        return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
+
+    return 210, prepare, terms
+
+
+def _q6_k_byte_terms() -> Any:
+    """Q6_K for one activation row (decoding): the same integers isum as `_q6_k_terms`, formed
+    from the stored unsigned 6-bit codes with byte products (vpmaddubsw: |pair| <= 2 * 63 * 127,
+    no saturation) and the scales applied to the int16 pair sums (vpmaddwd); the codes' offset
+    32 comes back through the activation's code sums per 16 (xsub): isum = sum_g sc_g *
+    (dot(q_g, x_g) - 32 * xsum_g), summed in each row's 16 lanes before the tree (exact)."""
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        """Per row: the codes of values 128h + 64p .. + 63 (<64 x i8>, unsigned) with their 4
+        scales as <32 x i16> ([sc] * 8 per 16 values, matching the pair sums), and -32 * the
+        16 scales (<16 x i32>)."""
+        codes, negs = [], []
+        m15, m30 = _const_vec(_I8, [15] * 64), _const_vec(_I8, [0x30] * 64)
+        for p in blocks:
+            sc = builder.sext(_load(builder, p, 192, _vec(_I8, 16)), _vec(_I16, 16))
+            row = []
+            for h in range(2):
+                ql = _load(builder, p, 64 * h, _vec(_I8, 64))  # low nibbles: k = 2p (bytes 0-31), 2p + 1 (32-63)
+                qh = _load(builder, p, 128 + 32 * h, _vec(_I8, 32))
+                # high bits of k = 2p at (qh >> 4p) & 3, of k = 2p + 1 at (qh >> 4p + 2) & 3: side by
+                # side as qh2 = [qh, qh >> 2], then moved to bits 4-5
+                qh2 = builder.shuffle_vector(qh, builder.lshr(qh, _const_vec(_I8, [2] * 32)), _const_vec(_I32, list(range(64))))
+                for half in range(2):
+                    lo = builder.and_(ql, m15) if half == 0 else builder.and_(builder.lshr(ql, _const_vec(_I8, [4] * 64)), m15)
+                    hi = builder.and_(builder.shl(qh2, _const_vec(_I8, [4] * 64)), m30) if half == 0 else builder.and_(qh2, m30)
+                    s0 = 8 * h + 4 * half
+                    scv = _shuf(builder, sc, [s0] * 8 + [s0 + 1] * 8 + [s0 + 2] * 8 + [s0 + 3] * 8)
+                    row.append((builder.or_(lo, hi), scv))
+            codes.append(row)
+            negs.append(builder.mul(builder.sext(sc, _vec(_I32, 16)), _const_vec(_I32, [-32] * 16)))
+        return codes, negs, _gather_f16(builder, blocks, 208)
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        codes, negs, d = state
+        base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
+        x64 = [_load(builder, base, 64 * g, _vec(_I8, 64)) for g in range(4)]  # g = 2h + p
+        xs = builder.load(builder.bitcast(xsub, _vec(_I32, 16).as_pointer()), align=4)  # sums per 16
+        per_row = []
+        for row, neg in zip(codes, negs):
+            acc = builder.mul(neg, xs)  # -32 * sc_g * xsum_g, lane g
+            for (c, scv), xg in zip(row, x64):
+                acc = builder.add(acc, _pair16(builder, _madd_u8(builder, c, xg), scv))
+            per_row.append(acc)
+        isum = _reduce16(builder, per_row)
         return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
 
     return 210, prepare, terms
@@ -607,4 +656,4 @@ rows_q8_0 = _legacy_rows_dot(4)
 _Q4_K = _k_min_terms(False)
 rows_q4_k = _make_rows_dot(_Q4_K[0], _Q4_K[1], _Q4_K[2], single=_k4_byte_terms()[1:])
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
-rows_q6_k = _make_rows_dot(*_q6_k_terms())
+rows_q6_k = _make_rows_dot(*_q6_k_terms(), single=_q6_k_byte_terms()[1:])
