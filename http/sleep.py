@@ -53,6 +53,7 @@ class IdleSleep:
         self.sleeping = False
         self.snapshot: dict[str, Any] = {}  # what the exempt endpoints answer while asleep
         self.metrics: Any = None  # the engine's counters, carried over to the reloaded engine
+        self.lora_scales: tuple[float, ...] | None = None  # POST /lora-adapters' scales, carried over too
         self._active = 0  # requests being handled that count as tasks
         self._last = time.monotonic()
         self._waking: asyncio.Future[None] | None = None
@@ -115,6 +116,7 @@ class IdleSleep:
         self.snapshot = dormant_snapshot(st)
         engine, _ = st.require()  # watch() sleeps only a ready server
         self.metrics = engine.metrics
+        self.lora_scales = engine.lora_scales
         st.engine = None
         st.model = None
         self.sleeping = True
@@ -153,6 +155,9 @@ class IdleSleep:
             raise ApiError(503, f"the model could not be reloaded after sleeping: {e}", "unavailable_error") from None
         if self.metrics is not None:
             engine.metrics = self.metrics
+        if self.lora_scales is not None and len(self.lora_scales) == len(engine.loras):
+            # as llama-server, which reloads with its current adapter list (scales included)
+            engine.set_lora_scales(self.lora_scales)
         self.state.set_ready(engine, info)
         self.sleeping = False
         self.snapshot = {}

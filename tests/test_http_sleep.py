@@ -68,3 +68,31 @@ def test_sleep_releases_memory_and_wakes_with_the_same_answer(demo_model: str) -
         assert "llama serve: awake: model reloaded" in srv.log()
         status, metrics = srv.get("/metrics")
         assert "llamacpp:tokens_predicted_total 16" in metrics  # the counters survived the sleep
+
+
+def test_lora_scales_survive_sleep(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Scales set with POST /lora-adapters are the server's after it wakes, as llama-server
+    reloads with its current adapter list; and they still act (the first-token log-probs with
+    them differ from the base model's)."""
+    from tests.tiny_lora import write_tiny_lora
+    from tests.tiny_models import write_tiny_model
+
+    model = write_tiny_model("llama", "F32", tmp_path / "m.gguf")
+    a = write_tiny_lora("llama-F32-a", tmp_path / "a.gguf")
+    probe = {"prompt": "hello", "n_predict": 1, "n_probs": 3, "temperature": 0.0, "cache_prompt": False}
+    with LlamaServer("-m", str(model), "-c", "256", "-np", "1", "--lora-scaled", f"{a}:0", "--sleep-idle-seconds", str(IDLE)) as srv:
+        status, base = srv.post("/completion", probe)
+        assert status == 200, base
+        assert srv.post("/lora-adapters", [{"id": 0, "scale": 0.5}])[0] == 200
+        status, scaled = srv.post("/completion", probe)
+        assert status == 200, scaled
+        assert scaled["completion_probabilities"] != base["completion_probabilities"]
+        t0 = time.monotonic()
+        while not _sleeping(srv):
+            assert time.monotonic() - t0 < 30, srv.log()
+            time.sleep(0.2)
+        status, after = srv.post("/completion", probe)  # wakes the model
+        assert status == 200, after
+        assert "llama serve: awake: model reloaded" in srv.log()
+        assert [x["scale"] for x in srv.get("/lora-adapters")[1]] == [0.5]
+        assert after["completion_probabilities"] == scaled["completion_probabilities"]
