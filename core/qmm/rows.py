@@ -23,6 +23,7 @@ Per type (ggml-common.h layouts; d and m are fp16):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -339,21 +340,34 @@ def _k_min_terms(with_qh: bool) -> Any:
     return (176 if with_qh else 144), prepare, terms
 
 
+@dataclass
+class _Target:
+    """What the code being generated may use: set from the target machine's features at the
+    start of each kernel's code generation (numba generates one function at a time)."""
+
+    avx512bw: bool = False
+
+
+_TARGET = _Target()
+
+
 def _madd_u8(builder: Any, codes: Any, x: Any) -> Any:
     """<64 x i8> non-negative codes (< 64) . <64 x i8> activation codes -> <32 x i16>, products
-    added in pairs (vpmaddubsw). The clamp to int16 is the instruction's saturation, which
-    never acts here (|pair| <= 2 * 63 * 128 = 16128): written out, it is what lets LLVM select
-    the instruction (AVX2 and AVX-512 alike); the value is the exact pair sum."""
+    added in pairs: vpmaddubsw, called by name where the target has AVX512-BW (LLVM rewrites
+    the written-out pattern below into 16-bit multiplies and shuffles: about five times the
+    instructions). The instruction saturates to int16, which never acts here (|pair| <=
+    2 * 63 * 128 = 16128), so both forms give the exact pair sums."""
+    if _TARGET.avx512bw:
+        v32x16, v64x8 = _vec(_I16, 32), _vec(_I8, 64)
+        name = "llvm.x86.avx512.pmaddubs.w.512"
+        fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v32x16, [v64x8, v64x8]), name)
+        return builder.call(fn, [codes, x])
     even = _const_vec(_I32, list(range(0, 64, 2)))
     odd = _const_vec(_I32, list(range(1, 64, 2)))
     v32 = _vec(_I32, 32)
     ce, co = (builder.zext(builder.shuffle_vector(codes, codes, m), v32) for m in (even, odd))
     xe, xo = (builder.sext(builder.shuffle_vector(x, x, m), v32) for m in (even, odd))
     pair = builder.add(builder.mul(ce, xe), builder.mul(co, xo))
-    fty = ir.FunctionType(v32, [v32, v32])
-    smax = builder.module.globals.get("llvm.smax.v32i32") or ir.Function(builder.module, fty, "llvm.smax.v32i32")
-    smin = builder.module.globals.get("llvm.smin.v32i32") or ir.Function(builder.module, fty, "llvm.smin.v32i32")
-    pair = builder.call(smin, [builder.call(smax, [pair, _const_vec(_I32, [-32768] * 32)]), _const_vec(_I32, [32767] * 32)])
     return builder.trunc(pair, _vec(_I16, 32))
 
 
@@ -366,18 +380,20 @@ def _k4_byte_terms() -> Any:
     keep `_k_min_terms`."""
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
-        """Per row: the codes of sub-blocks 2g and 2g + 1 side by side (<64 x i8>, as stored:
-        unsigned) with their scales ([sc_2g] * 16 + [sc_2g+1] * 16, <32 x i16>); the mins."""
+        """Per row: for each half h of the block (qs bytes 64h .. 64h + 63, groups 2h and 2h + 1)
+        its low nibbles (sub-blocks 4h and 4h + 2) and its high nibbles (4h + 1 and 4h + 3), as
+        stored: unsigned <64 x i8>, each with its two scales ([sc] * 16 per sub-block, matching
+        the pair sums, <32 x i16>); the mins. One 64-byte load and a mask (or a shift) per 64
+        codes: the activation is arranged to match instead (`terms`), once for all 16 rows."""
         codes, mins = [], []
+        m15 = _const_vec(_I8, [15] * 64)
         for p in blocks:
             sc, m = _k4_scales_mins(builder, p)
             row = []
-            for g in range(4):
-                q = _load(builder, p, 16 + 32 * g, _vec(_I8, 32))
-                lo = builder.and_(q, _const_vec(_I8, [15] * 32))
-                hi = builder.lshr(q, _const_vec(_I8, [4] * 32))
-                pair = builder.shuffle_vector(lo, hi, _const_vec(_I32, list(range(64))))
-                row.append((pair, _shuf(builder, sc, [2 * g] * 16 + [2 * g + 1] * 16)))
+            for h in range(2):
+                q = _load(builder, p, 16 + 64 * h, _vec(_I8, 64))
+                row.append((builder.and_(q, m15), _shuf(builder, sc, [4 * h] * 16 + [4 * h + 2] * 16)))
+                row.append((builder.lshr(q, _const_vec(_I8, [4] * 64)), _shuf(builder, sc, [4 * h + 1] * 16 + [4 * h + 3] * 16)))
             codes.append(row)
             mins.append(m)
         return codes, _columns(builder, mins), _gather_f16(builder, blocks, 0), _gather_f16(builder, blocks, 2)
@@ -386,7 +402,13 @@ def _k4_byte_terms() -> Any:
         codes, mcols, d, dmin = state
         f32v = _vec(ir.FloatType(), ROWS)
         base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
-        x64 = [_load(builder, base, 64 * g, _vec(_I8, 64)) for g in range(4)]
+        # sub-block j holds values 32j .. 32j + 31: the low nibbles of half h pair with values
+        # 128h + 0..31 and 128h + 64..95, the high nibbles with 128h + 32..63 and 128h + 96..127
+        x64 = []
+        for h in range(2):
+            v = _load(builder, base, 128 * h, _vec(_I8, 128))
+            x64.append(builder.shuffle_vector(v, v, _const_vec(_I32, list(range(0, 32)) + list(range(64, 96)))))
+            x64.append(builder.shuffle_vector(v, v, _const_vec(_I32, list(range(32, 64)) + list(range(96, 128)))))
         per_row = []
         for row in codes:
             # the 8 sub-blocks' dots, each times its scale: pairs of products (int16), then
@@ -491,10 +513,15 @@ def _q6_k_byte_terms() -> Any:
     return 210, prepare, terms
 
 
+def _features(context: Any) -> list[str]:
+    """The features of the target machine numba generates code for (the host's, or
+    NUMBA_CPU_FEATURES)."""
+    return str(getattr(context.codegen(), "_tm_features", "")).split(",")
+
+
 def target_has_vnni(context: Any) -> bool:
-    """Whether the code numba generates targets a CPU with AVX512-VNNI (and BW): the features
-    of its target machine (the host's, or NUMBA_CPU_FEATURES)."""
-    features = str(getattr(context.codegen(), "_tm_features", "")).split(",")
+    """Whether the code numba generates targets a CPU with AVX512-VNNI (and BW)."""
+    features = _features(context)
     return "+avx512vnni" in features and "+avx512bw" in features
 
 
@@ -519,6 +546,7 @@ def _make_rows_dot(
         sig = types.void(w, r0, nb, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            _TARGET.avx512bw = "+avx512bw" in _features(context)
             prepare, terms = vnni if vnni is not None and target_has_vnni(context) else generic
             prepare1, terms1 = one_row if one_row is not None else (prepare, terms)
             f32 = ir.FloatType()
