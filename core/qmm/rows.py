@@ -375,9 +375,9 @@ def _k4_byte_terms() -> Any:
     """Q4_K for one activation row (decoding): the same integers isum and msum as
     `_k_min_terms(False)`, formed from the stored unsigned codes with byte products
     (vpmaddubsw) and the scales applied to the int16 pair sums (vpmaddwd): about half the
-    unpacking work per block, which is what a single row pays for in full. With several rows
-    LLVM hoists the codes' widening out of the token loop and the pattern is lost, so batches
-    keep `_k_min_terms`."""
+    unpacking work per block, which is what a single row pays for in full. Batches keep
+    `_k_min_terms`: its codes are widened once per block for every activation row, whose loop
+    is then one vpdpwssd per 32 values, as many instructions as the byte products."""
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
         """Per row: for each half h of the block (qs bytes 64h .. 64h + 63, groups 2h and 2h + 1)
