@@ -7,30 +7,6 @@ from typing import Optional
 
 import typer
 
-ModelOpt = typer.Option(
-    None,
-    "-m",
-    "--model",
-    help="GGUF model file (default: the demo model, Gemma 3 270M, if installed).",
-)
-HfRepoOpt = typer.Option(
-    None,
-    "-hf",
-    "-hfr",
-    "--hf-repo",
-    metavar="USER/REPO[:QUANT]",
-    envvar="LLAMA_ARG_HF_REPO",
-    help="Hugging Face model repository, downloaded into the HF cache (LLAMA_CACHE if set); quant case-insensitive, default Q4_K_M, else the repo's first .gguf.",
-)
-HfFileOpt = typer.Option(
-    None, "-hff", "--hf-file", metavar="FILE", envvar="LLAMA_ARG_HF_FILE", help="File of the -hf repository (overrides the quant)."
-)
-HfTokenOpt = typer.Option(
-    None, "-hft", "--hf-token", metavar="TOKEN", help="Hugging Face access token (default: HF_TOKEN, or the token saved by `hf auth login`)."
-)
-OfflineOpt = typer.Option(
-    False, "--offline", help="Use only the local cache, never the network (as HF_HUB_OFFLINE=1)."
-)
 NumericsOpt = typer.Option(
     "ggml",
     "--numerics",

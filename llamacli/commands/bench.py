@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 
 from llamacli.cli import app, guarded
-from llamacli.hub import model_path
-from llamacli.options import BatchInvariantOpt, HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, NumericsOpt, OfflineOpt
+from llamacli.model_options import ModelSource, model_options
+from llamacli.options import BatchInvariantOpt, NumericsOpt
 
 
 @app.command()
 @guarded
+@model_options
 def bench(
-    model: Optional[str] = ModelOpt,
-    hf_repo: Optional[str] = HfRepoOpt,
-    hf_file: Optional[str] = HfFileOpt,
-    hf_token: Optional[str] = HfTokenOpt,
-    offline: bool = OfflineOpt,
+    source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
     n_prompt: int = typer.Option(
         512, "-p", "--n-prompt", help="Prompt tokens of the pp test."
     ),
@@ -56,5 +52,5 @@ def bench(
         ) from None
     if flash_attn not in ("auto", "on", "off"):
         raise typer.BadParameter("--flash-attn must be auto, on or off")
-    model = model_path(model, hf_repo, hf_file, hf_token, offline)
+    model = source.path()
     run_bench(model, n_prompt, n_gen, seqs, reps, reference, numerics, threads, batch_invariant, flash_attn)

@@ -13,9 +13,9 @@ from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
 from llamacli.llama_flags import llama_cpp_flags
-from llamacli.hub import model_path
+from llamacli.model_options import ModelSource, model_options
 from llamacli.options import (
-    HfFileOpt, HfRepoOpt, HfTokenOpt, LoraOpt, LoraScaledOpt, ModelOpt, NumericsOpt, OfflineOpt, ThreadsOpt, lora_specs,
+    LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs,
 )
 from llamacli.sampling_options import sampling_options
 from llamacli.spec_options import SpecOptions, speculative_options
@@ -29,13 +29,10 @@ P = "Scripting (stdin not a terminal)"
 @llama_cpp_flags("chat")
 @sampling_options
 @speculative_options
+@model_options
 def chat(
     ctx: typer.Context,
-    model: Optional[str] = ModelOpt,
-    hf_repo: Optional[str] = HfRepoOpt,
-    hf_file: Optional[str] = HfFileOpt,
-    hf_token: Optional[str] = HfTokenOpt,
-    offline: bool = OfflineOpt,
+    source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", min=0, help="Context size of the conversation (0: the model's training context)."),
     n_predict: int = typer.Option(-1, "-n", "--n-predict", help="Most tokens per answer (-1: until end of turn or context)."),
     batch_size: int = typer.Option(512, "-b", "--batch-size", help="Prompt tokens per forward pass."),
@@ -127,7 +124,7 @@ def chat(
     elif single_turn and not (first and first.strip()):
         raise InvalidRequest("--single-turn needs a first message (-p or -f)")
 
-    model = model_path(model, hf_repo, hf_file, hf_token, offline)
+    model = source.path()
     # ---- load ----------------------------------------------------------------------------
     interactive = not piped
     use_color = _want_color(color) if interactive and not simple_io else False

@@ -15,9 +15,9 @@ from llamacli.core.sampling import SamplingParams
 from llamacli.llama_flags import llama_cpp_flags
 from llamacli.sampling_options import sampling_options
 from llamacli.spec_options import SpecOptions, speculative_options
-from llamacli.hub import model_path
+from llamacli.model_options import ModelSource, model_options
 from llamacli.options import (
-    BatchInvariantOpt, HfFileOpt, HfRepoOpt, HfTokenOpt, LoraOpt, LoraScaledOpt, ModelOpt, NumericsOpt, OfflineOpt,
+    BatchInvariantOpt, LoraOpt, LoraScaledOpt, NumericsOpt,
     ThreadsOpt, lora_specs, read_prompt,
 )
 
@@ -27,13 +27,10 @@ from llamacli.options import (
 @llama_cpp_flags("complete")
 @sampling_options
 @speculative_options
+@model_options
 def complete(
     ctx: typer.Context,
-    model: Optional[str] = ModelOpt,
-    hf_repo: Optional[str] = HfRepoOpt,
-    hf_file: Optional[str] = HfFileOpt,
-    hf_token: Optional[str] = HfTokenOpt,
-    offline: bool = OfflineOpt,
+    source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
     prompt: Optional[str] = typer.Option(
         None, "-p", "--prompt", help="Prompt text (also read from stdin when piped)."
     ),
@@ -89,7 +86,7 @@ def complete(
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
-    model = model_path(model, hf_repo, hf_file, hf_token, offline)
+    model = source.path()
     rt = open_model(
         model, numerics=numerics, threads=threads, batch_invariant=batch_invariant, loras=lora_specs(lora, lora_scaled),
         with_template=False,  # a completion renders no chat template

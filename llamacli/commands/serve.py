@@ -16,9 +16,9 @@ from llamacli.llama_flags import llama_cpp_flags, note
 from llamacli.core.pooling import POOLING_TYPES
 from llamacli.core.reasoning import REASONING_FORMATS
 from llamacli.core.sampling import SamplingParams
-from llamacli.hub import model_path
+from llamacli.model_options import ModelSource, model_options
 from llamacli.options import (
-    HfFileOpt, HfRepoOpt, HfTokenOpt, LoraOpt, LoraScaledOpt, ModelOpt, NumericsOpt, OfflineOpt, ThreadsOpt, lora_specs,
+    LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs,
 )
 from llamacli.sampling_options import sampling_options
 from llamacli.spec_options import SpecOptions, speculative_options
@@ -86,13 +86,10 @@ def _size(text: str, flag: str) -> int:
 @llama_cpp_flags("serve")
 @sampling_options
 @speculative_options
+@model_options
 def serve(
     ctx: typer.Context,
-    model: Optional[str] = ModelOpt,
-    hf_repo: Optional[str] = HfRepoOpt,
-    hf_file: Optional[str] = HfFileOpt,
-    hf_token: Optional[str] = HfTokenOpt,
-    offline: bool = OfflineOpt,
+    source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
     alias: Optional[str] = typer.Option(None, "-a", "--alias", help="Model name(s) for the API, comma-separated (default: the model path)."),
     tags: Optional[str] = typer.Option(None, "--tags", help="Model tags, comma-separated (informational: listed by /v1/models)."),
     ctx_size: int = typer.Option(0, "-c", "--ctx-size", help="Context size shared by the slots (0: the model's training context)."),
@@ -204,10 +201,9 @@ def serve(
             template_override = f.read()
     adapters = [(p, 0.0 if lora_init_without_apply else s) for p, s in lora_specs(lora, lora_scaled)]
     router = bool(models_dir or models_preset)
-    if router and (model or hf_repo):
+    if router and source.given:
         raise typer.BadParameter("--models-dir/--models-preset start a router over many models: give no -m/-hf")
-    if not router:
-        model = model_path(model, hf_repo, hf_file, hf_token, offline)
+    model = None if router else source.path()
     config = ServerConfig(
         aliases=[a.strip() for a in (alias or "").split(",") if a.strip()],
         tags=[t.strip() for t in (tags or "").split(",") if t.strip()],

@@ -27,8 +27,7 @@ import typer
 
 from llamacli.cli import app, guarded
 from llamacli.core.errors import InvalidRequest
-from llamacli.hub import model_path
-from llamacli.options import HfFileOpt, HfRepoOpt, HfTokenOpt, ModelOpt, OfflineOpt
+from llamacli.model_options import ModelSource, model_options
 
 _SIMPLE_ESCAPES = {ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09, ord("'"): 0x27, ord('"'): 0x22, ord("\\"): 0x5C}
 _HEX = b"0123456789abcdefABCDEF"
@@ -127,12 +126,9 @@ def _read_text(prompt: str | None, file: str | None, use_stdin: bool) -> bytes |
 
 @app.command()
 @guarded
+@model_options
 def tokenize(
-    model: str | None = ModelOpt,
-    hf_repo: str | None = HfRepoOpt,
-    hf_file: str | None = HfFileOpt,
-    hf_token: str | None = HfTokenOpt,
-    offline: bool = OfflineOpt,
+    source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
     prompt: str | None = typer.Option(None, "-p", "--prompt", help="Text to tokenize."),
     file: str | None = typer.Option(
         None, "-f", "--file", help="Read the text from a file, byte-exact (no trailing newline removed)."
@@ -165,7 +161,7 @@ def tokenize(
     from llamacli.core.tokenizer import load_tokenizer
     from llamacli.model_path import resolve_model
 
-    model = model_path(model, hf_repo, hf_file, hf_token, offline)
+    model = source.path()
     tok = load_tokenizer(read_metadata(resolve_model(model)))
     if text is None:
         text = sys.stdin.buffer.read() if sys.stdin is not None else b""
