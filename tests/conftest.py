@@ -15,7 +15,7 @@ def demo_model() -> str:
     return str(assemble())
 
 
-# The web UI tests' browser fixtures, defined once for the session (one Playwright instance).
+# The web UI tests' browser fixtures (one Playwright instance per test module: tests/ui_browser.py).
 from tests.ui_browser import browser, page  # noqa: E402, F401
 
 

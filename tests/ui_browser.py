@@ -29,7 +29,10 @@ def chromium_path() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# One Playwright instance and browser per test module: Playwright's sync API keeps an asyncio
+# event loop running in the main thread while it is open, and asyncio.run() in any later test
+# (tests/test_http_stream.py and others) would fail beside it.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     exe = chromium_path()
     if exe is None:
