@@ -54,7 +54,7 @@ def quantize_acts(x: np.ndarray, act: int) -> QActs:
     d = np.empty((t, k // 32), dtype=np.float32)
     s = np.empty((t, k // 32), dtype=np.float32) if act == ACT_Q8_1 else _EMPTY_F
     sums = act == ACT_Q8_1
-    split_rows(lambda a, b: _q8_0(x[a:b], codes[a:b], d[a:b], s[a:b] if sums else s, sums), t, k)
+    split_rows(lambda a, b: _q8_0(x[a:b], codes[a:b], d[a:b], s[a:b], sums), t, k)  # (an empty s stays empty)
     return QActs(codes, d, s, _EMPTY_I)
 
 

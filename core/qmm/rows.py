@@ -59,6 +59,19 @@ def _splat(builder: Any, v: Any, n: int) -> Any:
     return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), _const_vec(_I32, [0] * n))
 
 
+@dataclass
+class _Target:
+    """What the code being generated may use: set from the target machine's features at the
+    start of each kernel's code generation (numba generates one function at a time, under its
+    compiler lock); the types' `prepare` and `terms` read it to pick their instructions."""
+
+    avx512bw: bool = False
+    vnni: bool = False  # AVX512-VNNI (with BW)
+
+
+_TARGET = _Target()
+
+
 def block_codes(builder: Any, base: Any, kind: int) -> Any:
     """The 32 int8 codes of the block at byte pointer `base`, as <32 x i8>."""
     _, qs_at, qh_at, offset, _ = LAYOUTS[kind]
@@ -340,17 +353,6 @@ def _k_min_terms(with_qh: bool) -> Any:
     return (176 if with_qh else 144), prepare, terms
 
 
-@dataclass
-class _Target:
-    """What the code being generated may use: set from the target machine's features at the
-    start of each kernel's code generation (numba generates one function at a time)."""
-
-    avx512bw: bool = False
-
-
-_TARGET = _Target()
-
-
 def _madd_u8(builder: Any, codes: Any, x: Any) -> Any:
     """<64 x i8> non-negative codes (< 64) . <64 x i8> activation codes -> <32 x i16>, products
     added in pairs: vpmaddubsw, called by name where the target has AVX512-BW (LLVM rewrites
@@ -513,6 +515,20 @@ def _q6_k_byte_terms() -> Any:
     return 210, prepare, terms
 
 
+def _count(builder: Any, n: Any, body: Any, after: Any) -> None:
+    """for i in 0 .. n - 1: body(i), from the current block (n >= 1), then on to block `after`."""
+    pre = builder.block
+    loop = builder.function.append_basic_block("rows_count")
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    i = builder.phi(_I64)
+    i.add_incoming(ir.Constant(_I64, 0), pre)
+    body(i)
+    i1 = builder.add(i, ir.Constant(_I64, 1))
+    i.add_incoming(i1, builder.block)
+    builder.cbranch(builder.icmp_signed("<", i1, n), loop, after)
+
+
 def _features(context: Any) -> list[str]:
     """The features of the target machine numba generates code for (the host's, or
     NUMBA_CPU_FEATURES)."""
@@ -525,17 +541,15 @@ def target_has_vnni(context: Any) -> bool:
     return "+avx512vnni" in features and "+avx512bw" in features
 
 
-def _make_rows_dot(
-    block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None, vnni: tuple[Any, Any] | None = None
-) -> Any:
+def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
     dx, sx, xsub)` -> <16 x float>, the float terms of block b of the 16 rows for one activation
     row (blocks: the blocks' byte pointers; x: the row's codes; dx, sx: its scale and Q8_1 sum
     of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
-    another (prepare, terms) pair for one activation row, giving the same values; `vnni`:
-    another pair, for every row count, on CPUs with AVX512-VNNI (`target_has_vnni`)."""
-    generic, one_row = (prepare, terms), single
+    another (prepare, terms) pair for one activation row, giving the same values. Both read
+    `_TARGET`, set here from the target machine's features."""
+    prepare1, terms1 = single if single is not None else (prepare, terms)
 
     @intrinsic
     def rows_dot(typingctx: Any, w: Any, r0: Any, nb: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
@@ -547,8 +561,7 @@ def _make_rows_dot(
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
             _TARGET.avx512bw = "+avx512bw" in _features(context)
-            prepare, terms = vnni if vnni is not None and target_has_vnni(context) else generic
-            prepare1, terms1 = one_row if one_row is not None else (prepare, terms)
+            _TARGET.vnni = target_has_vnni(context)
             f32 = ir.FloatType()
             vf = _vec(f32, ROWS)
             wa, xa, xda, xsa, xba, oa, aa = (
@@ -589,20 +602,20 @@ def _make_rows_dot(
                 return terms_fn(builder, state, blocks, x_t, b, dx, sx, xsub)
 
             done = fn.append_basic_block("rows_done")
-            single = fn.append_basic_block("rows_single")
+            one_tok = fn.append_basic_block("rows_single")
             multi = fn.append_basic_block("rows_multi")
-            builder.cbranch(builder.icmp_signed("==", n_tok, one), single, multi)
+            builder.cbranch(builder.icmp_signed("==", n_tok, one), one_tok, multi)
 
             # One activation row (decoding one sequence): the accumulators stay in registers.
-            builder.position_at_end(single)
+            builder.position_at_end(one_tok)
             s_loop = fn.append_basic_block("rows_single_loop")
             s_end = fn.append_basic_block("rows_single_end")
             builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), s_loop, s_end)
             builder.position_at_end(s_loop)
             sb = builder.phi(_I64)
             sacc = builder.phi(vf)
-            sb.add_incoming(ir.Constant(_I64, 0), single)
-            sacc.add_incoming(zero, single)
+            sb.add_incoming(ir.Constant(_I64, 0), one_tok)
+            sacc.add_incoming(zero, one_tok)
             _, sblocks = block_ptrs(sb)
             sacc1 = builder.fadd(sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
             sb1 = builder.add(sb, one)
@@ -611,7 +624,7 @@ def _make_rows_dot(
             builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
             builder.position_at_end(s_end)
             sres = builder.phi(vf)
-            sres.add_incoming(zero, single)
+            sres.add_incoming(zero, one_tok)
             sres.add_incoming(sacc1, s_loop)
             builder.store(sres, out_ptr(ir.Constant(_I64, 0)), align=4)
             builder.branch(done)
@@ -621,22 +634,15 @@ def _make_rows_dot(
             # = acc[t]. (The accumulators live in contiguous scratch: out's rows are N floats
             # apart, which for N a multiple of 1024 puts them all in the same cache sets.)
             builder.position_at_end(multi)
-            pre = builder.block
-            init = fn.append_basic_block("rows_init")
             start = fn.append_basic_block("rows_start")
-            builder.cbranch(builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)), init, start)
-            builder.position_at_end(init)
-            ti = builder.phi(_I64)
-            ti.add_incoming(ir.Constant(_I64, 0), pre)
-            builder.store(zero, acc_ptr(ti), align=4)
-            ti1 = builder.add(ti, one)
-            ti.add_incoming(ti1, init)
-            builder.cbranch(builder.icmp_signed("<", ti1, n_tok), init, start)
-            builder.position_at_end(start)
             blk = fn.append_basic_block("rows_block")
-            tok = fn.append_basic_block("rows_token")
             latch = fn.append_basic_block("rows_latch")
             copy = fn.append_basic_block("rows_copy")
+            init = fn.append_basic_block("rows_init")
+            builder.cbranch(builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)), init, start)
+            builder.position_at_end(init)
+            _count(builder, n_tok, lambda ti: builder.store(zero, acc_ptr(ti), align=4), start)
+            builder.position_at_end(start)
             go = builder.and_(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)))
             builder.cbranch(go, blk, done)
             builder.position_at_end(blk)
@@ -644,26 +650,18 @@ def _make_rows_dot(
             b.add_incoming(ir.Constant(_I64, 0), start)
             _, blocks = block_ptrs(b)
             state = prepare(builder, blocks)
-            builder.branch(tok)
-            builder.position_at_end(tok)
-            t = builder.phi(_I64)
-            t.add_incoming(ir.Constant(_I64, 0), blk)
-            ap = acc_ptr(t)
-            builder.store(builder.fadd(builder.load(ap, align=4), token_terms(state, blocks, t, b)), ap, align=4)
-            t1 = builder.add(t, one)
-            t.add_incoming(t1, tok)
-            builder.cbranch(builder.icmp_signed("<", t1, n_tok), tok, latch)
+
+            def add_terms(t: Any) -> None:
+                ap = acc_ptr(t)
+                builder.store(builder.fadd(builder.load(ap, align=4), token_terms(state, blocks, t, b)), ap, align=4)
+
+            _count(builder, n_tok, add_terms, latch)
             builder.position_at_end(latch)
             b1 = builder.add(b, one)
             b.add_incoming(b1, latch)
             builder.cbranch(builder.icmp_signed("<", b1, nb_), blk, copy)
             builder.position_at_end(copy)
-            tc = builder.phi(_I64)
-            tc.add_incoming(ir.Constant(_I64, 0), latch)
-            builder.store(builder.load(acc_ptr(tc), align=4), out_ptr(tc), align=4)
-            tc1 = builder.add(tc, one)
-            tc.add_incoming(tc1, copy)
-            builder.cbranch(builder.icmp_signed("<", tc1, n_tok), copy, done)
+            _count(builder, n_tok, lambda tc: builder.store(builder.load(acc_ptr(tc), align=4), out_ptr(tc), align=4), done)
             builder.position_at_end(done)
             return context.get_dummy_value()
 
@@ -673,7 +671,18 @@ def _make_rows_dot(
 
 
 def _legacy_rows_dot(kind: int) -> Any:
-    return _make_rows_dot(*_legacy_terms(kind), vnni=_legacy_terms_vnni(kind)[1:])
+    """The 16-row kernel of a 32-value type: byte products (`_legacy_terms_vnni`) where the
+    target has AVX512-VNNI, else `_legacy_terms`; both give the same integers."""
+    bsize, prepare, terms = _legacy_terms(kind)
+    _, prepare_v, terms_v = _legacy_terms_vnni(kind)
+
+    def prepare_any(builder: Any, blocks: list[Any]) -> Any:
+        return (prepare_v if _TARGET.vnni else prepare)(builder, blocks)
+
+    def terms_any(*args: Any) -> Any:
+        return (terms_v if _TARGET.vnni else terms)(*args)
+
+    return _make_rows_dot(bsize, prepare_any, terms_any)
 
 
 rows_q4_0 = _legacy_rows_dot(0)
