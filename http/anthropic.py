@@ -120,7 +120,7 @@ def _tool_input(arguments: str) -> Any:
 
 
 def content_blocks(message: Any) -> list[dict[str, Any]]:
-    """A parsed message (core/tool_calls ParsedMessage) as Anthropic content blocks."""
+    """A parsed message (core/text/tool_calls ParsedMessage) as Anthropic content blocks."""
     out: list[dict[str, Any]] = []
     if message.reasoning_content:  # no signature: nothing to verify on a local model
         out.append({"type": "thinking", "thinking": message.reasoning_content, "signature": ""})
@@ -205,7 +205,7 @@ def message_delta(final: Final, tool_calls: bool = False) -> dict[str, Any]:
 
 
 class BlockStream:
-    """Tool-call parser deltas (core/tool_calls Delta) as Anthropic stream events: a thinking
+    """Tool-call parser deltas (core/text/tool_calls Delta) as Anthropic stream events: a thinking
     block for reasoning (closed with an empty signature_delta), a text block for content, a
     tool_use block per call (its arguments as input_json_delta fragments)."""
 

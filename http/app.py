@@ -20,7 +20,7 @@ from typing import Any
 from quart import Blueprint, Quart, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from llamacli.core.models.loaded import ModelInfo
+from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.config import ServerConfig
 from llamacli.http.state import ServerState
 from llamacli.http.errors import INVALID_API_KEY, LOADING, ApiError, to_api_error

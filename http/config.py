@@ -1,5 +1,5 @@
 """The HTTP server's settings, from `llama serve`'s options (the model's facts are
-core/models/loaded.py's ModelInfo)."""
+core/model/loaded.py's ModelInfo)."""
 
 from __future__ import annotations
 

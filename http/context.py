@@ -1,6 +1,6 @@
 """What a request handler reaches: the ServerState of the app handling it, and the request's
 JSON body. (The state is http/state.py, the settings http/config.py, the model's facts
-core/models/loaded.py's ModelInfo.)"""
+core/model/loaded.py's ModelInfo.)"""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llamacli.core.chat_templates import ChatTemplateError
+from llamacli.core.text.chat_templates import ChatTemplateError
 from llamacli.core.errors import SlotBusy
 from llamacli.core.errors import ContextOverflow, InvalidRequest, LlamaError, TokenizerError
 from llamacli.core.runtime.slot_store import SlotFileError

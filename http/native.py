@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from llamacli.core.pooling import normalize
+from llamacli.core.model.kernels.pooling import normalize
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, TaskParams
 from llamacli.http.errors import bad_request, no_multimodal, not_supported

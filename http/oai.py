@@ -19,7 +19,7 @@ from llamacli.http.logprobs import chat_logprobs, completion_logprobs
 from llamacli.http.params import Body
 
 if TYPE_CHECKING:
-    from llamacli.core.tool_calls import ChatSetup, Delta, ToolCallParser
+    from llamacli.core.text.tool_calls import ChatSetup, Delta, ToolCallParser
 
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter")
 
@@ -176,7 +176,7 @@ class ReasoningOptions:
 def reasoning_options(data: Mapping[str, Any], server: Any) -> ReasoningOptions:
     """The request's fields over the server's --reasoning-format / --reasoning-budget /
     --reasoning-budget-message; `thinking_budget_tokens` is an alias, -1 keeps the server's."""
-    from llamacli.core.reasoning import REASONING_FORMATS
+    from llamacli.core.text.reasoning import REASONING_FORMATS
 
     b = Body(data)
     fmt = b.str("reasoning_format", server.reasoning_format)
@@ -211,11 +211,11 @@ def chat_setup(
     opts: PromptOptions | None = None,
     reasoning_format: str = "none",
 ) -> ChatSetup:
-    """The chat request's ChatSetup (core/tool_calls.prepare_chat): prompt text, grammar,
+    """The chat request's ChatSetup (core/text/tool_calls.prepare_chat): prompt text, grammar,
     preserved tokens and the tool-call parser's format. `tools`, `tool_choice` and
     `parallel_tool_calls` are read from `data` in OpenAI's or Anthropic's shapes. A final
     assistant message is a prefill: the prompt ends with its text."""
-    from llamacli.core.tool_calls import prepare_chat
+    from llamacli.core.text.tool_calls import prepare_chat
 
     opts = opts or PromptOptions()
     msgs = messages
@@ -268,7 +268,7 @@ def chat_template_kwargs(data: Mapping[str, Any], server: Mapping[str, Any]) -> 
             kw["reasoning_effort"] = effort
     if "enable_thinking" in kw and not isinstance(kw["enable_thinking"], bool):
         raise bad_request('invalid type for "enable_thinking" (expected boolean)')
-    from llamacli.core.tool_calls.setup import check_template_kwargs
+    from llamacli.core.text.tool_calls.setup import check_template_kwargs
 
     check_template_kwargs(kw)
     return kw

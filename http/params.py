@@ -7,7 +7,7 @@ OpenAI and Anthropic modules rename their fields into these names first.
 
 Sampling fields are read generically from `SamplingParams`' dataclass fields, so a field the
 sampling package adds later is accepted here without changes. `grammar`, `json_schema` and
-`response_format` become the task's grammar spec (core/grammar) when the build has it.
+`response_format` become the task's grammar spec (core/text/grammar) when the build has it.
 """
 
 from __future__ import annotations
@@ -168,10 +168,10 @@ _SPECIAL = {"logit_bias", "samplers", "dry_sequence_breakers", "seed"}
 
 
 def _load_grammar_from_request() -> Callable[[Mapping[str, Any]], Any] | None:
-    """core/grammar's request reader; None when constrained decoding is absent from a build
+    """core/text/grammar's request reader; None when constrained decoding is absent from a build
     (then such requests are refused)."""
     try:
-        from llamacli.core.grammar.spec import grammar_from_request
+        from llamacli.core.text.grammar.spec import grammar_from_request
     except ImportError:  # pragma: no cover - depends on the build
         return None
     return grammar_from_request

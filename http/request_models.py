@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.reasoning import REASONING_FORMATS
+from llamacli.core.text.reasoning import REASONING_FORMATS
 from llamacli.http.errors import bad_request
 from llamacli.http.params import INT32_MAX, INT32_MIN, SAMPLING_FIELDS, Body
 
@@ -252,7 +252,7 @@ GENERATION = RequestModel("Generation", SAMPLING + (
         "p_min": {"type": "number"}}}, "draft bounds (speculative decoding on)"),
 ))
 
-# Reasoning models (core/reasoning): where thoughts go and the thinking budget
+# Reasoning models (core/text/reasoning): where thoughts go and the thinking budget
 REASONING_FIELDS = (
     string("reasoning_format", enum=REASONING_FORMATS),
     integer("reasoning_budget_tokens", -1, doc="-1: the server's --reasoning-budget"),

@@ -16,7 +16,7 @@ from llamacli.http.sse import event, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
 
 if TYPE_CHECKING:
-    from llamacli.core.tool_calls import ChatSetup
+    from llamacli.core.text.tool_calls import ChatSetup
 
 bp = Blueprint("anthropic", __name__)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.models.loaded import ModelInfo
+from llamacli.core.model.loaded import ModelInfo
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http import native, oai, stream
 from llamacli.http import request_models as rm

@@ -23,7 +23,7 @@ from llamacli.http.sse import DONE, data, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
 
 if TYPE_CHECKING:
-    from llamacli.core.tool_calls import ChatSetup
+    from llamacli.core.text.tool_calls import ChatSetup
 
 bp = Blueprint("oai", __name__)
 

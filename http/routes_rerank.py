@@ -13,7 +13,7 @@ from typing import Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.rerank import rerank_tokens
+from llamacli.core.text.rerank import rerank_tokens
 from llamacli.core.runtime.tasks import Task
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json

@@ -24,7 +24,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from llamacli.http.app import create_app
-from llamacli.core.models.loaded import ModelInfo
+from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.header_case import ASGIApp, CanonicalHeaders
 from llamacli.http.state import ServerState, ServingEngine
 
@@ -227,7 +227,7 @@ def _warm_grammar(tokenizer: Any) -> None:
     json_schema, tools) does not pay for it (about 1.5 s for a 262k vocabulary). A request that
     comes first waits for the same build (it is locked and cached per tokenizer)."""
     try:
-        from llamacli.core.grammar import llg_tokenizer
+        from llamacli.core.text.grammar import llg_tokenizer
     except ImportError:  # pragma: no cover - a build without the grammar engine
         return
     try:

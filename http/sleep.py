@@ -26,7 +26,7 @@ from typing import Any
 
 from quart import g
 
-from llamacli.core.models.loaded import ModelInfo
+from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.state import ServerState, ServingEngine
 from llamacli.http.errors import ApiError
 

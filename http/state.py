@@ -14,8 +14,8 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from llamacli.core.lora import LoraAdapter
-from llamacli.core.models.loaded import ModelInfo
+from llamacli.core.model.state.lora import LoraAdapter
+from llamacli.core.model.loaded import ModelInfo
 from llamacli.core.runtime.engine import EngineConfig, Metrics
 from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_store import SaveResult

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from llamacli.core.bench import BenchResult
+from llamacli.core.model.bench import BenchResult
 
 
 def available() -> bool:

@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.table import Table
 
 from llamacli import bench_reference
-from llamacli.core import bench as B
-from llamacli.core.bench import BenchResult
-from llamacli.core.models.load import load_model
+from llamacli.core.model import bench as B
+from llamacli.core.model.bench import BenchResult
+from llamacli.core.model.load import load_model
 from llamacli.model_path import resolve_model
 from llamacli.loading import prepare_kernels
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llamacli.core.grammar import GrammarError, GrammarSpec
+from llamacli.core.text.grammar import GrammarError, GrammarSpec
 
 
 def grammar_from_cli(

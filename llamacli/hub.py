@@ -299,7 +299,7 @@ def cached_models() -> list[CachedModel]:
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
 
-    from llamacli.core.gguf_file import read_metadata
+    from llamacli.core.model.weights.gguf_file import read_metadata
 
     try:
         info = scan_cache_dir(cache_dir())

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llamacli.core.lora import LoraAdapter, load_lora
-from llamacli.core.models.load import load_model
-from llamacli.core.models.base import DecoderModel
-from llamacli.core.models.loaded import LoadedModel, load
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.model.state.lora import LoraAdapter, load_lora
+from llamacli.core.model.load import load_model
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.loaded import LoadedModel, load
+from llamacli.core.text.tokenizer import load_tokenizer
 from llamacli.model_path import resolve_model
 
 
@@ -23,13 +23,13 @@ def prepare_kernels(numerics: str) -> None:
     """Compile the matmul kernels now if this machine has none cached, saying so on stderr."""
     if numerics != "ggml":
         return
-    from llamacli.core import qmm
+    from llamacli.core.model.kernels import warmup as kernel_warmup
 
-    if qmm.needs_compile():
+    if kernel_warmup.needs_compile():
         import sys
 
         print("llama: compiling the matmul kernels for this CPU (once; later runs load them from the cache)", file=sys.stderr, flush=True)
-    qmm.warmup()
+    kernel_warmup.warmup()
 
 
 def open_model(

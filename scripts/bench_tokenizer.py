@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from llamacli.core.gguf_file import read_metadata  # noqa: E402
-from llamacli.core.tokenizer import load_tokenizer  # noqa: E402
+from llamacli.core.model.weights.gguf_file import read_metadata  # noqa: E402
+from llamacli.core.text.tokenizer import load_tokenizer  # noqa: E402
 
 
 def mixed_text(size: int) -> str:

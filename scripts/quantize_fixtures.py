@@ -45,8 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llamacli.core.gguf_file import GGUFFile
-from llamacli.core.dequant import dequantize
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.kernels.dequant import dequantize
 
 from tests.test_quantize_inputs import FIXTURES, INPUTS, sha256_file, write_input
 

@@ -23,6 +23,6 @@ from tests.ui_browser import browser, page  # noqa: E402, F401
 def _compiled_kernels() -> None:
     """Compile (or load) the matmul kernels once before any test, into numba's disk cache, so
     that a `llama` subprocess never compiles (and never prints that it does) mid-test."""
-    from llamacli.core import qmm
+    from llamacli.core.model.kernels import warmup as kernel_warmup
 
-    qmm.warmup()
+    kernel_warmup.warmup()

@@ -17,10 +17,10 @@ from typing import Any
 from llamacli.chat.conversation import Conversation
 from llamacli.chat.session import ChatSession
 from llamacli.chat.settings import ChatSettings
-from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.text.chat_templates import ChatTemplate
 from llamacli.core.errors import ContextOverflow, InvalidRequest
-from llamacli.core.lora import LoraAdapter
-from llamacli.core.models.loaded import ModelInfo, SpecialTokens
+from llamacli.core.model.state.lora import LoraAdapter
+from llamacli.core.model.loaded import ModelInfo, SpecialTokens
 from llamacli.core.runtime.engine import EngineConfig, Metrics
 from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_store import SaveResult, SlotFileError, slot_path

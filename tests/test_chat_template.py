@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llamacli.core.chat_templates import (
+from llamacli.core.text.chat_templates import (
     BUILTIN_NAMES,
     ChatTemplate,
     ChatTemplateError,
@@ -18,7 +18,7 @@ from llamacli.core.chat_templates import (
     detect_builtin,
     format_builtin,
 )
-from llamacli.core.chat_templates.jinja_env import compile_template
+from llamacli.core.text.chat_templates.jinja_env import compile_template
 from llamacli.core.errors import LlamaError
 from sdist_cache import llama_cpp_path
 

@@ -191,7 +191,7 @@ def test_loads_no_weights_and_starts_fast(demo_model: str) -> None:
         "import sys; sys.argv = ['llama', 'tokenize', '-m', sys.argv[1], '--ids', '-p', 'Hello world']\n"
         "from llamacli.cli import main\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
-        "heavy = [m for m in ('llamacli.core.models.load', 'llamacli.core.weights', 'llamacli.core.dequant') if m in sys.modules]\n"
+        "heavy = [m for m in ('llamacli.core.model.load', 'llamacli.core.model.weights.tensors', 'llamacli.core.model.kernels.dequant') if m in sys.modules]\n"
         "print(heavy)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT))

@@ -11,9 +11,9 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 from gguf.quants import dequantize as gguf_dequantize
 
-from llamacli.core import dequant
+from llamacli.core.model.kernels import dequant
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
-from llamacli.core.dequant import SUPPORTED_TYPES, block_info, dequantize, dequantize_into, dequantize_rows
+from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES, block_info, dequantize, dequantize_into, dequantize_rows
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quants"
 QUANTIZED = sorted((t for t in SUPPORTED_TYPES if GGML_QUANT_SIZES[t][0] > 1), key=int)

@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import ContextOverflow, InvalidRequest
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.models.load import load_model
-from llamacli.core.pooling import pool
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.model.load import load_model
+from llamacli.core.model.kernels.pooling import pool
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 from tests.tiny_models import fixture_tokens, write_tiny_model
 
 GREEDY = SamplingParams(temperature=0.0)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.gguf_file import GGUFFile, read_metadata
+from llamacli.core.model.weights.gguf_file import GGUFFile, read_metadata
 
 
 def write_small(path: Path, arch: str = "llama") -> Path:

@@ -1,4 +1,4 @@
-"""core/grammar: request fields -> GrammarSpec, compiling with llguidance over our tokenizers,
+"""core/text/grammar: request fields -> GrammarSpec, compiling with llguidance over our tokenizers,
 the mask in the engine, llama.cpp's grammars, invalid input rejected at submit. The demo-model
 corpus run (every constrained output parses and validates) is in test_grammar_corpus.py."""
 
@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.grammar import (
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.grammar import (
     GrammarConstraint,
     GrammarError,
     GrammarSpec,
     compile_grammar,
     grammar_from_request,
 )
-from llamacli.core.grammar.spec import bound_numbers
-from llamacli.core.models.load import load_model
+from llamacli.core.text.grammar.spec import bound_numbers
+from llamacli.core.model.load import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 
 from tests.sdist_cache import llama_cpp_path
 from tests.tiny_models import fixture_tokens, write_tiny_model

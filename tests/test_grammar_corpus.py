@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.text.chat_templates import ChatTemplate
 from llamacli.core.runtime.engine import Engine, EngineConfig
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.grammar import GrammarSpec
-from llamacli.core.models.load import load_model
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.grammar import GrammarSpec
+from llamacli.core.model.load import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 
 jsonschema = pytest.importorskip("jsonschema")
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llamacli.core.grammar import GrammarError, GrammarSpec
+from llamacli.core.text.grammar import GrammarError, GrammarSpec
 from llamacli.grammar_options import grammar_from_cli
 
 

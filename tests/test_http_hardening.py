@@ -62,7 +62,7 @@ def test_well_formed_tool_calls_still_render() -> None:
 
 def test_polyfill_refuses_malformed_calls_with_invalid_request() -> None:
     from llamacli.core.errors import InvalidRequest
-    from llamacli.core.tool_calls import polyfill_messages
+    from llamacli.core.text.tool_calls import polyfill_messages
 
     for calls in (5, [3], [{"function": "str"}]):
         with pytest.raises(InvalidRequest):

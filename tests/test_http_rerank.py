@@ -9,7 +9,7 @@ import numpy as np
 import openai
 import pytest
 
-from llamacli.core.pooling import normalize
+from llamacli.core.model.kernels.pooling import normalize
 from tests.http_server import LlamaServer
 from tests.tiny_encoders import RERANK_DOCS, RERANK_QUERY, encoder_texts, write_tiny_encoder
 

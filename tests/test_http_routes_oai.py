@@ -92,7 +92,7 @@ def test_chat_prompt_endings() -> None:
 def test_reasoning_off_closes_the_thinking_block() -> None:
     """enable_thinking false (chat_template_kwargs, reasoning_effort "none", --reasoning off):
     the prompt ends with the empty thinking block the template's model expects."""
-    from llamacli.core.chat_templates.thinking import close_thinking
+    from llamacli.core.text.chat_templates.thinking import close_thinking
 
     deepseek = "{{ '<｜Assistant｜><think>\\n' if add_generation_prompt }}"
     assert close_thinking("<｜Assistant｜><think>\n", deepseek) == "<｜Assistant｜><think>\n</think>"

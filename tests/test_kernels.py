@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from llamacli.core import kernels as K
+from llamacli.core.model.kernels import ops as K
 
 rng = np.random.default_rng(1234)
 

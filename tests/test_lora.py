@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest, ModelLoadError
-from llamacli.core.lora import NO_LORA, LoraSet, load_lora
-from llamacli.core.models.load import load_model
+from llamacli.core.model.state.lora import NO_LORA, LoraSet, load_lora
+from llamacli.core.model.load import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 from tests.tiny_lora import CASES, LORAS, base_model, write_tiny_lora
 from tests.test_parity_tiny import TOL  # the same models and numerics as there
 from tests.tiny_models import fixture_tokens, write_tiny_model

@@ -8,9 +8,9 @@ import gguf
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture, UnsupportedTensorType
-from llamacli.core.models.load import load_model
+from llamacli.core.model.load import load_model
 from tests.tiny_models import ARCHES, VARIANTS, fixture_tokens, rewrite_gguf, write_tiny_model
 
 ALL = [(a, v) for a in ARCHES for v in VARIANTS]
@@ -108,7 +108,7 @@ def test_pooled_hidden_states(model_dir: Path) -> None:
     toks = fixture_tokens("qwen3", 6)
     h = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 8), return_hidden=True)
     assert h.shape == (6, model.args.n_embd)
-    from llamacli.core.pooling import pool
+    from llamacli.core.model.kernels.pooling import pool
 
     seq_ids = np.zeros(6, dtype=np.int64)
     np.testing.assert_allclose(pool(h, seq_ids, "mean")[0], h.astype(np.float64).mean(0), rtol=1e-6, atol=1e-7)

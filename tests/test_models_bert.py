@@ -10,15 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.models.load import load_model
-from llamacli.core.pooling import pool
-from llamacli.core.rerank import rerank_tokens
+from llamacli.core.model.load import load_model
+from llamacli.core.model.kernels.pooling import pool
+from llamacli.core.text.rerank import rerank_tokens
 from llamacli.core.runtime.scheduler import SlotState, schedule
 from llamacli.core.runtime.tasks import Task
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 from tests.tiny_encoders import ENCODERS, RERANK_DOCS, RERANK_QUERY, encoder_texts, write_tiny_encoder
 
 FIXTURES = Path(__file__).parent / "fixtures" / "encoders"

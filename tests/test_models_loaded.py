@@ -1,4 +1,4 @@
-"""core/models/loaded.py: the loaded-model object the REPL and the server share, and its special
+"""core/model/loaded.py: the loaded-model object the REPL and the server share, and its special
 tokens read as llama.cpp reads them.
 
 Expected values come from the files the tests write (tests/tiny_models.py) and from llama.cpp's
@@ -19,8 +19,8 @@ import pytest
 
 from llamacli.chat.launch import start_session
 from llamacli.chat.settings import ChatSettings
-from llamacli.core.chat_templates import ChatTemplateError
-from llamacli.core.models.loaded import SpecialTokens, load
+from llamacli.core.text.chat_templates import ChatTemplateError
+from llamacli.core.model.loaded import SpecialTokens, load
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.http.app import create_app
 from llamacli.http.config import ServerConfig

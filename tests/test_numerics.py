@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from llamacli.core import numerics as nm
+from llamacli.core.model.kernels import numerics as nm
 from llamacli.core.errors import UnsupportedTensorType
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quants"

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
-from llamacli.core.models.load import load_model
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.load import load_model
+from llamacli.core.text.tokenizer import load_tokenizer
 
 FIX = Path(__file__).parent / "fixtures" / "demo"
 PROMPTS = json.loads((FIX / "prompts.json").read_text())["prompts"]

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llamacli.core.batch import Batch
-from llamacli.core.models.load import load_model
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.load import load_model
 from tests.tiny_models import ALL_MODELS, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"

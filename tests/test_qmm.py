@@ -1,4 +1,4 @@
-"""Quantized matmul kernels (core/qmm) against float64 references, and their invariances."""
+"""Quantized matmul kernels (core/model/kernels/qmm) against float64 references, and their invariances."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from llamacli.core import numerics as N
-from llamacli.core.qmm import QuantMatrix, matmul, prepare
-from llamacli.core.qmm import threads
-from llamacli.core.qmm.matrix import PREFILL_MIN_ROWS
+from llamacli.core.model.kernels import numerics as N
+from llamacli.core.model.kernels.qmm import QuantMatrix, matmul, prepare
+from llamacli.core.model.kernels.qmm import threads
+from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS
 from llamacli.core.quantize.convert import encode
-from llamacli.core.dequant import dequantize
+from llamacli.core.model.kernels.dequant import dequantize
 
 QT = GGMLQuantizationType
 
@@ -68,7 +68,7 @@ def test_matches_float64_reference(qtype: QT, rows: int) -> None:
     np.testing.assert_allclose(y, ref, rtol=0, atol=scale * 2e-6)
 
 
-# the types with 16-row kernels (core/qmm/rows.py: one row's tail path vs 16 rows, 1 vs 70
+# the types with 16-row kernels (core/model/kernels/qmm/rows.py: one row's tail path vs 16 rows, 1 vs 70
 # tokens) and types whose batches take the token-tiled kernel (Q2_K, IQ4_XS, F16)
 @pytest.mark.parametrize(
     "qtype",
@@ -109,7 +109,7 @@ import sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import test_qmm as T
-from llamacli.core.qmm import matmul, prepare, threads
+from llamacli.core.model.kernels.qmm import matmul, prepare, threads
 threads.set_threads(int(sys.argv[3]))
 out = []
 for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
@@ -120,13 +120,13 @@ for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
     out.append(matmul(prepare(x[:2], qt), m))
     out.append(matmul(prepare(x, qt), m))
 import test_qmm_attention as A
-from llamacli.core import kernels as K
-from llamacli.core.qmm.attention import attention
+from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm.attention import attention
 q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
 out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 from numba.core.registry import cpu_target
-from llamacli.core.qmm.rows import target_has_vnni
+from llamacli.core.model.kernels.qmm.rows import target_has_vnni
 print("vnni" if target_has_vnni(cpu_target.target_context) else "no vnni")
 """
 
@@ -168,7 +168,7 @@ def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ign
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
     """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes."""
-    from llamacli.core.models.load import load_model
+    from llamacli.core.model.load import load_model
 
     model, g, stats = load_model(demo_model)
     mapped = g.data
@@ -186,8 +186,8 @@ def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type
 def test_demo_logits_do_not_depend_on_batch_or_chunking(demo_model) -> None:  # type: ignore[no-untyped-def]
     """A token's logits are the same bits whether its prompt is evaluated alone, in chunks
     (as a prompt cache or n_batch splits it), or beside another sequence in the batch."""
-    from llamacli.core.batch import Batch
-    from llamacli.core.models.load import load_model
+    from llamacli.core.model.state.batch import Batch
+    from llamacli.core.model.load import load_model
 
     model, _, _ = load_model(demo_model)
     a = [2, 818, 5279, 529, 7001, 563, 9079, 236761, 669, 5279, 529, 9405, 563]
@@ -216,7 +216,7 @@ def test_demo_logits_do_not_depend_on_batch_or_chunking(demo_model) -> None:  # 
 @pytest.mark.parametrize("types", [(QT.Q5_0, QT.Q5_0, QT.Q8_0), (QT.Q4_K, QT.Q5_K), (QT.Q4_1, QT.Q5_1)], ids=str)
 def test_matmul_many_equals_one_by_one(types: tuple[QT, ...]) -> None:
     """Q/K/V (gate/up) in one parallel loop give the bits of separate matmuls."""
-    from llamacli.core.qmm import matmul_many
+    from llamacli.core.model.kernels.qmm import matmul_many
 
     k = _k_for(types[0])
     ms = [_matrix(qt, 20 + 7 * i, k, seed=20 + i) for i, qt in enumerate(types)]
@@ -236,7 +236,7 @@ def test_first_run_compiles_once_and_says_so(tmp_path) -> None:  # type: ignore[
     import subprocess
     import sys
 
-    from llamacli.core.qmm.warmup import _HELPER
+    from llamacli.core.model.kernels.warmup import _HELPER
 
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     helper = subprocess.run([sys.executable, "-c", _HELPER], env=env, capture_output=True, text=True, timeout=600)
@@ -280,8 +280,8 @@ def test_demo_decoding_beside_many_sequences_equals_alone(demo_model) -> None:  
     """Ten sequences of different lengths decoding one token each in one forward (their
     attention in several groups, keys padded to the longest of each) give each sequence the
     bits it gets decoding alone."""
-    from llamacli.core.batch import Batch
-    from llamacli.core.models.load import load_model
+    from llamacli.core.model.state.batch import Batch
+    from llamacli.core.model.load import load_model
 
     model, _, _ = load_model(demo_model)
     rng = np.random.default_rng(12)

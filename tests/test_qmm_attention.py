@@ -1,4 +1,4 @@
-"""The compiled attention of f16 values (core/qmm/attention.py): its documented order of
+"""The compiled attention of f16 values (core/model/kernels/qmm/attention.py): its documented order of
 operations, a float64 reference, and the invariances the runtime relies on."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from llamacli.core import kernels as K
-from llamacli.core.qmm.attention import attention
+from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm.attention import attention
 from tests.test_qmm_expf import ref_exp_sum
 
 f32, f64 = np.float32, np.float64

@@ -1,4 +1,4 @@
-"""ggml's exp (core/qmm/expf.py) against the same algorithm in exact rational arithmetic, each
+"""ggml's exp (core/model/kernels/qmm/expf.py) against the same algorithm in exact rational arithmetic, each
 step rounded once to float32, and against the true exp."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from llamacli.core.qmm.expf import exp_sum
+from llamacli.core.model.kernels.qmm.expf import exp_sum
 
 f32, f64 = np.float32, np.float64
 

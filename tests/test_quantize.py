@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as QT
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
-from llamacli.core.gguf_file import GGUFFile
-from llamacli.core.models.load import load_model
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.load import load_model
 from llamacli.core.quantize import (
     ENCODERS,
     FILE_TYPES,
@@ -33,7 +33,7 @@ from llamacli.core.quantize import (
 )
 from llamacli.core.quantize.cfloat import nearest_int, roundf, seqsum
 from llamacli.core.quantize.rules import _use_more_bits, tensor_order
-from llamacli.core.dequant import dequantize
+from llamacli.core.model.kernels.dequant import dequantize
 
 from tests.test_quantize_inputs import FIXTURES, sha256_file, write_input
 

@@ -24,7 +24,7 @@ import gguf
 import numpy as np
 import pytest
 
-from llamacli.core.gguf_file import GGUFFile
+from llamacli.core.model.weights.gguf_file import GGUFFile
 
 from tests.tiny_models import write_tiny_model
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.text.chat_templates import ChatTemplate
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.reasoning import (
+from llamacli.core.text.reasoning import (
     BudgetState,
     ReasoningBudget,
     ReasoningBudgetSpec,
     ReasoningSplitter,
     ThinkingTags,
 )
-from llamacli.core.tool_calls import prepare_chat
+from llamacli.core.text.tool_calls import prepare_chat
 from llamacli.http import anthropic
 
 from tests.sdist_cache import llama_cpp_path

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from llamacli.core.runtime.engine import Engine, EngineConfig
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.grammar import GrammarSpec
-from llamacli.core.models.load import load_model
-from llamacli.core.reasoning import ReasoningBudgetSpec
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.grammar import GrammarSpec
+from llamacli.core.model.load import load_model
+from llamacli.core.text.reasoning import ReasoningBudgetSpec
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -522,8 +522,8 @@ def test_default_chain_is_fast_on_a_large_vocab() -> None:
 def test_dry_vocab_from_our_tokenizer_matches_llama_cpp() -> None:
     """DryVocab.from_tokenizer reads the token texts and tail tokenizations llama.cpp's DRY
     uses (detokenize of one token with special text, leading space dropped; no BOS)."""
-    from llamacli.core.gguf_file import read_metadata
-    from llamacli.core.tokenizer import load_tokenizer
+    from llamacli.core.model.weights.gguf_file import read_metadata
+    from llamacli.core.text.tokenizer import load_tokenizer
     from test_tokenizer_vectors import vocab_dir  # the shared ggml-vocab download
 
     tok = load_tokenizer(read_metadata(vocab_dir() / "ggml-vocab-llama-spm.gguf"))

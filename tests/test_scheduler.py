@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llamacli.core.runtime.scheduler import Chunk, IdleSlot, SlotState, choose_slot, common_prefix, schedule
+from llamacli.core.model.state.kv_cache import common_prefix
+from llamacli.core.runtime.scheduler import Chunk, IdleSlot, SlotState, choose_slot, schedule
 
 
 def test_decode_tokens_first_then_prompt_chunks_in_arrival_order() -> None:

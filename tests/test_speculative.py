@@ -14,8 +14,8 @@ import pytest
 
 from llamacli.core.runtime.engine import Engine, EngineConfig
 from llamacli.core.errors import InvalidRequest, ModelLoadError
-from llamacli.core.grammar.spec import GrammarSpec
-from llamacli.core.models.load import load_model
+from llamacli.core.text.grammar.spec import GrammarSpec
+from llamacli.core.model.load import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.scheduler import Chunk, SlotState, schedule
 from llamacli.core.speculative import DraftParams, SpecConfig, parse_types
@@ -24,7 +24,7 @@ from llamacli.core.speculative.speculator import Speculator, draft_room
 from llamacli.core.speculative.draft_model import check_compatible, top_prob
 from llamacli.core.speculative.ngram import NgramCache, cache_draft, cache_update, ngram_simple_draft
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.text.tokenizer import load_tokenizer
 from tests.tiny_models import write_tiny_model
 
 # ---- n-gram drafters on crafted sequences -------------------------------------------------

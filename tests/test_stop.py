@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llamacli.core.runtime.stop import AfterToken, StopMatcher, partial_stop_len, stop_reason
+from llamacli.core.runtime.stop import AfterToken, StopMatcher, stop_reason
+from llamacli.core.text.holdback import partial_stop_len
 
 
 def test_partial_stop_len() -> None:

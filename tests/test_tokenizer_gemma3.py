@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer, Vocab, load_tokenizer
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.tokenizer import IncrementalDecoder, Tokenizer, Vocab, load_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tokenizer"
 

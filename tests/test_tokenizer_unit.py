@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from llamacli.core.errors import TokenizerError
-from llamacli.core.tokenizer import IncrementalDecoder, Vocab, load_tokenizer
-from llamacli.core.tokenizer import unicode as U
-from llamacli.core.tokenizer.bpe import BpeEncoder
-from llamacli.core.tokenizer.pretokenize import pretokenizer_for
-from llamacli.core.tokenizer.regex_translate import translate
-from llamacli.core.tokenizer.spm import SpmEncoder
-from llamacli.core.tokenizer.tokenizer import _CLEAN_CONTRACTION, _CLEAN_PUNCT, _CLEAN_QUOTE
-from llamacli.core.tokenizer.vocab import ATTR_CONTROL, ATTR_UNUSED
+from llamacli.core.text.tokenizer import IncrementalDecoder, Vocab, load_tokenizer
+from llamacli.core.text.tokenizer import unicode as U
+from llamacli.core.text.tokenizer.bpe import BpeEncoder
+from llamacli.core.text.tokenizer.pretokenize import pretokenizer_for
+from llamacli.core.text.tokenizer.regex_translate import translate
+from llamacli.core.text.tokenizer.spm import SpmEncoder
+from llamacli.core.text.tokenizer.tokenizer import _CLEAN_CONTRACTION, _CLEAN_PUNCT, _CLEAN_QUOTE
+from llamacli.core.text.tokenizer.vocab import ATTR_CONTROL, ATTR_UNUSED
 
 
 def spm_metadata(pieces: list[tuple[str, float, int]], **extra: object) -> dict:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.tokenizer import load_tokenizer
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.tokenizer import load_tokenizer
 from sdist_cache import SDIST_VERSION, cache_root, sdist_archive
 
 # every vocab with vectors in the sdist; all of their tokenizer models are supported

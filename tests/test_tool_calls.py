@@ -1,4 +1,4 @@
-"""core/tool_calls on text, no model: request checks, format detection on llama.cpp's own
+"""core/text/tool_calls on text, no model: request checks, format detection on llama.cpp's own
 templates, parsing each format whole and streamed (deltas never retracted, joined equal to
 the final message), the grammars for tool_choice required/named/auto, prompt rendering and
 the polyfill for templates without tool support. Engine runs: test_tool_calls_engine.py."""
@@ -11,12 +11,12 @@ import random
 from typing import Any
 
 import pytest
-from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.text.chat_templates import ChatTemplate
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.grammar import GrammarConstraint, GrammarSpec, compile_grammar
-from llamacli.core.tokenizer import load_tokenizer
-from llamacli.core.tool_calls import (
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.text.grammar import GrammarConstraint, GrammarSpec, compile_grammar
+from llamacli.core.text.tokenizer import load_tokenizer
+from llamacli.core.text.tool_calls import (
     Delta,
     ParsedMessage,
     ToolCallParser,
@@ -30,7 +30,7 @@ from llamacli.core.tool_calls import (
     preserving,
     tool_call_grammar,
 )
-from llamacli.core.tool_calls.grammar import _marker
+from llamacli.core.text.tool_calls.call_grammar import _marker
 
 from tests.sdist_cache import llama_cpp_path
 from tests.tiny_models import write_tiny_model
@@ -234,7 +234,7 @@ def replay(deltas: list[Delta]) -> ParsedMessage:
             assert tc["index"] == len(calls) - 1 or tc["index"] < len(calls)
             assert "name" not in tc["function"] and tc["function"]["arguments"]
             calls[tc["index"]]["arguments"] += tc["function"]["arguments"]
-    from llamacli.core.tool_calls import ToolCall
+    from llamacli.core.text.tool_calls import ToolCall
 
     return ParsedMessage(content or None, [ToolCall(c["id"], c["name"], c["arguments"]) for c in calls])
 
@@ -385,7 +385,7 @@ def test_tool_grammars(demo_tok, fmt: str, choice: ToolChoice, parallel: bool, g
 
 
 def test_markers_use_control_token_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from llamacli.core.models.load import load_model
+    from llamacli.core.model.load import load_model
 
     path = write_tiny_model("qwen2", "F32", tmp_path / "q.gguf")
     _, g, _ = load_model(path)

@@ -10,15 +10,15 @@ import json
 from typing import Any
 
 import pytest
-from llamacli.core.chat_templates import ChatTemplate
+from llamacli.core.text.chat_templates import ChatTemplate
 from llamacli.core.runtime.engine import Engine, EngineConfig
-from llamacli.core.gguf_file import read_metadata
-from llamacli.core.models.load import load_model
+from llamacli.core.model.weights.gguf_file import read_metadata
+from llamacli.core.model.load import load_model
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams
-from llamacli.core.tokenizer import load_tokenizer
-from llamacli.core.grammar import GrammarSpec
-from llamacli.core.tool_calls import ChatSetup, parse_message, prepare_chat
+from llamacli.core.text.tokenizer import load_tokenizer
+from llamacli.core.text.grammar import GrammarSpec
+from llamacli.core.text.tool_calls import ChatSetup, parse_message, prepare_chat
 
 from tests.sdist_cache import llama_cpp_path
 from tests.test_tool_calls import CONVERSATION, TOOLS, replay

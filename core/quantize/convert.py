@@ -10,7 +10,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
-from llamacli.core.dequant import dequantize_into
+from llamacli.core.model.kernels.dequant import dequantize_into
 
 from . import kquants, legacy
 

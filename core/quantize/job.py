@@ -23,8 +23,8 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.errors import LlamaError, ModelLoadError
-from llamacli.core.gguf_file import GGUFFile
-from llamacli.core.dequant import SUPPORTED_TYPES
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES
 
 from .convert import ENCODERS, reencode, row_nbytes
 from .ftypes import FileType

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.runtime.scheduler import Chunk
 
 

@@ -26,11 +26,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from llamacli.core.errors import ContextOverflow, InvalidRequest, SlotBusy
-from llamacli.core.grammar import GrammarConstraint, GrammarError, compile_grammar
-from llamacli.core.lora import LoraAdapter, LoraSet
-from llamacli.core.models.base import DecoderModel
-from llamacli.core.pooling import pool
-from llamacli.core.reasoning import ReasoningBudget
+from llamacli.core.text.grammar import GrammarConstraint, GrammarError, compile_grammar
+from llamacli.core.model.state.lora import LoraAdapter, LoraSet
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.kernels.pooling import pool
+from llamacli.core.text.reasoning import ReasoningBudget
 from llamacli.core.sampling import Sampler
 from llamacli.core.runtime.batch_plan import BatchPlan, SlotRows, build_batch
 from llamacli.core.runtime.scheduler import IdleSlot, SlotState, choose_slot, schedule
@@ -41,8 +41,8 @@ from llamacli.core.speculative.drafter import DraftRequest
 from llamacli.core.speculative.speculator import draft_room, make_speculator
 from llamacli.core.runtime.stop import AfterToken, StopMatcher, stop_reason
 from llamacli.core.runtime.tasks import Final, Partial, Task, Timings, TokenProb
-from llamacli.core.tokenizer import IncrementalDecoder, Tokenizer
-from llamacli.core.tool_calls.tokens import preserving
+from llamacli.core.text.tokenizer import IncrementalDecoder, Tokenizer
+from llamacli.core.text.tool_calls.tokens import preserving
 
 R = TypeVar("R")
 

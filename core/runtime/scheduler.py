@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llamacli.core.model.state.kv_cache import common_prefix
+
 
 @dataclass(frozen=True)
 class SlotState:
@@ -72,15 +74,6 @@ def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
         if take.get(s.slot_id, 0) > 0:
             out.append(Chunk(s.slot_id, take[s.slot_id], False))
     return out
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 @dataclass(frozen=True)

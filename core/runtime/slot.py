@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llamacli.core.grammar import GrammarConstraint
-from llamacli.core.reasoning import ReasoningBudget
+from llamacli.core.text.grammar import GrammarConstraint
+from llamacli.core.text.reasoning import ReasoningBudget
 from llamacli.core.sampling import Sampler
 from llamacli.core.runtime.batch_plan import SlotFeed
 from llamacli.core.runtime.stop import StopMatcher
 from llamacli.core.runtime.tasks import Task, TokenProb
-from llamacli.core.tokenizer import IncrementalDecoder
+from llamacli.core.text.tokenizer import IncrementalDecoder
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from llamacli.core.errors import InvalidRequest, LlamaError
-from llamacli.core.kv_cache import KVCache
+from llamacli.core.model.state.kv_cache import KVCache
 
 MAGIC = "llamacli-slot-v1"
 

@@ -3,20 +3,9 @@ could still grow into one, so that a partial stop string is never streamed."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-
-def partial_stop_len(text: str, stops: Sequence[str]) -> int:
-    """Length of the longest suffix of `text` that is a proper prefix of some stop string
-    (or tool-call marker): the part to hold back while streaming."""
-    best = 0
-    for s in stops:
-        for n in range(min(len(s) - 1, len(text)), best, -1):
-            if text.endswith(s[:n]):
-                best = n
-                break
-    return best
+from llamacli.core.text.holdback import partial_stop_len
 
 
 @dataclass

@@ -7,8 +7,8 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from llamacli.core.grammar.spec import GrammarSpec
-from llamacli.core.reasoning.budget import ReasoningBudgetSpec
+from llamacli.core.text.grammar.spec import GrammarSpec
+from llamacli.core.text.reasoning.budget import ReasoningBudgetSpec
 from llamacli.core.runtime.result_stream import ResultStream
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import DraftParams
@@ -34,7 +34,7 @@ class TaskParams:
     ignore_eos: bool = False
     id_slot: int = -1  # -1: the engine chooses
     t_max_predict_ms: float = 0.0  # 0: no time limit on generation
-    grammar: GrammarSpec | None = None  # constrained output (core/grammar): GBNF, JSON schema, ...
+    grammar: GrammarSpec | None = None  # constrained output (core/text/grammar): GBNF, JSON schema, ...
     timings_per_token: bool = False  # every Partial carries the timings so far
     return_progress: bool = False  # Partials with `progress` while the prompt is evaluated
     preserved_tokens: tuple[str, ...] = ()  # control tokens kept as text (tool-call markers)

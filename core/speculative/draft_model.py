@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llamacli.core.batch import Batch
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.models.base import DecoderModel
-from llamacli.core.runtime.scheduler import common_prefix
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.state.kv_cache import common_prefix
 from llamacli.core.speculative.config import DraftParams
 from llamacli.core.speculative.drafter import DraftRequest
-from llamacli.core.tokenizer import Vocab
+from llamacli.core.text.tokenizer import Vocab
 
 VOCAB_MAX_SIZE_DIFFERENCE = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 VOCAB_CHECK_START = 5  # token texts are compared from this id on (SPEC_VOCAB_CHECK_START_TOKEN_ID)

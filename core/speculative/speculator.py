@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.models.base import DecoderModel
+from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.core.speculative.draft_model import DraftModel
 from llamacli.core.speculative.drafter import DraftRequest, Drafter

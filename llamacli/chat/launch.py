@@ -6,7 +6,7 @@ from llamacli.chat.conversation import Conversation
 from llamacli.chat.session import ChatSession
 from llamacli.chat.settings import ChatSettings
 from llamacli.core.runtime.engine import Engine, EngineConfig
-from llamacli.core.models.base import DecoderModel
+from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.loading import OpenedModel
 

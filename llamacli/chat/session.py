@@ -13,8 +13,8 @@ from typing import Any, Protocol
 from llamacli.chat.conversation import Conversation
 from llamacli.chat.settings import ChatSettings
 from llamacli.core.errors import ContextOverflow, InvalidRequest
-from llamacli.core.models.loaded import ModelInfo
-from llamacli.core.reasoning import ReasoningBudgetSpec, ReasoningSplitter, prompt_opens_thinking, thinking_tags
+from llamacli.core.model.loaded import ModelInfo
+from llamacli.core.text.reasoning import ReasoningBudgetSpec, ReasoningSplitter, prompt_opens_thinking, thinking_tags
 from llamacli.core.runtime.tasks import Final, Task
 
 
@@ -140,7 +140,7 @@ class ChatSession:
         self, task: Task, on_text: Callable[[str], None], on_thought: Callable[[str], None] | None = None
     ) -> Reply:
         """Read the task's results, calling on_text for each new piece of the answer and
-        on_thought for each new piece of thinking (`<think>...</think>`, core/reasoning).
+        on_thought for each new piece of thinking (`<think>...</think>`, core/text/reasoning).
 
         A KeyboardInterrupt (Ctrl-C) while streaming cancels the task: the engine stops it
         within one step, and the Reply comes back with `interrupted=True` and the text

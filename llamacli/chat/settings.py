@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.grammar.spec import GrammarSpec
+from llamacli.core.text.grammar.spec import GrammarSpec
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import TaskParams
 

@@ -77,7 +77,7 @@ def chat(
     from llamacli.chat import pipes
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
-    from llamacli.core.grammar import compile_grammar
+    from llamacli.core.text.grammar import compile_grammar
     from llamacli.grammar_options import grammar_from_cli
     from llamacli.loading import open_draft, open_model
 

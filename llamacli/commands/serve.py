@@ -13,8 +13,8 @@ import typer
 
 from llamacli.cli import app, guarded
 from llamacli.llama_flags import llama_cpp_flags, note
-from llamacli.core.pooling import POOLING_TYPES
-from llamacli.core.reasoning import REASONING_FORMATS
+from llamacli.core.model.kernels.pooling import POOLING_TYPES
+from llamacli.core.text.reasoning import REASONING_FORMATS
 from llamacli.core.sampling import SamplingParams
 from llamacli.model_options import ModelSource, model_options
 from llamacli.options import (
@@ -51,7 +51,7 @@ def template_kwargs(
         if not isinstance(kwargs, dict):
             raise typer.BadParameter("--chat-template-kwargs must be a JSON object")
         from llamacli.core.errors import InvalidRequest
-        from llamacli.core.tool_calls.setup import check_template_kwargs
+        from llamacli.core.text.tool_calls.setup import check_template_kwargs
 
         try:
             check_template_kwargs(kwargs)
@@ -165,7 +165,7 @@ def serve(
 
     llama-server options that mean nothing to a NumPy CPU engine (-ngl, -fa, --mlock, --no-mmap, --swa-full, -tb, --numa, -ctk/-ctv, -cb, ...) are accepted with a one-line note.
     """
-    from llamacli.core.models.loaded import ModelInfo
+    from llamacli.core.model.loaded import ModelInfo
     from llamacli.http.config import ServerConfig
     from llamacli.http.state import ServerState, ServingEngine
     from llamacli.http.router_child import watch_router

@@ -157,8 +157,8 @@ def tokenize(
         raise InvalidRequest("choose one output format: --ids, --pieces, --json or --count")
     text = _read_text(prompt, file, use_stdin)
 
-    from llamacli.core.gguf_file import read_metadata
-    from llamacli.core.tokenizer import load_tokenizer
+    from llamacli.core.model.weights.gguf_file import read_metadata
+    from llamacli.core.text.tokenizer import load_tokenizer
     from llamacli.model_path import resolve_model
 
     model = source.path()

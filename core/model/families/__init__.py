@@ -1,0 +1,14 @@
+"""Architecture registry: `general.architecture` -> model class."""
+
+from __future__ import annotations
+
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.families.bert import BertModel, NomicBertModel
+from llamacli.core.model.families.gemma3 import Gemma3Model
+from llamacli.core.model.families.llama import LlamaModel
+from llamacli.core.model.families.qwen2 import Qwen2Model
+from llamacli.core.model.families.qwen3 import Qwen3Model
+
+ARCHITECTURES: dict[str, type[DecoderModel]] = {
+    m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Gemma3Model, BertModel, NomicBertModel)
+}

@@ -1,0 +1,341 @@
+"""The decoder-only transformer shared by every architecture module.
+
+An architecture module supplies `ModelArgs` (from GGUF metadata) and, where it differs from
+the Llama block, overrides one of the small hooks below (embedding, attention block, FFN block).
+The forward runs over a unified `Batch`: all tokens of all sequences go through each matmul
+together; attention is grouped (every one-token sequence in one batched matmul, each longer
+sequence chunk on its own), so there is no Python loop over tokens or heads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.errors import InvalidRequest, ModelLoadError
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.state.kv_cache import KVCache
+from llamacli.core.model.kernels.precision import Precision
+from llamacli.core.model.weights.tensors import FusedLinear, Linear, WeightLoader, fuse_f32
+
+
+@dataclass
+class ModelArgs:
+    """Hyperparameters common to the decoder families we run."""
+
+    arch: str
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    head_dim_v: int
+    n_ff: int
+    norm_eps: float
+    n_ctx_train: int
+    rope: K.RopeConfig
+    rope_swa: K.RopeConfig | None = None  # rope of sliding-window layers, if different
+    sliding_window: int | None = None
+    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window
+    attn_scale: float = 0.0  # multiplies q.k; 0 -> 1/sqrt(head_dim)
+    embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
+    attn_softcap: float | None = None
+    final_softcap: float | None = None
+    activation: str = "silu"  # gated FFN activation: "silu" or "gelu"
+    scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.attn_scale:
+            self.attn_scale = 1.0 / math.sqrt(self.head_dim)
+        if not self.swa_layers:
+            self.swa_layers = (False,) * self.n_layer
+
+    def layer_window(self, il: int) -> int | None:
+        return self.sliding_window if self.swa_layers[il] else None
+
+
+def md_get(md: dict[str, Any], path: str, key: str, default: Any = None, required: bool = True) -> Any:
+    """Metadata value or a clear error naming the missing key."""
+    if key in md:
+        return md[key]
+    if default is not None or not required:
+        return default
+    raise ModelLoadError(path, f"missing metadata key {key!r}")
+
+
+@dataclass
+class LayerWeights:
+    attn_norm: np.ndarray
+    wq: Linear
+    wk: Linear
+    wv: Linear
+    wo: Linear
+    ffn_norm: np.ndarray
+    w_gate: Linear
+    w_up: Linear
+    w_down: Linear
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
+    post_attn_norm: np.ndarray | None = None
+    post_ffn_norm: np.ndarray | None = None
+    qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
+    gate_up: FusedLinear | None = None
+
+
+@dataclass
+class AttnGroup:
+    """Sequences attended together: S sequences with Tq query tokens each.
+
+    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions.
+    """
+
+    seq_ids: np.ndarray
+    tok_idx: np.ndarray
+    q_pos: np.ndarray
+    masks: dict[int | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+
+    def mask(self, window: int | None) -> tuple[int, np.ndarray]:
+        """(k_start, additive mask (S, Tq, L)) for a layer with this window; cached per group."""
+        if window not in self.masks:
+            q_max = int(self.q_pos.max())
+            k_start = 0 if window is None else max(0, int(self.q_pos.min()) - window + 1)
+            n_keys = q_max + 1 - k_start
+            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window))
+        return self.masks[window]
+
+
+# Query rows per attention group for long chunks: with causal masking, a chunk of 128
+# queries only needs keys up to its own last position, so splitting a 512-token prefill
+# skips ~40% of the score matrix (the masked upper triangle) and its softmax.
+QUERY_BLOCK = 128
+
+
+def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: int = 0) -> list[AttnGroup]:
+    """Group the batch's tokens for attention.
+
+    Fast: the one-token sequences in batched groups (keys padded to the longest; at most
+    singles_per_group sequences each when > 0, so that groups can run side by side), each
+    longer sequence alone. per_sequence: every sequence alone, over exactly its own keys, so
+    its result does not depend on the others (padding keys changes how BLAS sums). Long
+    chunks are split into blocks of QUERY_BLOCK queries (their own, batch-independent shapes).
+    """
+    seqs, counts = np.unique(batch.seq_ids, return_counts=True)
+    groups: list[AttnGroup] = []
+    singles = seqs[counts == 1] if not per_sequence else seqs[:0]
+    if singles.size:
+        pos_in_batch = np.flatnonzero(np.isin(batch.seq_ids, singles))
+        order = np.argsort(batch.seq_ids[pos_in_batch], kind="stable")
+        every = pos_in_batch[order]
+        step = singles_per_group if singles_per_group > 0 else every.shape[0]
+        for a in range(0, every.shape[0], step):
+            idx = every[a : a + step]
+            groups.append(AttnGroup(batch.seq_ids[idx], idx[:, None], batch.positions[idx][:, None]))
+    for s in seqs if per_sequence else seqs[counts > 1]:
+        idx = np.flatnonzero(batch.seq_ids == s)
+        for a in range(0, idx.shape[0], QUERY_BLOCK):
+            blk = idx[a : a + QUERY_BLOCK]
+            groups.append(AttnGroup(np.array([s]), blk[None, :], batch.positions[blk][None, :]))
+    return groups
+
+
+class DecoderModel:
+    """Llama-style decoder. Subclasses override hooks for their architecture's differences."""
+
+    arch = ""
+    #: optional per-arch tensors; missing required ones raise ModelLoadError at load
+    has_qk_norm = False
+    has_post_norms = False
+    #: decoders attend causally over a KV cache, so a prompt may be split across batches;
+    #: encoders (bert) see the whole sequence and need it in one batch
+    causal = True
+    has_lm_head = True  # encoders have none: they only serve embeddings
+    n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
+
+    def check_input(self, n_tokens: int, n_batch: int) -> None:
+        """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""
+
+    def classify(self, pooled: np.ndarray) -> np.ndarray:
+        """The classification head (rank pooling) over pooled rows (n, n_embd)."""
+        raise InvalidRequest(f"{self.args.arch} has no classification head: it cannot rerank")
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        """Hyperparameters from the file's metadata (each architecture module defines it)."""
+        raise ModelLoadError(g.path, "DecoderModel is abstract")
+
+    def __init__(self, args: ModelArgs, gguf: GGUFFile, precision: Precision, loader: WeightLoader) -> None:
+        self.args = args
+        self.path = gguf.path
+        self.precision = precision
+        self.tok_embd = loader.embedding("token_embd.weight")
+        self.output_norm = loader.vector("output_norm.weight", args.n_embd)
+        self.output = loader.output("output.weight", tied_to=self.tok_embd)
+        self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
+        a = args
+        self._rope = a.rope
+        self._rope_swa = a.rope_swa or a.rope
+
+    # ---- loading -------------------------------------------------------------------------
+    def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
+        p = f"blk.{il}."
+        a = self.args
+        lw = LayerWeights(
+            attn_norm=ld.vector(p + "attn_norm.weight"),
+            wq=ld.linear(p + "attn_q", a.n_embd, a.n_head * a.head_dim),
+            wk=ld.linear(p + "attn_k", a.n_embd, a.n_head_kv * a.head_dim),
+            wv=ld.linear(p + "attn_v", a.n_embd, a.n_head_kv * a.head_dim_v),
+            wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
+            ffn_norm=ld.vector(p + "ffn_norm.weight"),
+            w_gate=ld.linear(p + "ffn_gate", a.n_embd, a.n_ff),
+            w_up=ld.linear(p + "ffn_up", a.n_embd, a.n_ff),
+            w_down=ld.linear(p + "ffn_down", a.n_ff, a.n_embd),
+        )
+        if self.has_qk_norm:
+            lw.q_norm = ld.vector(p + "attn_q_norm.weight")
+            lw.k_norm = ld.vector(p + "attn_k_norm.weight")
+        if self.has_post_norms:
+            lw.post_attn_norm = ld.vector(p + "post_attention_norm.weight")
+            lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
+        return lw
+
+    def _fuse_layers(self) -> None:
+        """After loading (f32 numerics): fuse Q/K/V and gate/up into one matmul each. The ggml
+        numerics keep the GGUF blocks and share the activation's quantization instead."""
+        if self.precision.quantized_weights:
+            return
+        for lw in self.layers:
+            lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
+            lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
+
+    def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
+        a = self.args
+        return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
+
+    # ---- hooks ---------------------------------------------------------------------------
+    def embed(self, tokens: np.ndarray) -> np.ndarray:
+        """(T,) token ids -> (T, n_embd)."""
+        x = self.tok_embd.rows(tokens)
+        self.precision.add_lora_rows(tokens, "token_embd.weight", x)
+        if self.args.embed_scale is not None:
+            x = x * np.float32(self.args.embed_scale)
+        return x
+
+    def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
+        """Gated FFN: down(act(gate(h)) * up(h)); h (T, n_embd)."""
+        pr = self.precision
+        g, u = pr.linears(h, [lw.w_gate, lw.w_up], lw.gate_up)
+        act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
+        return pr.linear(act * u, lw.w_down)
+
+    # ---- forward -------------------------------------------------------------------------
+    def forward(self, batch: Batch, cache: KVCache, return_hidden: bool = False) -> np.ndarray:
+        """Run the batch, update the cache; logits (n_out, n_vocab) for batch.output tokens,
+        or the final-normed hidden states (n_out, n_embd) when return_hidden."""
+        h = self.forward_hidden(batch, cache)
+        return h if return_hidden else self.logits(h)
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Vocabulary logits (n, n_vocab) of final-normed hidden states (n, n_embd)."""
+        if hidden.shape[0] == 0:
+            return np.zeros((0, self.args.n_vocab), dtype=np.float32)
+        out = self.precision.output(hidden, self.output)
+        if self.args.final_softcap:
+            out = K.softcap(out, self.args.final_softcap)
+        return out
+
+    def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
+        """Run the batch, update the cache; final-normed hidden states of the output rows."""
+        a = self.args
+        if batch.n_tokens == 0:
+            return np.zeros((0, a.n_embd), dtype=np.float32)
+        if int(batch.positions.max()) >= cache.n_ctx:
+            raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
+        groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
+        self.precision.begin_batch(batch)
+        cs_global = K.rope_cos_sin(batch.positions, self._rope)
+        cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
+        x = self.embed(batch.tokens)  # (T, n_embd)
+        for il, lw in enumerate(self.layers):
+            cos, sin = cs_swa if a.swa_layers[il] else cs_global
+            h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
+            h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
+            if lw.post_attn_norm is not None:
+                h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
+            x = x + h
+            h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
+            h = self.ffn(lw, h)
+            if lw.post_ffn_norm is not None:
+                h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
+            x = x + h
+        cache.commit(batch.seq_ids, batch.positions)
+        return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
+        """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the
+        rest down, rotating their keys back by n_discard positions (as llama.cpp's K-shift)."""
+        n = int(cache.lengths[seq])
+        src = slice(n_keep + n_discard, n)
+        dst = slice(n_keep, n - n_discard)
+        m = n - n_keep - n_discard
+        if m <= 0:
+            cache.truncate(seq, n_keep)
+            return
+        delta = np.full(m, -n_discard, dtype=np.int64)
+        for il in range(self.args.n_layer):
+            rope = self._rope_swa if self.args.swa_layers[il] else self._rope
+            cos, sin = K.rope_cos_sin(delta, rope)
+            k = cache.k[il][seq, :, src].transpose(1, 0, 2)  # (m, Hkv, D)
+            k = self.precision.kv(K.apply_rope(k, cos, sin, rope.n_dims, rope.neox))
+            cache.k[il][seq, :, dst] = k.transpose(1, 0, 2)
+            cache.v[il][seq, :, dst] = cache.v[il][seq, :, src]
+        cache.lengths[seq] = n - n_discard
+
+    def attention(
+        self,
+        il: int,
+        lw: LayerWeights,
+        h: np.ndarray,
+        batch: Batch,
+        cache: KVCache,
+        groups: list[AttnGroup],
+        cos: np.ndarray,
+        sin: np.ndarray,
+    ) -> np.ndarray:
+        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache."""
+        a = self.args
+        pr = self.precision
+        T = h.shape[0]
+        q, k, v = pr.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
+        q = q.reshape(T, a.n_head, a.head_dim)
+        k = k.reshape(T, a.n_head_kv, a.head_dim)
+        v = v.reshape(T, a.n_head_kv, a.head_dim_v)
+        if lw.q_norm is not None:
+            q = K.rms_norm(q, lw.q_norm, a.norm_eps)
+            k = K.rms_norm(k, lw.k_norm, a.norm_eps)
+        rope = self._rope_swa if a.swa_layers[il] else self._rope
+        q = pr.rope(q, cos, sin, rope)
+        k = pr.rope(k, cos, sin, rope)
+        scale = a.attn_scale
+        if a.scale_q:
+            q = q * np.float32(scale)
+            scale = 1.0
+        cache.write(il, batch.seq_ids, batch.positions, pr.kv(k), pr.kv(v))
+        out = np.empty((T, a.n_head, a.head_dim_v), dtype=np.float32)
+        window = a.layer_window(il)
+
+        def attend(g: AttnGroup) -> None:  # groups are independent: they may run side by side
+            k_start, mask = g.mask(window)
+            kc, vc = cache.view(il, g.seq_ids, k_start, k_start + mask.shape[-1])
+            qg = q[g.tok_idx].transpose(0, 2, 1, 3)  # (S, H, Tq, D)
+            o = pr.attention(qg, kc, vc, mask, scale, a.attn_softcap)  # (S, H, Tq, Dv)
+            out[g.tok_idx] = o.transpose(0, 2, 1, 3)
+
+        pr.run_each(attend, groups)
+        return pr.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)

@@ -1,0 +1,6 @@
+"""The numerics of the forward pass: pure functions over NumPy arrays, no state.
+
+`ops` (norms, RoPE, attention, activations), `matmul` (float32), `qmm/` (matmuls on weights in
+their GGUF blocks, numba-compiled), `dequant` (every ggml type to float32), `numerics` (the
+roundings ggml applies to activations), `precision` (the numerics modes), `pooling`, and
+`warmup` (compiling every kernel before the first request)."""

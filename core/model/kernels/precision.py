@@ -1,0 +1,235 @@
+"""Numerics modes of the forward pass.
+
+`f32`: plain float32 maths on dequantized weights.
+`ggml`: the same maths, with the roundings llama.cpp's CPU backend applies inserted where it
+applies them (docs/numerics.md), so that our logits track llama.cpp's closely enough for
+token-identical greedy output: activations quantized to each weight type's `vec_dot_type`
+before a matmul, K/V cached as f16, attention operands in f16, GELU through the f16 table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels import numerics as N
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.state.lora import NO_LORA, LoraSet
+from llamacli.core.model.kernels import qmm
+from llamacli.core.model.kernels.matmul import MatmulPool, RowLayout, limit_blas
+from llamacli.core.model.kernels.qmm.attention import attention as qmm_attention
+from llamacli.core.model.kernels.qmm.matrix import act_key
+from llamacli.core.model.kernels.qmm.tables import gelu_lookup
+from llamacli.core.model.weights.tensors import FusedLinear, Linear, OutputWeight
+
+NUMERICS_MODES = ("ggml", "f32")
+T = TypeVar("T")
+
+class Precision:
+    """float32 maths on dequantized weights (BLAS); the base of the ggml mode, which overrides
+    the rounding hooks and multiplies the GGUF blocks themselves.
+
+    Matmuls go through a MatmulPool: multi-threaded and batch-invariant (core/model/kernels/matmul.py).
+    """
+
+    name = "f32"
+    quantized_weights = False  # what the WeightLoader keeps: GGUF bytes or float32 copies
+    singles_per_group = 0  # decoding sequences per attention group (0: all in one batched matmul)
+
+    def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
+        self.mm = MatmulPool(threads, batch_invariant)
+        self.lora: LoraSet = NO_LORA  # adapters the current forward applies (set by the engine)
+
+    @property
+    def batch_invariant(self) -> bool:
+        return self.mm.batch_invariant
+
+    def begin_batch(self, batch: Batch) -> None:
+        """Lay out the batch's rows for batch-invariant matmuls (no-op in fast mode)."""
+        if self.mm.batch_invariant:
+            self.mm.layout = RowLayout.build(batch.seq_ids, batch.positions, batch.decode, self.mm.tile)
+
+    def run_each(self, fn: Callable[[T], None], items: Sequence[T]) -> None:
+        """fn(item) for each item (independent pieces of work, e.g. attention groups)."""
+        for it in items:
+            fn(it)
+
+    def act(self, x: np.ndarray, weight_qtype: object) -> np.ndarray:
+        """The activation as the matmul with a weight of this type sees it."""
+        return x
+
+    def kv(self, x: np.ndarray) -> np.ndarray:
+        """K or V as stored in the cache."""
+        return x
+
+    def matmul(self, x: np.ndarray, lin: Linear) -> np.ndarray:
+        """x @ W.T, nothing added."""
+        return self.mm.linear(self.act(x, lin.qtype), lin.w)  # type: ignore[arg-type]
+
+    def add_lora(self, x: np.ndarray, name: str, y: np.ndarray) -> None:
+        """y += each active adapter's ((x A^T) B^T) * scale for the weight `name`, in adapter
+        order (llama.cpp's build_lora_mm; before the bias)."""
+        for adapter, user_scale in self.lora.active:
+            lw = adapter.weights.get(name)
+            if lw is not None:
+                y += self.matmul(self.matmul(x, lw.a), lw.b) * np.float32(lw.scale(adapter.alpha, user_scale))  # type: ignore[arg-type]
+
+    def add_lora_rows(self, tokens: np.ndarray, name: str, x: np.ndarray) -> None:
+        """x (T, n_embd) += each active adapter's A[tokens] B^T * scale for the embedding
+        `name` (llama.cpp's build_inp_embd)."""
+        for adapter, user_scale in self.lora.active:
+            lw = adapter.weights.get(name)
+            if lw is not None:
+                rows = lw.a.rows(tokens)  # type: ignore[union-attr]  # (T, rank)
+                x += self.matmul(rows, lw.b) * np.float32(lw.scale(adapter.alpha, user_scale))
+
+    def linear(self, x: np.ndarray, lin: Linear) -> np.ndarray:
+        y = self.matmul(x, lin)
+        self.add_lora(x, lin.name, y)
+        if lin.b is not None:
+            y += lin.b
+        return y
+
+    def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
+        """Several linears of the same input (Q/K/V, gate/up)."""
+        if fused is not None and not self.lora:
+            return self.linear_fused(x, fused)
+        return [self.linear(x, lin) for lin in lins]
+
+    def linear_fused(self, x: np.ndarray, f: FusedLinear) -> list[np.ndarray]:
+        """The outputs of the fused layers, one rounding and one matmul for all."""
+        y = self.mm.linear(self.act(x, f.qtype), f.w)
+        outs: list[np.ndarray] = []
+        a = 0
+        for n, b in zip(f.splits, f.biases):
+            part = y[:, a : a + n]
+            if b is not None:
+                part = part + b
+            outs.append(part)
+            a += n
+        return outs
+
+    def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
+        """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
+        y = self.mm.project(self.act(x, ow.qtype), ow.w)  # type: ignore[arg-type]
+        self.add_lora(x, ow.name, y)
+        return y
+
+    def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
+        return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox)
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        return K.gelu(x)
+
+    def silu(self, x: np.ndarray) -> np.ndarray:
+        return K.silu(x)
+
+    def attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None
+    ) -> np.ndarray:
+        return K.gqa_attention(q, k, v, mask, scale, softcap)
+
+
+class GGMLPrecision(Precision):
+    """Emulates ggml-cpu's roundings (see docs/numerics.md for each, with its source)."""
+
+    name = "ggml"
+    quantized_weights = True
+    # The compiled attention gives each row the same bits in any group, so decoding sequences
+    # are grouped by 8: the groups run side by side on the pool (run_each).
+    singles_per_group = 8
+
+    def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
+        # Every matmul and attention product here is batch-invariant by construction, so the
+        # flag changes nothing (kept for the command line).
+        super().__init__(threads, False)
+        qmm.threads.set_threads(threads)
+        # BLAS (what NumPy glue still multiplies, e.g. LoRA factors) on one thread: its spinning
+        # threads fought the kernels' threads and any other busy process; attention groups (the
+        # compiled kernel releases the GIL) run side by side on our threads instead.
+        limit_blas()
+
+    def run_each(self, fn: Callable[[T], None], items: Sequence[T]) -> None:
+        qmm.threads.run_each(fn, items)
+
+    def kv(self, x: np.ndarray) -> np.ndarray:
+        return N.round_f16(x)
+
+    def matmul(self, x: np.ndarray, lin: Linear) -> np.ndarray:
+        """On the GGUF blocks: activation quantized once to the vec_dot type, integer block dots
+        (core/model/kernels/qmm). The same result for a row whatever the batch, CPU or thread count."""
+        assert lin.q is not None
+        return qmm.matmul(qmm.prepare(x, lin.qtype), lin.q)
+
+    def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
+        """Weights whose activations round alike share one quantization of x (and, decoding,
+        one parallel loop)."""
+        groups: dict[object, list[int]] = {}
+        for i, lin in enumerate(lins):
+            groups.setdefault(act_key(lin.qtype), []).append(i)
+        outs: list[np.ndarray] = [np.empty(0)] * len(lins)
+        for idx in groups.values():
+            xa = qmm.prepare(x, lins[idx[0]].qtype)
+            ys = qmm.matmul_many(xa, [lins[i].q for i in idx])  # type: ignore[misc]
+            for i, y in zip(idx, ys):
+                self.add_lora(x, lins[i].name, y)
+                if lins[i].b is not None:
+                    y += lins[i].b
+                outs[i] = y
+        return outs
+
+    def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
+        assert ow.q is not None
+        y = qmm.matmul(qmm.prepare(x, ow.qtype), ow.q)
+        self.add_lora(x, ow.name, y)
+        return y
+
+    def rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, cfg: K.RopeConfig) -> np.ndarray:
+        return K.apply_rope(x, cos, sin, cfg.n_dims, cfg.neox, fma=True)
+
+    def gelu(self, x: np.ndarray) -> np.ndarray:
+        """ggml's GELU: through a table indexed by the f16 input, giving f16 values;
+        x <= -10 -> 0 and x >= 10 -> x (docs/numerics.md 2.8)."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        y = np.empty_like(x)
+        table = _gelu_f16_table()
+        if x.ndim < 2 or x.size == 0:
+            gelu_lookup(x.reshape(-1), table, y.reshape(-1))
+            return y
+        x2, y2 = x.reshape(x.shape[0], -1), y.reshape(x.shape[0], -1)  # rows: tokens
+        qmm.threads.split_rows(lambda a, b: gelu_lookup(x2[a:b].reshape(-1), table, y2[a:b].reshape(-1)), *x2.shape)
+        return y
+
+    def attention(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None
+    ) -> np.ndarray:
+        """The non-flash-attention path (docs/numerics.md 2.6): Q rounded to f16 for KQ (K, V
+        are already f16 values from the cache), softmax with a float64 sum, probabilities
+        rounded to f16 before the V product. Compiled (core/model/kernels/qmm/attention.py): both products
+        are float32 sums of exact f16 products in one fixed order, so a row's result is the
+        same on every CPU, for every thread count and whatever else is in the batch."""
+        return qmm_attention(q, k, v, mask, scale, softcap)
+
+
+_GELU_TABLE: np.ndarray | None = None
+
+
+def _gelu_f16_table() -> np.ndarray:
+    """f32(f16(gelu(h))) for every f16 bit pattern h (65536 entries), built once."""
+    global _GELU_TABLE
+    if _GELU_TABLE is None:
+        h = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            _GELU_TABLE = K.gelu(h).astype(np.float16).astype(np.float32)
+    return _GELU_TABLE
+
+
+def make_precision(mode: str, threads: int | None = None, batch_invariant: bool = False) -> Precision:
+    if mode == "ggml":
+        return GGMLPrecision(threads, batch_invariant)
+    if mode == "f32":
+        return Precision(threads, batch_invariant)
+    raise ValueError(f"unknown numerics mode {mode!r} (choose from {', '.join(NUMERICS_MODES)})")

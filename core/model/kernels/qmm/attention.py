@@ -1,0 +1,219 @@
+"""Attention of f16 values without flash attention (docs/numerics.md 2.6), compiled.
+
+For each sequence s and KV head h, the R = G * Tq query rows that share that head
+(row r = g * Tq + t: query head h * G + g, query token t) are computed together:
+
+    s[r, l]  = sum over d of f16(q[r, d]) * k[l, d]          (float32, d = 0, 1, ... in order)
+    w        = f32(s * scale), soft-capped if asked, + mask  (mask: 0 or -inf)
+    e        = expf(w - max w); p = f32(e * f32(1 / sum e))      (ggml's exp and sum: expf.py)
+    out[r, j] = sum over l of f16(p[r, l]) * v[l, j]         (float32, l = 0, 1, ... in order)
+
+k and v hold f16 values (the cache stores them rounded), so every product is exact in
+float32 and each sum is the same chain of float32 additions on any CPU (core/model/kernels/qmm/fsimd.py).
+Only a row's visible keys (the run where its mask is 0) enter its sums: keys outside it are
+skipped or contribute an exact +0. So a row's result depends on its own query and visible
+keys only: not on the other rows or sequences of the call, the key padding of a batch, the
+block of queries it was computed in, or the thread that ran it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+from numba import njit
+
+from llamacli.core.model.kernels.qmm.expf import exp_sum
+from llamacli.core.model.kernels.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2
+from llamacli.core.model.kernels.qmm.simd import round_f16
+
+KEY_TILE = 32  # keys per score tile (two 16-float vectors)
+ROWS = 4  # query rows per register block
+
+
+@njit(cache=True, nogil=True)
+def _visible(mask, s, lo, hi):  # type: ignore[no-untyped-def]
+    """lo[t], hi[t]: the first visible key and one past the last of query t of sequence s."""
+    n = mask.shape[2]
+    for t in range(mask.shape[1]):
+        a = 0
+        while a < n and mask[s, t, a] == -np.inf:
+            a += 1
+        b = n
+        while b > a and mask[s, t, b - 1] == -np.inf:
+            b -= 1
+        lo[t] = a
+        hi[t] = b
+
+
+@njit(cache=True, nogil=True)
+def _block_range(lo, hi, tq, r0, nr):  # type: ignore[no-untyped-def]
+    """The union of the visible keys of rows r0 .. r0 + nr - 1 (row r is query r % tq)."""
+    a = lo[r0 % tq]
+    b = hi[r0 % tq]
+    for r in range(r0 + 1, r0 + nr):
+        a = min(a, lo[r % tq])
+        b = max(b, hi[r % tq])
+    return a, max(a, b)
+
+
+@njit(cache=True, nogil=True)
+def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap):  # type: ignore[no-untyped-def]
+    """Probabilities, rounded to f16, of the scores sc[so + l] for the visible keys l in
+    [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range)."""
+    m = -np.inf
+    for l in range(a, b):
+        w = sc[so + l]
+        if scale != np.float32(1.0):
+            w = w * scale
+        if cap > np.float32(0.0):
+            w = np.float32(math.tanh(np.float64(w / cap))) * cap
+        w = w + mask[s, t, l]
+        sc[so + l] = w
+        m = max(m, w)
+    if not np.isfinite(m):
+        m = np.float32(0.0)
+    total = exp_sum(sc, so + a, b - a, m)  # float64
+    inv = np.float32(1.0 / total) if total > 0.0 else np.float32(0.0)
+    for l in range(la, lb):
+        pb[po + l] = round_f16(sc[so + l] * inv) if a <= l < b else np.float32(0.0)
+
+
+@njit(cache=True, nogil=True)
+def _transpose_keys(k, s, h, klo, khi, kt, lp):  # type: ignore[no-untyped-def]
+    """kt[d * lp + l] = k[s, h, l, d] for the key tiles that hold [klo, khi); the tiles' other
+    keys are set to 0 (their scores are never read; 0 keeps them finite)."""
+    D = k.shape[3]
+    a = klo // KEY_TILE * KEY_TILE
+    b = min(lp, (khi + KEY_TILE - 1) // KEY_TILE * KEY_TILE)
+    for lt in range(a, b, KEY_TILE):
+        l0 = max(lt, klo)
+        l1 = min(lt + KEY_TILE, khi)
+        for d in range(D):
+            row = d * lp
+            for l in range(lt, l0):
+                kt[row + l] = np.float32(0.0)
+            for l in range(l0, l1):
+                kt[row + l] = k[s, h, l, d]
+            for l in range(l1, lt + KEY_TILE):
+                kt[row + l] = np.float32(0.0)
+
+
+@njit(cache=True, nogil=True)
+def _attend(q, k, v, mask, scale, cap, out):  # type: ignore[no-untyped-def]
+    """out (S, H, Tq, Dv) = attention of q (S, H, Tq, D) over k (S, Hkv, L, D), v (S, Hkv, L, Dv)
+    with the additive mask (S, Tq, L); see the module for the order of every sum."""
+    S, H, Tq, D = q.shape
+    Hkv, L, Dv = k.shape[1], k.shape[2], v.shape[3]
+    G = H // Hkv
+    R = G * Tq
+    Lp = (L + KEY_TILE - 1) // KEY_TILE * KEY_TILE
+    f32 = np.float32
+    qb = np.empty(R * D, f32)  # f16(q) rows
+    kt = np.empty(D * Lp, f32)  # k transposed: kt[d * Lp + l] = k[l, d] (visible keys' tiles)
+    sc = np.empty(R * Lp, f32)  # scores, then exponentials
+    pb = np.zeros(R * Lp, f32)  # f16(p)
+    ob = np.empty(R * Dv, f32)
+    lo = np.empty(Tq, np.int64)
+    hi = np.empty(Tq, np.int64)
+    nblk = (R + ROWS - 1) // ROWS
+    blo = np.empty(nblk, np.int64)
+    bhi = np.empty(nblk, np.int64)
+    vs0, vs1, vs2 = v.strides[0] // 4, v.strides[1] // 4, v.strides[2] // 4
+    for s in range(S):
+        _visible(mask, s, lo, hi)
+        for ib in range(nblk):
+            r0 = ib * ROWS
+            blo[ib], bhi[ib] = _block_range(lo, hi, Tq, r0, min(ROWS, R - r0))
+        klo = blo.min()
+        khi = bhi.max()
+        for h in range(Hkv):
+            for r in range(R):
+                for d in range(D):
+                    qb[r * D + d] = round_f16(q[s, h * G + r // Tq, r % Tq, d])
+            _transpose_keys(k, s, h, klo, khi, kt, Lp)
+            # scores of each row block over its key tiles
+            for ib in range(nblk):
+                r0 = ib * ROWS
+                nr = min(ROWS, R - r0)
+                for lt in range(blo[ib] // KEY_TILE * KEY_TILE, bhi[ib], KEY_TILE):
+                    if nr == ROWS:
+                        fma_tile_4x2(qb, r0 * D, D, kt, lt, Lp, D, sc, r0 * Lp + lt, Lp)
+                    else:
+                        for r in range(r0, r0 + nr):
+                            fma_tile_1x2(qb, r * D, D, kt, lt, Lp, D, sc, r * Lp + lt, Lp)
+                for r in range(r0, r0 + nr):
+                    t = r % Tq
+                    _softmax_row(sc, r * Lp, pb, r * Lp, mask, s, t, lo[t], hi[t], blo[ib], bhi[ib], scale, cap)
+            # f16(p) times v, 32 (then 16, then 1) output columns at a time
+            vbase = s * vs0 + h * vs1
+            for ib in range(nblk):
+                r0 = ib * ROWS
+                nr = min(ROWS, R - r0)
+                a = blo[ib]
+                n = bhi[ib] - a
+                j = 0
+                while j + 16 <= Dv:
+                    wide = j + 32 <= Dv
+                    for r in range(r0, r0 + nr, ROWS if nr == ROWS else 1):
+                        vo = vbase + a * vs2 + j
+                        if nr == ROWS and wide:
+                            fma_tile_4x2(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        elif nr == ROWS:
+                            fma_tile_4x1(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        elif wide:
+                            fma_tile_1x2(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                        else:
+                            fma_tile_1x1(pb, r * Lp + a, Lp, v, vo, vs2, n, ob, r * Dv + j, Dv)
+                    j += 32 if wide else 16
+                for jj in range(j, Dv):  # the same chain of additions, one column at a time
+                    for r in range(r0, r0 + nr):
+                        acc = f32(0.0)
+                        for l in range(a, a + n):
+                            acc = acc + pb[r * Lp + l] * v[s, h, l, jj]
+                        ob[r * Dv + jj] = acc
+            for r in range(R):
+                for jj in range(Dv):
+                    out[s, h * G + r // Tq, r % Tq, jj] = ob[r * Dv + jj]
+
+
+# One compiled form for every call (views of the cache are of any layout; a C-contiguous
+# array converts to it), so neither a batch's shape nor a copy triggers a compilation.
+_SIGNATURE = (
+    "void(float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:], float32, float32, float32[:,:,:,::1])"
+)
+
+
+_COMPILE_LOCK = threading.Lock()
+
+
+def _compiled() -> None:
+    """Compile (or load from the disk cache) on first use; attention groups call concurrently."""
+    if _attend.signatures:
+        return
+    with _COMPILE_LOCK:
+        if not _attend.signatures:
+            _attend.compile(_SIGNATURE)
+            _attend.disable_compile()
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float32)
+    if not a.flags.writeable or a.strides[-1] != 4:
+        a = np.ascontiguousarray(a).copy()
+    return a
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None) -> np.ndarray:
+    """softmax(f16(q) k^T * scale (soft-capped) + mask) rounded to f16, times v.
+
+    q (S, H, Tq, D); k (S, Hkv, L, D) and v (S, Hkv, L, Dv) hold f16 values (the KV cache);
+    mask (S, Tq, L) of 0 / -inf. Returns (S, H, Tq, Dv) float32. A query row that sees no key
+    gets zeros."""
+    _compiled()
+    S, H, Tq, _ = q.shape
+    out = np.empty((S, H, Tq, v.shape[3]), dtype=np.float32)
+    cap = np.float32(softcap) if softcap else np.float32(0.0)
+    _attend(_writable(q), _writable(k), _writable(v), _writable(mask), np.float32(scale), cap, out)
+    return out

@@ -1,0 +1,176 @@
+"""A weight matrix kept in its GGUF bytes, and the matmul on it.
+
+`QuantMatrix.data` is a read-only view of the memory-mapped file: (n_out, row bytes) uint8.
+Nothing is dequantized at load; `matmul` quantizes the activations once to the weight's
+vec_dot type and runs the compiled block kernels (core/model/kernels/qmm/block_dots.py) on the kernels' own
+threads (core/model/kernels/qmm/threads.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from llamacli.core.model.kernels import numerics as N
+from llamacli.core.errors import UnsupportedTensorType
+from llamacli.core.model.kernels.qmm import block_dots as Kn
+from llamacli.core.model.kernels.qmm import threads
+from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
+from llamacli.core.model.kernels.qmm.simd import TILE
+from llamacli.core.model.kernels.qmm.weight_types import FLOAT_BF16, FLOAT_F16, FLOAT_FORMATS, MIN_K, QUANT_FORMATS, QFormat
+
+_EMPTY3 = np.zeros((0, 0, 0), dtype=np.int32)
+
+QT = GGMLQuantizationType
+
+# Types without a 16-row kernel (Kn.ROWS16_KINDS): from this many activation rows on, the
+# token-vectorised kernel is faster (measured on the demo model's shapes; the choice does not
+# change results). The 16-row kernels are faster than it for every row count.
+PREFILL_MIN_ROWS = 12
+
+
+def _rows16(fmt: QFormat, t: int) -> bool:
+    """Whether t activation rows take the 16-row decode kernel (else the token-tiled one)."""
+    return t < PREFILL_MIN_ROWS or fmt.kind in Kn.ROWS16_KINDS
+
+
+@dataclass
+class QuantMatrix:
+    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes)."""
+
+    data: np.ndarray
+    qtype: GGMLQuantizationType
+    n_in: int
+
+    @property
+    def n_out(self) -> int:
+        return int(self.data.shape[0])
+
+
+def supports(qtype: GGMLQuantizationType) -> bool:
+    return qtype in QUANT_FORMATS or qtype in FLOAT_FORMATS
+
+
+def act_key(qtype: GGMLQuantizationType) -> object:
+    """Weights with the same key read identically quantized activations (one quantization can
+    serve several matmuls)."""
+    if qtype in QUANT_FORMATS:
+        return ("q", QUANT_FORMATS[qtype].act)
+    return ("f", FLOAT_FORMATS[qtype])
+
+
+def prepare(x: np.ndarray, qtype: GGMLQuantizationType) -> QActs | np.ndarray:
+    """The activation as the kernels for this weight type take it."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    fmt = QUANT_FORMATS.get(qtype)
+    if fmt is not None:
+        return quantize_acts(x, fmt.act)
+    ft = FLOAT_FORMATS.get(qtype)
+    if ft is None:
+        raise UnsupportedTensorType("<weight>", f"no matmul for ggml type {qtype.name}")
+    if ft == FLOAT_F16:
+        return N.round_f16(x)
+    if ft == FLOAT_BF16:
+        return N.round_bf16(x)
+    return x
+
+
+def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None) -> np.ndarray:
+    """y (T, n_out) = x @ W.T, with xa from `prepare(x, m.qtype)`."""
+    rows = xa.shape[0] if isinstance(xa, np.ndarray) else xa.codes.shape[0]
+    threads.configure(rows * m.n_out * m.n_in)
+    if isinstance(xa, np.ndarray):
+        t = xa.shape[0]
+        y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
+        Kn.mm_float(m.data, FLOAT_FORMATS[m.qtype], xa, y)
+        return y
+    fmt = QUANT_FORMATS[m.qtype]
+    t = xa.codes.shape[0]
+    y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
+    xsub = _sub_sums(xa, fmt)
+    if _rows16(fmt, t):
+        _decode([m], [fmt], xa, xsub, [y])
+        return y
+    tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
+    tp = -(-t // tile) * tile
+    x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot64
+    x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
+    Kn.mm_prefill(
+        m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
+        x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y,
+    )
+    return y
+
+
+def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarray]:
+    """[x @ W.T for W in ms], with xa from `prepare(x, ms[0].qtype)`: one parallel loop for all
+    when they are few-row decodes of types that read the same quantized activation the same
+    way; otherwise one matmul each (the results are the same bits either way)."""
+    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
+    f0 = fmts[0]
+    if (
+        isinstance(xa, np.ndarray)
+        or not 2 <= len(ms) <= MANY
+        or any(f is None or not _rows16(f, xa.codes.shape[0]) for f in fmts)
+        or any(f is None or (f.qk, f.nsub, f.act, f.min_term) != (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)  # type: ignore[union-attr]
+        or len({m.data.flags.writeable for m in ms}) != 1
+    ):
+        return [matmul(xa, m) for m in ms]
+    assert f0 is not None
+    t = xa.codes.shape[0]
+    threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
+    outs = [np.empty((t, m.n_out), dtype=np.float32) for m in ms]
+    _decode(ms, [f for f in fmts if f is not None], xa, _sub_sums(xa, f0), outs)
+    return outs
+
+
+# mm_decode_many takes its matrices and outputs as tuples of exactly MANY arrays (fewer are
+# padded with the last one, which no work item reads or writes), so that one compiled signature
+# serves one matrix, gate/up and Q/K/V alike: each signature of the 16-row kernel costs ~20 s of
+# compiling on a machine's first run.
+MANY = 3
+
+
+def _decode(ms: list[QuantMatrix], fmts: list[QFormat], xa: QActs, xsub: np.ndarray, outs: list[np.ndarray]) -> None:
+    """outs[i] = x @ ms[i].W.T with the 16-row kernels, all matrices in one parallel loop."""
+    f0 = fmts[0]
+    pad = MANY - len(ms)
+    ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
+    ys = tuple(outs + [outs[-1]] * pad)
+    kinds = np.array([f.kind for f in fmts] + [fmts[-1].kind] * pad, dtype=np.int64)
+    tasks = _tasks(tuple(m.n_out for m in ms))  # work items of the real matrices only
+    Kn.mm_decode_many(ws, kinds, f0.qk, f0.nsub, f0.act, f0.min_term, xa.codes, xa.d, xa.s, xsub, ys, tasks)
+
+
+@lru_cache(maxsize=64)
+def _tasks(n_outs: tuple[int, ...]) -> np.ndarray:
+    """The work items of `mm_decode_many` for matrices of these row counts: (n, 3) rows of
+    (matrix, first row, end row), ROWS_PER_TASK rows each (built once per shape: a decode step
+    asks for it twice per layer)."""
+    t = np.array(
+        [(i, r, min(n, r + Kn.ROWS_PER_TASK)) for i, n in enumerate(n_outs) for r in range(0, n, Kn.ROWS_PER_TASK)],
+        dtype=np.int64,
+    )
+    t.flags.writeable = False
+    return t
+
+
+def _sub_sums(xa: QActs, fmt: QFormat) -> np.ndarray:
+    """K-quants with mins, and Q6_K (its one-row kernel takes the codes' offset 32 back through
+    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; an
+    empty array for the other types."""
+    if fmt.min_term != MIN_K and fmt.qtype != QT.Q6_K:
+        return _EMPTY3
+    return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
+
+
+def _tokens_last(a: np.ndarray, tp: int) -> np.ndarray:
+    """(T, ...) -> (..., tp): tokens on the last, contiguous axis, zero-padded to tp."""
+    if a.size == 0:
+        return np.zeros((0,) * a.ndim, dtype=a.dtype)
+    p = np.zeros(a.shape[1:] + (tp,), dtype=a.dtype)
+    p[..., : a.shape[0]] = np.moveaxis(a, 0, -1)
+    return p

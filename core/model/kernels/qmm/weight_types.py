@@ -1,0 +1,61 @@
+"""How each ggml weight type is multiplied: block size, sub-blocks, activation type, min term.
+
+`act` is ggml-cpu's vec_dot_type for the weight (type_traits_cpu): the activation row is
+quantized to it once per matmul (core/model/kernels/qmm/acts.py). `min_term`:
+  none - y = sum_b d_x * d_w * isum_b
+  q8_1 - Q4_1/Q5_1: + m_w * s_x per block (s_x: the Q8_1 block's fp16 d * sum of codes)
+  k    - K-quants with mins: - d_x * dmin_w * sum_j m_j * (sum of the activation codes of j)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from llamacli.core.model.kernels.qmm import unpack as U
+
+QT = GGMLQuantizationType
+
+ACT_Q8_0, ACT_Q8_1, ACT_Q8_K = 0, 1, 2
+MIN_NONE, MIN_Q8_1, MIN_K = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class QFormat:
+    qtype: GGMLQuantizationType
+    kind: int  # unpack id (core/model/kernels/qmm/unpack.py)
+    qk: int  # values per block
+    type_size: int  # bytes per block
+    nsub: int  # sub-blocks with their own integer scale
+    act: int
+    min_term: int
+
+    @property
+    def sub(self) -> int:
+        return self.qk // self.nsub
+
+
+def _f(qt: GGMLQuantizationType, kind: int, nsub: int, act: int, min_term: int) -> QFormat:
+    qk, ts = GGML_QUANT_SIZES[qt]
+    return QFormat(qt, kind, qk, ts, nsub, act, min_term)
+
+
+QUANT_FORMATS: dict[GGMLQuantizationType, QFormat] = {
+    QT.Q4_0: _f(QT.Q4_0, U.Q4_0, 1, ACT_Q8_0, MIN_NONE),
+    QT.Q4_1: _f(QT.Q4_1, U.Q4_1, 1, ACT_Q8_1, MIN_Q8_1),
+    QT.Q5_0: _f(QT.Q5_0, U.Q5_0, 1, ACT_Q8_0, MIN_NONE),
+    QT.Q5_1: _f(QT.Q5_1, U.Q5_1, 1, ACT_Q8_1, MIN_Q8_1),
+    QT.Q8_0: _f(QT.Q8_0, U.Q8_0, 1, ACT_Q8_0, MIN_NONE),
+    QT.IQ4_NL: _f(QT.IQ4_NL, U.IQ4_NL, 1, ACT_Q8_0, MIN_NONE),
+    QT.Q2_K: _f(QT.Q2_K, U.Q2_K, 16, ACT_Q8_K, MIN_K),
+    QT.Q3_K: _f(QT.Q3_K, U.Q3_K, 16, ACT_Q8_K, MIN_NONE),
+    QT.Q4_K: _f(QT.Q4_K, U.Q4_K, 8, ACT_Q8_K, MIN_K),
+    QT.Q5_K: _f(QT.Q5_K, U.Q5_K, 8, ACT_Q8_K, MIN_K),
+    QT.Q6_K: _f(QT.Q6_K, U.Q6_K, 16, ACT_Q8_K, MIN_NONE),
+    QT.IQ4_XS: _f(QT.IQ4_XS, U.IQ4_XS, 8, ACT_Q8_K, MIN_NONE),
+}
+
+# Float weights: the activation is rounded to the weight's type (F16/BF16) or used as is (F32).
+FLOAT_F32, FLOAT_F16, FLOAT_BF16 = 0, 1, 2
+FLOAT_FORMATS: dict[GGMLQuantizationType, int] = {QT.F32: FLOAT_F32, QT.F16: FLOAT_F16, QT.BF16: FLOAT_BF16}

@@ -1,0 +1,80 @@
+"""Per-sequence KV cache: one row per sequence, one cell per position.
+
+Cell index == token position, so a sequence's cache holds positions 0..n-1 contiguously and
+truncating to a prefix (prompt reuse) is just lowering its length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class KVCache:
+    """k[layer], v[layer]: float32 arrays (n_seq, Hkv, n_ctx, D).
+
+    np.zeros maps untouched pages lazily, so a large n_ctx costs memory only as it fills.
+    `lengths[s]` counts the valid cells of sequence s.
+    """
+
+    def __init__(self, n_layer: int, n_seq: int, n_ctx: int, n_head_kv: int, head_dim: int, head_dim_v: int) -> None:
+        self.n_layer = n_layer
+        self.n_seq = n_seq
+        self.n_ctx = n_ctx
+        self.k = [np.zeros((n_seq, n_head_kv, n_ctx, head_dim), dtype=np.float32) for _ in range(n_layer)]
+        self.v = [np.zeros((n_seq, n_head_kv, n_ctx, head_dim_v), dtype=np.float32) for _ in range(n_layer)]
+        self.lengths = np.zeros(n_seq, dtype=np.int64)
+
+    def write(self, layer: int, seq_ids: np.ndarray, positions: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Store k (T, Hkv, D) and v (T, Hkv, Dv) at (seq_ids[t], positions[t])."""
+        self.k[layer][seq_ids, :, positions] = k
+        self.v[layer][seq_ids, :, positions] = v
+
+    def commit(self, seq_ids: np.ndarray, positions: np.ndarray) -> None:
+        """Record that the batch's cells are now filled (after all layers wrote them)."""
+        np.maximum.at(self.lengths, seq_ids, positions + 1)
+
+    def view(self, layer: int, seq_ids: np.ndarray, k_start: int, k_end: int) -> tuple[np.ndarray, np.ndarray]:
+        """Keys/values of positions [k_start, k_end) for the given sequences: (S, Hkv, L, D).
+
+        A contiguous run of sequence ids is a view (no copy); otherwise only the window is copied.
+        """
+        s0 = int(seq_ids[0])
+        if seq_ids.shape[0] == 1 or np.array_equal(seq_ids, np.arange(s0, s0 + seq_ids.shape[0])):
+            sl = slice(s0, s0 + seq_ids.shape[0])
+            return self.k[layer][sl, :, k_start:k_end], self.v[layer][sl, :, k_start:k_end]
+        return (
+            self.k[layer][:, :, k_start:k_end][seq_ids],
+            self.v[layer][:, :, k_start:k_end][seq_ids],
+        )
+
+    def truncate(self, seq_id: int, n: int) -> None:
+        """Keep only the first n cells of a sequence (the common prefix of a new prompt)."""
+        self.lengths[seq_id] = min(int(self.lengths[seq_id]), max(0, n))
+
+    def clear(self, seq_id: int | None = None) -> None:
+        if seq_id is None:
+            self.lengths[:] = 0
+        else:
+            self.lengths[seq_id] = 0
+
+    def copy_seq(self, src: int, dst: int, n: int | None = None) -> None:
+        """Copy the first n cells (default all) of sequence src into dst."""
+        n = int(self.lengths[src]) if n is None else n
+        for layer in range(self.n_layer):
+            self.k[layer][dst, :, :n] = self.k[layer][src, :, :n]
+            self.v[layer][dst, :, :n] = self.v[layer][src, :, :n]
+        self.lengths[dst] = n
+
+    @property
+    def nbytes_used(self) -> int:
+        per_cell = sum(k.shape[1] * k.shape[3] * 4 for k in self.k) + sum(v.shape[1] * v.shape[3] * 4 for v in self.v)
+        return int(self.lengths.sum()) * per_cell

@@ -1,0 +1,196 @@
+"""Weights of a GGUF file, as the numerics mode multiplies them.
+
+`ggml` numerics (the default): every matmul weight stays in its GGUF bytes, a read-only view
+of the memory-mapped file (`QuantMatrix`, core/model/kernels/qmm): no copy at load, pages shared with other
+processes through the page cache, and only the rows a step touches are read. The token
+embedding too: rows are dequantized when gathered, and a tied output projection multiplies
+the same bytes.
+
+`f32` numerics (the plain-maths reference): matrices are dequantized to float32 at load and
+multiplied with BLAS. They are held as (in, out) C-contiguous so that `x @ w` streams them row
+by row; the vocabulary projection stays (n_vocab, n_embd).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from gguf import GGMLQuantizationType
+
+from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.kernels.qmm import QuantMatrix, supports
+from llamacli.core.model.kernels.dequant import dequantize, dequantize_rows
+
+
+@dataclass
+class Linear:
+    """y = x @ W.T + b for W (n_out, n_in) of type qtype: held as `q` (GGUF bytes, ggml numerics)
+    or as `w` (float32 (in, out), f32 numerics)."""
+
+    qtype: GGMLQuantizationType
+    n_in: int
+    n_out: int
+    q: QuantMatrix | None = None
+    w: np.ndarray | None = None
+    b: np.ndarray | None = None
+    name: str = ""  # the GGUF tensor name of W (LoRA adapters name the weights they change)
+
+
+def fuse_f32(parts: list[Linear]) -> "FusedLinear | None":
+    """f32 numerics: one (in, sum of outs) matrix for linears that read the same input (one
+    matmul instead of several); the parts' weights become views into it. None if impossible."""
+    if len(parts) < 2 or len({p.n_in for p in parts}) != 1 or any(p.w is None for p in parts):
+        return None
+    f = FusedLinear(
+        w=np.concatenate([p.w for p in parts], axis=1),
+        qtype=parts[0].qtype,
+        splits=[p.n_out for p in parts],
+        biases=[p.b for p in parts],
+    )
+    a = 0
+    for p in parts:
+        p.w = f.w[:, a : a + p.n_out]
+        a += p.n_out
+    return f
+
+
+@dataclass
+class FusedLinear:
+    """Several f32 Linear layers side by side: w (in, out_1 + out_2 + ...)."""
+
+    w: np.ndarray
+    qtype: GGMLQuantizationType
+    splits: list[int]
+    biases: list[np.ndarray | None]
+
+
+@dataclass
+class Embedding:
+    """The token embedding (n_vocab, n_embd): GGUF bytes (ggml numerics) or float32 (f32)."""
+
+    qtype: GGMLQuantizationType
+    n_vocab: int
+    n_embd: int
+    q: QuantMatrix | None = None
+    w: np.ndarray | None = None
+
+    def rows(self, tokens: np.ndarray) -> np.ndarray:
+        """(T,) ids -> (T, n_embd) float32 (ggml_get_rows)."""
+        if self.w is not None:
+            return self.w[tokens]
+        assert self.q is not None
+        return dequantize_rows(self.q.data, self.qtype, (self.n_vocab, self.n_embd), tokens)
+
+
+@dataclass
+class OutputWeight:
+    """The vocabulary projection W (n_vocab, n_embd): logits = x @ W.T."""
+
+    qtype: GGMLQuantizationType
+    q: QuantMatrix | None = None
+    w: np.ndarray | None = None  # f32 numerics: (n_vocab, n_embd) row-major
+    name: str = ""  # "output.weight"; "" when tied to the token embedding
+
+
+class WeightLoader:
+    """Reads one file's weights for a numerics mode. `quantized`: keep GGUF bytes (ggml mode);
+    otherwise dequantize to float32 in a small thread pool (NumPy releases the GIL).
+
+    Methods may return objects filled in by `finish()`, so that tensors decode in parallel."""
+
+    def __init__(self, gguf: GGUFFile, threads: int = 2, quantized: bool = True) -> None:
+        self.gguf = gguf
+        self.quantized = quantized
+        self.pool = ThreadPoolExecutor(max_workers=max(1, threads))
+        self.futures: list[Future[None]] = []
+        self.loaded_names: set[str] = set()
+        self.nbytes = 0  # bytes of float32 copies made (0 for quantized weights)
+
+    def _deq(self, name: str) -> np.ndarray:
+        t = self.gguf.tensor(name)
+        self.loaded_names.add(name)
+        try:
+            return dequantize(self.gguf.raw(name), t.qtype, t.shape)
+        except UnsupportedTensorType as e:
+            raise UnsupportedTensorType(self.gguf.path, f"tensor {name!r}: {e.problem}") from None
+
+    def _matrix(self, name: str) -> QuantMatrix:
+        """A 2-D tensor as a view of the mapped file."""
+        t = self.gguf.tensor(name)
+        self.loaded_names.add(name)
+        if not supports(t.qtype):
+            raise UnsupportedTensorType(self.gguf.path, f"tensor {name!r}: no matmul for ggml type {t.qtype.name}")
+        n_out, n_in = t.shape
+        data = np.asarray(self.gguf.raw(name)).reshape(-1).view(np.uint8).reshape(n_out, -1)  # a view
+        return QuantMatrix(data, t.qtype, int(n_in))
+
+    def _check_shape(self, name: str, want: tuple[int, ...]) -> None:
+        t = self.gguf.tensor(name)
+        if t.shape != want:
+            raise ModelLoadError(
+                self.gguf.path, f"tensor {name!r} has shape {t.shape}, expected {want} from the hyperparameters"
+            )
+
+    def vector(self, name: str, n: int | None = None) -> np.ndarray:
+        if n is not None:
+            self._check_shape(name, (n,))
+        v = self._deq(name).reshape(-1)
+        self.nbytes += v.nbytes
+        return v
+
+    def has(self, name: str) -> bool:
+        return name in self.gguf.tensors
+
+    def embedding(self, name: str) -> Embedding:
+        t = self.gguf.tensor(name)
+        if len(t.shape) != 2:
+            raise ModelLoadError(self.gguf.path, f"tensor {name!r} must be 2-D, has shape {t.shape}")
+        n_vocab, n_embd = t.shape
+        if self.quantized:
+            return Embedding(t.qtype, n_vocab, n_embd, q=self._matrix(name))
+        e = self._deq(name)
+        self.nbytes += e.nbytes
+        return Embedding(t.qtype, n_vocab, n_embd, w=e)
+
+    def linear(self, prefix: str, n_in: int, n_out: int, weight: str = ".weight") -> Linear:
+        """Weight `prefix + weight` (GGUF shape (n_out, n_in)) and optional `prefix.bias`."""
+        wname = prefix + weight
+        self._check_shape(wname, (n_out, n_in))
+        t = self.gguf.tensor(wname)
+        lin = Linear(t.qtype, n_in, n_out, name=wname)
+        if self.has(prefix + ".bias"):
+            self._check_shape(prefix + ".bias", (n_out,))
+            lin.b = self.vector(prefix + ".bias")
+        if self.quantized:
+            lin.q = self._matrix(wname)
+            return lin
+        lin.w = np.empty((n_in, n_out), dtype=np.float32)
+
+        def work() -> None:
+            lin.w[...] = self._deq(wname).T  # type: ignore[index]  # (out, in) -> (in, out)
+
+        self.futures.append(self.pool.submit(work))
+        self.nbytes += lin.w.nbytes
+        return lin
+
+    def output(self, name: str, tied_to: Embedding) -> OutputWeight:
+        """`name` if the file has it, else the tied embedding's matrix."""
+        if self.has(name):
+            if self.quantized:
+                return OutputWeight(self.gguf.tensor(name).qtype, q=self._matrix(name), name=name)
+            w = self._deq(name)
+            self.nbytes += w.nbytes
+            return OutputWeight(self.gguf.tensor(name).qtype, w=w, name=name)
+        return OutputWeight(tied_to.qtype, q=tied_to.q, w=tied_to.w)
+
+    def finish(self) -> None:
+        """Wait for every queued dequantization; re-raise the first error."""
+        try:
+            for f in self.futures:
+                f.result()
+        finally:
+            self.pool.shutdown(wait=True)
+            self.futures.clear()

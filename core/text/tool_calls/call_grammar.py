@@ -1,0 +1,148 @@
+"""Grammars that make the model's tool calls well-formed.
+
+  tool_choice required / named   the reply must be call(s) of the declared tool(s), with
+                                 arguments valid for the tool's parameter schema;
+  tool_choice auto               free text, but once the format's trigger (`<tool_call>`,
+                                 `[TOOL_CALLS]`, a reply opening with `{`) appears the call
+                                 that follows is held to the same rules (llama.cpp's lazy
+                                 grammar, written as a lazy llguidance lexeme);
+  generic format                 always the JSON object of that format (calls or response).
+
+Grammars are Lark text for llguidance with `%json {...}` for the JSON parts; markers that
+are control tokens of the vocabulary are written as `<[id]>`, so a grammar can only be built
+for a given tokenizer (without one, markers are plain text).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from llamacli.core.text.grammar.spec import JSON_WHITESPACE, GrammarSpec, bound_numbers, closed_objects
+from llamacli.core.text.tool_calls.tools import Tool, ToolChoice
+
+if TYPE_CHECKING:
+    from llamacli.core.text.tokenizer import Tokenizer
+
+_CONTROL = 1 << 3  # llama_token_attr CONTROL
+_XG = {"whitespace_pattern": JSON_WHITESPACE}
+TEXT = r"TEXT: /(.|\n)*/"
+
+
+def _params(tool: Tool) -> Any:
+    p = tool.parameters
+    return closed_objects(bound_numbers(p)) if isinstance(p, dict) else p
+
+
+def call_schema(tool: Tool, args_key: str = "arguments", with_id: bool = False) -> dict[str, Any]:
+    """`{"name": <this tool>, "<args_key>": <its parameters>}` as a JSON schema."""
+    props: dict[str, Any] = {"name": {"const": tool.name}, args_key: _params(tool)}
+    required = ["name", args_key]
+    if with_id:
+        props["id"] = {"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}
+        required.append("id")
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def _any_call(tools: Sequence[Tool], **kw: Any) -> dict[str, Any]:
+    schemas = [call_schema(t, **kw) for t in tools]
+    return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
+
+
+def _json(schema: Any) -> str:
+    if isinstance(schema, dict):
+        schema = {"x-guidance": _XG, **schema}
+    return "%json " + json.dumps(schema, ensure_ascii=False)
+
+
+def _marker(text: str, tokenizer: Tokenizer | None) -> str:
+    """A marker in Lark: `<[id]>` when it is a control token, else a string literal."""
+    if tokenizer is not None:
+        tid = tokenizer.vocab.token_to_id.get(text)
+        if tid is not None and int(tokenizer.vocab.attrs[tid]) & _CONTROL:
+            return f"<[{tid}]>"
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _chosen(tools: Sequence[Tool], choice: ToolChoice) -> list[Tool]:
+    return [t for t in tools if t.name == choice.name] if choice.name else list(tools)
+
+
+def generic_schema(tools: Sequence[Tool], choice: ToolChoice, parallel: bool, response: Any = None) -> dict[str, Any]:
+    """llama.cpp's generic format: `{"tool_call": ...}` / `{"tool_calls": [...]}`, or with
+    tool_choice auto also `{"response": ...}` (a string unless response_format gives a schema)."""
+    call = _any_call(_chosen(tools, choice))
+    if parallel:
+        calls = {
+            "type": "object",
+            "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1}},
+            "required": ["tool_calls"],
+            "additionalProperties": False,
+        }
+    else:
+        calls = {"type": "object", "properties": {"tool_call": call}, "required": ["tool_call"], "additionalProperties": False}
+    if choice.mode == "required":
+        return calls
+    resp = {
+        "type": "object",
+        "properties": {"response": response if response is not None else {"type": "string"}},
+        "required": ["response"],
+        "additionalProperties": False,
+    }
+    return {"anyOf": [calls, resp]}
+
+
+def tool_call_grammar(
+    fmt: str,
+    tools: Sequence[Tool],
+    choice: ToolChoice,
+    parallel: bool,
+    tokenizer: Tokenizer | None = None,
+    response_schema: Any = None,
+) -> GrammarSpec | None:
+    """The grammar for a request with tools in format ``fmt`` (None: no constraint)."""
+    if choice.mode == "none" or not tools:
+        return None
+    if fmt == "generic":
+        return GrammarSpec.json_schema(bound_numbers(generic_schema(tools, choice, parallel, response_schema)))
+    chosen = _chosen(tools, choice)
+    required = choice.mode == "required"
+    if fmt == "hermes":
+        body = '"\\n"? call_json "\\n"? "</tool_call>"'
+        lines = [f"call_json: {_json(_any_call(chosen))}", "WS: /[ \\t\\n]{1,4}/"]
+        # the grammar ends with the (last) call, so the engine stops right there
+        if required:
+            lines.insert(0, "start: call (WS? call)*" if parallel else "start: call")
+            lines.append(f'call: "<tool_call>" {body}')
+        else:
+            lines.insert(0, "start: (hd call)* TEXT" if parallel else "start: TEXT | hd call")
+            lines += [f"call: {body}", 'hd[lazy]: TEXT "<tool_call>"', TEXT]
+        return GrammarSpec.lark("\n".join(lines))
+    if fmt == "llama3":
+        call = _json(_any_call(chosen, args_key="parameters"))
+        lines = [f"call: {call}", "SEP: /[ \\t\\n]{0,4};?[ \\t\\n]{0,4}/"]
+        lines.insert(0, "start: call (SEP call)*" if parallel else "start: call")
+        if not required:
+            lines[0] = "start: PLAIN | " + lines[0].removeprefix("start: ")
+            lines.append(r"PLAIN: /[^{ \t\n](.|\n)*/")
+        return GrammarSpec.lark("\n".join(lines))
+    if fmt in ("mistral", "mistral_args"):
+        mark = _marker("[TOOL_CALLS]", tokenizer)
+        if fmt == "mistral":
+            arr: dict[str, Any] = {"type": "array", "items": _any_call(chosen, with_id=True), "minItems": 1}
+            if not parallel:
+                arr["maxItems"] = 1
+            body = _json(arr)
+        else:
+            args = _marker("[ARGS]", tokenizer)
+            body = "(" + " | ".join(f"{json.dumps(t.name)} {args} {_json(_params(t))}" for t in chosen) + ")"
+        lines = [f"body: {body}"]
+        if required:
+            lines[:0] = ["start: call+" if parallel else "start: call", f"call: {mark} body"]
+        elif mark.startswith("<["):  # a control token is never text: no trigger to watch for
+            lines[:0] = ["start: TEXT call*" if parallel else "start: TEXT call?", f"call: {mark} body", TEXT]
+        else:
+            lines[:0] = ["start: (hd body)* TEXT" if parallel else "start: TEXT | hd body", f"hd[lazy]: TEXT {mark}", TEXT]
+        return GrammarSpec.lark("\n".join(lines))
+    raise ValueError(f"no grammar for tool-call format {fmt!r}")

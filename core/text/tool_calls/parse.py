@@ -1,0 +1,291 @@
+"""Model output -> content and tool calls, for each tool-call format.
+
+`scan(fmt, text, final)` reads the whole output so far and reports only what can no longer
+change: content up to (not including) anything that may still turn into a tool-call marker,
+and per call its name once the name is complete and the text of its arguments so far. Reading
+a longer text never contradicts a shorter one, which is what lets `ToolCallParser` stream
+deltas that never need to be retracted. ``final=True`` reads the finished output.
+
+Formats:
+  hermes   `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Hermes 2/3, Qwen 2.5/3)
+  llama3   `{"name": ..., "parameters": {...}}` as the whole reply (Llama 3.1/3.2/3.3),
+           optionally after `<|python_tag|>`
+  mistral  `[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]` (Mistral Nemo) or
+           `[TOOL_CALLS]name[ARGS]{...}` (newer Mistral templates)
+  generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
+           `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
+  content  no tool calls (no tools, or tool_choice none)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llamacli.core.text.holdback import partial_stop_len
+from llamacli.core.text.tool_calls.partial_json import Node, parse_partial, skip_ws
+
+HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
+MISTRAL_MARK, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
+PYTHON_TAG = "<|python_tag|>"
+_CALL_KEYS = frozenset(("name", "arguments", "parameters", "id", "type"))
+
+
+@dataclass
+class RawCall:
+    name: str | None  # None until the name is complete
+    arguments: str = ""  # the arguments' JSON text so far (complete once `complete`)
+    complete: bool = False
+    id: str | None = None  # an id the model wrote itself
+
+
+@dataclass
+class Scan:
+    content: str = ""
+    calls: list[RawCall] = field(default_factory=list)
+
+
+def _call_from_object(text: str, node: Node, final: bool, args_keys: tuple[str, ...]) -> RawCall | None:
+    """The call an object spells, or None when it is not (or not yet known to be) one."""
+    first = node.first_key()
+    if first is None or first not in _CALL_KEYS:
+        return None
+    name_node = node.get("name")
+    if name_node is None or name_node.kind != "string" or not name_node.complete:
+        return None
+    call = RawCall(str(name_node.value))
+    args = None
+    for k in args_keys:
+        args = node.get(k)
+        if args is not None:
+            break
+    if args is not None:
+        if args.kind == "string":  # arguments given as a JSON string
+            if args.complete:
+                call.arguments = str(args.value)
+        else:
+            call.arguments = text[args.start : args.end]
+    id_node = node.get("id")
+    if id_node is not None and id_node.kind == "string" and id_node.complete:
+        call.id = str(id_node.value)
+    call.complete = node.complete
+    if node.complete and args is None:
+        call.arguments = "{}"
+    if final and not call.arguments:
+        call.arguments = "{}"
+    return call
+
+
+def _object_is_not_call(node: Node) -> bool:
+    """An object that can no longer turn into a call: its first key says so, or it ended without a name."""
+    first = node.first_key()
+    if first is not None and first not in _CALL_KEYS:
+        return True
+    if node.complete:
+        n = node.get("name")
+        return n is None or n.kind != "string"
+    return False
+
+
+# ---- formats ------------------------------------------------------------------------------
+def scan_content(text: str, final: bool) -> Scan:
+    return Scan(text)
+
+
+def scan_hermes(text: str, final: bool) -> Scan:
+    out = Scan()
+    parts: list[str] = []
+    pos = 0
+    n = len(text)
+    while True:
+        i = text.find(HERMES_OPEN, pos)
+        if i < 0:
+            seg = text[pos:]
+            if not final:
+                seg = seg[: len(seg) - partial_stop_len(seg, (HERMES_OPEN,))]
+            parts.append(seg)
+            break
+        parts.append(text[pos:i])
+        j = i + len(HERMES_OPEN)
+        r = parse_partial(text, j, final)
+        if r.node is None and not r.error and not final:
+            break  # only whitespace after the tag so far
+        if r.node is None or r.node.kind != "object" or _object_is_not_call(r.node):
+            parts.append(HERMES_OPEN)  # not a call after all: the tag is text
+            pos = j
+            continue
+        call = _call_from_object(text, r.node, final, ("arguments", "parameters"))
+        if call is None:
+            if final:  # cut off before its name: keep the text
+                parts.append(text[i:])
+            break
+        out.calls.append(call)
+        if not r.node.complete:
+            break
+        k = skip_ws(text, r.node.end)
+        if text.startswith(HERMES_CLOSE, k):
+            pos = k + len(HERMES_CLOSE)
+        elif not final and HERMES_CLOSE.startswith(text[k:n]):
+            break  # the closing tag is still coming
+        else:
+            pos = k
+    out.content = "".join(parts)
+    return out
+
+
+def _scan_json_calls(text: str, pos: int, final: bool, out: Scan, args_keys: tuple[str, ...]) -> int | None:
+    """Calls written as JSON objects (or one array of them) from pos, separated by whitespace,
+    `;` or `,`. Returns where plain text resumes, or None when reading must wait."""
+    n = len(text)
+    while True:
+        r = parse_partial(text, pos, final)
+        if r.node is None:
+            return None if (not final and not r.error) else pos
+        nodes = r.node.items if r.node.kind == "array" else [r.node]
+        for node in nodes:
+            if not isinstance(node, Node) or node.kind != "object":
+                return pos if not out.calls else r.end
+            if _object_is_not_call(node):
+                return pos if not out.calls else node.start
+            call = _call_from_object(text, node, final, args_keys)
+            if call is None:
+                return None if not final else pos
+            out.calls.append(call)
+            if not node.complete:
+                return None
+        if not r.node.complete:
+            return None
+        k = skip_ws(text, r.end)
+        if k < n and text[k] in ";,":
+            k = skip_ws(text, k + 1)
+        if k >= n:
+            return None if not final else n
+        if text[k] not in "{[":
+            return k
+        pos = k
+
+
+def scan_llama3(text: str, final: bool) -> Scan:
+    out = Scan()
+    start = skip_ws(text, 0)
+    if text.startswith(PYTHON_TAG, start):
+        start = skip_ws(text, start + len(PYTHON_TAG))
+    elif not final and PYTHON_TAG.startswith(text[start:]) and start < len(text):
+        return out
+    if start >= len(text):
+        return out if not final else Scan(text)
+    if text[start] != "{":
+        return Scan(text)
+    rest = _scan_json_calls(text, start, final, out, ("parameters", "arguments"))
+    if not out.calls:
+        if rest is None:
+            return out  # still undecided: hold everything
+        return Scan(text)  # not a call: it was all text
+    if rest is not None:
+        out.content = text[rest:]
+    return out
+
+
+def scan_mistral(text: str, final: bool) -> Scan:
+    out = Scan()
+    parts: list[str] = []
+    pos = 0
+    while True:
+        i = text.find(MISTRAL_MARK, pos)
+        if i < 0:
+            seg = text[pos:]
+            if not final:
+                seg = seg[: len(seg) - partial_stop_len(seg, (MISTRAL_MARK,))]
+            parts.append(seg)
+            break
+        parts.append(text[pos:i])
+        j = skip_ws(text, i + len(MISTRAL_MARK))
+        if j >= len(text):
+            break
+        if text[j] in "[{":
+            rest = _scan_json_calls(text, j, final, out, ("arguments", "parameters"))
+            if rest is None:
+                break
+            pos = rest
+            continue
+        # [TOOL_CALLS]name[ARGS]{...}
+        a = text.find(MISTRAL_ARGS, j)
+        head = text[j:a] if a >= 0 else ""
+        name, _, call_id = head.partition(MISTRAL_CALL_ID)
+        if a < 0 or not name.strip() or any(c in name for c in "{}[]\n"):
+            if a < 0 and not final and not any(c in text[j:] for c in "{}\n"):
+                break  # the name is still being written
+            parts.append(MISTRAL_MARK)
+            pos = i + len(MISTRAL_MARK)
+            continue
+        call = RawCall(name.strip(), id=call_id.strip() or None)
+        r = parse_partial(text, a + len(MISTRAL_ARGS), final)
+        out.calls.append(call)
+        if r.node is None:
+            if final:
+                call.arguments = "{}"
+                pos = len(text)
+                continue
+            break
+        call.arguments = text[r.node.start : r.node.end]
+        call.complete = r.node.complete
+        if not r.node.complete:
+            break
+        pos = r.node.end
+    out.content = "".join(parts)
+    return out
+
+
+def scan_generic(text: str, final: bool) -> Scan:
+    out = Scan()
+    start = skip_ws(text, 0)
+    if start >= len(text):
+        return out if not final else Scan(text)
+    if text[start] != "{":
+        return Scan(text)
+    r = parse_partial(text, start, final)
+    node = r.node
+    assert node is not None
+    first = node.first_key()
+    if first is None:
+        return out if not (final or r.error) else Scan(text)
+    value = node.items[0][1]
+    if first == "response":
+        if value is None:
+            return out
+        if value.kind == "string":
+            out.content = str(value.value or "")
+        elif value.complete:
+            out.content = text[value.start : value.end]
+        return out
+    if first in ("tool_call", "tool_calls"):
+        if value is None:
+            return out
+        items = value.items if value.kind == "array" else [value]
+        for item in items:
+            if not isinstance(item, Node) or item.kind != "object":
+                break
+            call = _call_from_object(text, item, final, ("arguments", "parameters"))
+            if call is None:
+                break
+            out.calls.append(call)
+            if not item.complete:
+                break
+        return out
+    return Scan(text)  # some other JSON object: plain content
+
+
+SCANNERS = {
+    "content": scan_content,
+    "hermes": scan_hermes,
+    "llama3": scan_llama3,
+    "mistral": scan_mistral,
+    "mistral_args": scan_mistral,
+    "generic": scan_generic,
+}
+
+
+def scan(fmt: str, text: str, final: bool = False) -> Scan:
+    try:
+        return SCANNERS[fmt](text, final)
+    except KeyError:
+        raise ValueError(f"unknown tool-call format {fmt!r} (one of: {', '.join(SCANNERS)})") from None
