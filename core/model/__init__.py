@@ -7,6 +7,7 @@
 - `families/`: one module per architecture (`general.architecture`) over a shared decoder.
 - `state/`: what a forward pass reads and writes per sequence: the batch, the KV cache, LoRA
   adapters.
+- `precision`: the numerics modes (`f32`, `ggml`): how a forward pass multiplies its weights.
 - `load`, `loaded`: open a GGUF file as a model (`load`), with its tokenizer and chat template
   (`loaded`); `bench`: llama-bench's throughput measurements of the forward pass.
 

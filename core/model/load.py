@@ -10,7 +10,7 @@ from llamacli.core.errors import UnsupportedArchitecture
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.families import ARCHITECTURES
 from llamacli.core.model.families.base import DecoderModel
-from llamacli.core.model.kernels.precision import make_precision
+from llamacli.core.model.precision import make_precision
 from llamacli.core.model.weights.tensors import WeightLoader
 
 

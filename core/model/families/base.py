@@ -20,7 +20,7 @@ from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.state.kv_cache import KVCache
-from llamacli.core.model.kernels.precision import Precision
+from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import FusedLinear, Linear, WeightLoader, fuse_f32
 
 

@@ -27,7 +27,7 @@ from llamacli.core.errors import InvalidRequest
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_get
-from llamacli.core.model.kernels.precision import Precision
+from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
 
 @dataclass

@@ -2,5 +2,5 @@
 
 `ops` (norms, RoPE, attention, activations), `matmul` (float32), `qmm/` (matmuls on weights in
 their GGUF blocks, numba-compiled), `dequant` (every ggml type to float32), `numerics` (the
-roundings ggml applies to activations), `precision` (the numerics modes), `pooling`, and
+roundings ggml applies to activations), `pooling`, and
 `warmup` (compiling every kernel before the first request)."""
