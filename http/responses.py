@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamacli.core.runtime.tasks import Final
-from llamacli.http.errors import bad_request, not_supported
+from llamacli.http.errors import bad_request, no_multimodal
 from llamacli.http.oai import new_id, usage_json
 
 # the Response fields echoed from the request (the openai client's Response model has them)
@@ -78,7 +78,7 @@ def _text_parts(content: Any, i: int, kinds: tuple[str, ...]) -> list[dict[str, 
     for p in content:
         kind = p.get("type") if isinstance(p, dict) else None
         if kind in ("input_image", "input_file", "input_audio"):
-            raise not_supported(f"'input[{i}]' has an {kind} part: this server has no multimodal support")
+            raise no_multimodal(f"'input[{i}]' has an {kind} part: this server has no multimodal support")
         if kind not in kinds or not isinstance(p.get("text"), str):
             raise bad_request(f"'input[{i}].content' parts must be one of {', '.join(kinds)} with a 'text'")
         parts.append({"type": "text", "text": p["text"]})

@@ -139,6 +139,10 @@ def test_multimodal_input_is_a_400() -> None:
     img = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     _is_400(*c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [img]}]})[:2], "multimodal")
     _is_400(*c.post("/v1/embeddings", {"input": [{"x": 1}]})[:2], "multimodal")
+    # the Responses API answers its image, file and audio parts as chat answers its own (it was a 501)
+    for kind in ("input_image", "input_file", "input_audio"):
+        part = {"type": kind, "image_url": "data:image/png;base64,AAAA"}
+        _is_400(*c.post("/v1/responses", {"input": [{"role": "user", "content": [part]}]})[:2], "multimodal")
 
 
 # ---- limits --------------------------------------------------------------------------------------
