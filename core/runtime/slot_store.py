@@ -7,8 +7,10 @@ directory, never a path that could leave it.
 from __future__ import annotations
 
 import os
+import stat
 import time
 import unicodedata
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +40,14 @@ def validate_filename(name: str) -> str:
 
 
 def slot_path(directory: str, filename: str) -> str:
-    """The file's path inside `directory` (checked to stay inside it)."""
+    """The file's path inside `directory` (checked to stay inside it). A name that changes while
+    it is resolved (a link swapped for nothing) is a SlotFileError, never an OSError."""
     validate_filename(filename)
-    base = os.path.realpath(directory)
-    path = os.path.realpath(os.path.join(base, filename))
+    try:
+        base = os.path.realpath(directory)
+        path = os.path.realpath(os.path.join(base, filename))
+    except OSError as e:  # realpath reads a link that vanished after it saw it (lstat, then readlink)
+        raise SlotFileError(f"slot file {filename!r} changed while it was being opened: {e.strerror or e}") from None
     if os.path.dirname(path) != base:
         raise InvalidRequest(f"invalid filename {filename!r}: it resolves outside the slot save directory")
     return path
@@ -65,24 +71,52 @@ def save_slot(cache: KVCache, seq: int, tokens: list[int], path: str) -> SaveRes
         arrays[f"v{layer}"] = cache.v[layer][seq, :, :n]
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
+        # O_NOFOLLOW: a link put in the temporary file's place is refused, never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
+            n_bytes = f.tell()
         os.replace(tmp, path)
     except OSError as e:
-        if os.path.exists(tmp):
+        try:
             os.unlink(tmp)
+        except OSError:
+            pass
         raise SlotFileError(f"cannot write slot file {os.path.basename(path)!r}: {e.strerror or e}") from None
-    return SaveResult(n, os.path.getsize(path), (time.perf_counter() - t0) * 1e3)
+    return SaveResult(n, n_bytes, (time.perf_counter() - t0) * 1e3)
 
 
 def restore_slot(cache: KVCache, seq: int, path: str) -> tuple[list[int], SaveResult]:
     """Load a slot file into sequence `seq`; returns its tokens."""
     t0 = time.perf_counter()
     name = os.path.basename(path)
-    if not os.path.isfile(path):
-        raise SlotFileError(f"slot file {name!r} not found")
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # one open: the file read is the file checked (O_NONBLOCK: a FIFO in its place cannot block)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise SlotFileError(f"slot file {name!r} not found") from None
+    except OSError as e:
+        raise SlotFileError(f"cannot read slot file {name!r}: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise SlotFileError(f"slot file {name!r} not found")
+        tokens, ks, vs = _read(f, name, cache)
+    n = len(tokens)
+    for i in range(cache.n_layer):
+        if ks[i].shape != cache.k[i][seq, :, :n].shape or vs[i].shape != cache.v[i][seq, :, :n].shape:
+            raise SlotFileError(f"{name!r} was saved from a different model (layer {i} shape {ks[i].shape})")
+    for i in range(cache.n_layer):
+        cache.k[i][seq, :, :n] = ks[i]
+        cache.v[i][seq, :, :n] = vs[i]
+    cache.lengths[seq] = n
+    return tokens, SaveResult(n, st.st_size, (time.perf_counter() - t0) * 1e3)
+
+
+def _read(f: Any, name: str, cache: KVCache) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
+    """The tokens and per-layer K and V arrays of an open slot file."""
+    try:
+        with np.load(f, allow_pickle=False) as z:
             if "magic" not in z.files or str(z["magic"]) != MAGIC:
                 raise SlotFileError(f"{name!r} is not a slot file")
             tokens = z["tokens"].astype(np.int64).tolist()
@@ -91,13 +125,6 @@ def restore_slot(cache: KVCache, seq: int, path: str) -> tuple[list[int], SaveRe
                 raise SlotFileError(f"{name!r} holds {n} tokens, more than the slot's context ({cache.n_ctx})")
             ks = [z[f"k{i}"] for i in range(cache.n_layer)]
             vs = [z[f"v{i}"] for i in range(cache.n_layer)]
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         raise SlotFileError(f"cannot read slot file {name!r}: {e}") from None
-    for i in range(cache.n_layer):
-        if ks[i].shape != cache.k[i][seq, :, :n].shape or vs[i].shape != cache.v[i][seq, :, :n].shape:
-            raise SlotFileError(f"{name!r} was saved from a different model (layer {i} shape {ks[i].shape})")
-    for i in range(cache.n_layer):
-        cache.k[i][seq, :, :n] = ks[i]
-        cache.v[i][seq, :, :n] = vs[i]
-    cache.lengths[seq] = n
-    return tokens, SaveResult(n, os.path.getsize(path), (time.perf_counter() - t0) * 1e3)
+    return tokens, ks, vs
