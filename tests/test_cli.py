@@ -50,6 +50,25 @@ def test_truncated_gguf_exit_2(tmp_path: Path, demo_model: str) -> None:
     assert r.returncode == 2 and "truncated" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_bad_hyperparameters_are_one_line_exit_2(tmp_path: Path) -> None:
+    """head_count 0 (was a ZeroDivisionError traceback) and a float context_length (was a
+    context of 0): one line naming the file and the key, exit 2, in `complete` and `serve`."""
+    import gguf
+
+    from tests.tiny_models import rewrite_gguf, write_tiny_model
+
+    src = write_tiny_model("llama", "F32", tmp_path / "tiny.gguf")
+    cases = {"llama.attention.head_count": (0, gguf.GGUFValueType.UINT32),
+             "llama.context_length": (0.5, gguf.GGUFValueType.FLOAT32)}
+    for i, (key, value) in enumerate(cases.items()):
+        bad = rewrite_gguf(src, tmp_path / f"bad{i}.gguf", set_values={key: value})
+        for cmd in (["complete", "-p", "hi", "-n", "1"], ["serve", "--port", "0", "--no-warmup"]):
+            r = llama(*cmd, "-m", str(bad))
+            errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert len(errors) == 1 and str(bad) in errors[0] and repr(key) in errors[0], r.stderr
+
+
 def test_usage_error_exit_1() -> None:
     r = llama("complete", "--n-predict", "many")
     assert r.returncode == 1

@@ -154,6 +154,29 @@ def test_shape_inconsistent_with_hyperparameters(model_dir: Path, tmp_path: Path
         load_model(bad)
 
 
+U32, F32_T, STR = gguf.GGUFValueType.UINT32, gguf.GGUFValueType.FLOAT32, gguf.GGUFValueType.STRING
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+@pytest.mark.parametrize("key, value, message", [
+    ("attention.head_count", (0, U32), "'{arch}.attention.head_count' is 0: it must be between 1 and"),
+    ("context_length", (0.5, F32_T), "'{arch}.context_length' must be an integer, got float 0.5"),
+    ("block_count", ("2", STR), "'{arch}.block_count' must be an integer, got str '2'"),
+    ("attention.head_count_kv", (3, U32), "is not a multiple of {arch}.attention.head_count_kv (3)"),
+    ("rope.freq_base", (-1.0, F32_T), "'{arch}.rope.freq_base' is -1.0: it must be a finite number above 0"),
+    ("rope.dimension_count", (3, U32), "{arch}.rope.dimension_count is 3: it must be even"),
+    ("attention.layer_norm_rms_epsilon", (float("nan"), F32_T), "layer_norm_rms_epsilon' is nan"),
+])
+def test_hyperparameters_are_validated_on_load(model_dir: Path, tmp_path: Path, arch: str, key: str,
+                                               value: tuple[object, gguf.GGUFValueType], message: str) -> None:
+    """A hyperparameter of the wrong type or out of range is a ModelLoadError naming the file
+    and the key (head_count 0 was a ZeroDivisionError; a float context_length a context of 0)."""
+    bad = rewrite_gguf(_path(model_dir, arch, "F32"), tmp_path / "x.gguf", set_values={f"{arch}.{key}": value})
+    with pytest.raises(ModelLoadError) as ei:
+        load_model(bad)
+    assert str(ei.value).startswith(f"{bad}: ") and message.format(arch=arch) in str(ei.value)
+
+
 @pytest.mark.parametrize("arch", ARCHES)
 def test_batch_invariant_mode_is_bit_exact_across_batches(model_dir: Path, arch: str) -> None:
     """With batch_invariant, a sequence's hidden states do not depend on the rest of the batch

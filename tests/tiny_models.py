@@ -32,6 +32,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import gguf
@@ -407,17 +408,22 @@ if __name__ == "__main__":  # pragma: no cover
 
 def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | None = None, arch: str | None = None,
                  retype: tuple[str, QT] | None = None, drop_keys: tuple[str, ...] = (),
-                 set_strings: dict[str, str] | None = None) -> Path:
+                 set_strings: dict[str, str] | None = None,
+                 set_values: dict[str, tuple[Any, gguf.GGUFValueType]] | None = None) -> Path:
     """Copy a GGUF, optionally dropping a tensor, renaming the architecture, re-typing a
-    tensor's raw bytes (to a type we do not support), dropping metadata keys or setting
-    string keys (added when absent)."""
+    tensor's raw bytes (to a type we do not support), dropping metadata keys, setting string
+    keys or typed keys (`set_values`: key -> (value, GGUF value type); added when absent)."""
     r = gguf.GGUFReader(str(src))
     old_arch = str(bytes(r.fields["general.architecture"].parts[-1]), "utf-8")
     a = arch or old_arch
     w = gguf.GGUFWriter(str(dst), a)
     strings = dict(set_strings or {})
+    values = dict(set_values or {})
     for name, f in r.fields.items():
         if name.startswith("GGUF.") or name == "general.architecture" or name in drop_keys:
+            continue
+        if name in values:
+            w.add_key_value(name, *values.pop(name))
             continue
         key = name.replace(old_arch + ".", a + ".", 1) if name.startswith(old_arch + ".") else name
         vt = f.types[0]
@@ -429,6 +435,8 @@ def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | Non
             w.add_key_value(key, f.contents(), vt)
     for key, value in strings.items():
         w.add_string(key, value)
+    for key, (v, vt) in values.items():
+        w.add_key_value(key, v, vt)
     for t in r.tensors:
         if t.name == drop:
             continue

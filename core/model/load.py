@@ -49,6 +49,7 @@ def load_model(
             g.path, f"unknown architecture {arch!r} (supported: {', '.join(sorted(ARCHITECTURES))})"
         )
     args = cls.read_args(g)
+    args.check(g.path)
     loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights)
     try:
         model = cls(args, g, precision, loader)

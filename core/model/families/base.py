@@ -52,13 +52,41 @@ class ModelArgs:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.attn_scale:
+        if not self.attn_scale and self.head_dim > 0:  # a head_dim below 1 is refused by check()
             self.attn_scale = 1.0 / math.sqrt(self.head_dim)
         if not self.swa_layers:
             self.swa_layers = (False,) * self.n_layer
 
     def layer_window(self, il: int) -> int | None:
         return self.sliding_window if self.swa_layers[il] else None
+
+    def check(self, path: str) -> None:
+        """ModelLoadError (naming the file and the key) for hyperparameters that cannot describe
+        a model: what each key holds alone is checked as it is read (md_int, md_float); here,
+        how they fit together."""
+        a = self.arch
+        for name, v, key in (("n_embd", self.n_embd, "embedding_length"), ("n_layer", self.n_layer, "block_count"),
+                             ("n_head", self.n_head, "attention.head_count"),
+                             ("n_head_kv", self.n_head_kv, "attention.head_count_kv"),
+                             ("head_dim", self.head_dim, "attention.key_length"),
+                             ("head_dim_v", self.head_dim_v, "attention.value_length"),
+                             ("n_ff", self.n_ff, "feed_forward_length"), ("n_ctx_train", self.n_ctx_train, "context_length"),
+                             ("n_vocab", self.n_vocab, "vocab_size")):
+            if v < 1:
+                raise ModelLoadError(path, f"{a}.{key} gives {name} = {v}: it must be at least 1")
+        if self.n_head % self.n_head_kv:
+            raise ModelLoadError(path, f"{a}.attention.head_count ({self.n_head}) is not a multiple of "
+                                       f"{a}.attention.head_count_kv ({self.n_head_kv})")
+        n_rot = self.rope.n_dims
+        if not 0 < n_rot <= self.head_dim or n_rot % 2:
+            raise ModelLoadError(path, f"{a}.rope.dimension_count is {n_rot}: it must be even and between 2 and the "
+                                       f"head size ({self.head_dim})")
+        if len(self.swa_layers) != self.n_layer:
+            raise ModelLoadError(path, f"{a}.attention.sliding_window_pattern has {len(self.swa_layers)} entries for "
+                                       f"{self.n_layer} layers")
+
+
+INT_MAX = 2**31 - 1  # llama.cpp reads these keys as 32-bit integers
 
 
 def md_get(md: dict[str, Any], path: str, key: str, default: Any = None, required: bool = True) -> Any:
@@ -68,6 +96,46 @@ def md_get(md: dict[str, Any], path: str, key: str, default: Any = None, require
     if default is not None or not required:
         return default
     raise ModelLoadError(path, f"missing metadata key {key!r}")
+
+
+def _type_name(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"an array of {v.size} {v.dtype} values"
+    if isinstance(v, list):
+        return f"an array of {len(v)} values"
+    return f"{type(v).__name__} {v!r}"
+
+
+def _uniform(md: dict[str, Any], path: str, key: str, v: Any) -> Any:
+    """A per-layer array whose values are all the same, as that one value (others refused)."""
+    if isinstance(v, np.ndarray) and v.size >= 1 and v.ndim == 1:
+        if not np.all(v == v[0]):
+            raise ModelLoadError(path, f"metadata key {key!r} has a different value per layer: not supported")
+        return v[0].item()
+    return v
+
+
+def md_int(md: dict[str, Any], path: str, key: str, default: int | None = None, lo: int = 1, hi: int = INT_MAX) -> int:
+    """An integer hyperparameter within [lo, hi]; any other type (a float, a string, a bool) or
+    value is a ModelLoadError naming the file and the key. A per-layer array is taken when uniform."""
+    v = _uniform(md, path, key, md[key]) if key in md else md_get(md, path, key, default)
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise ModelLoadError(path, f"metadata key {key!r} must be an integer, got {_type_name(v)}")
+    if not lo <= int(v) <= hi:
+        raise ModelLoadError(path, f"metadata key {key!r} is {int(v)}: it must be between {lo} and {hi}")
+    return int(v)
+
+
+def md_float(md: dict[str, Any], path: str, key: str, default: float | None = None, positive: bool = True) -> float:
+    """A finite number (> 0 when `positive`, else >= 0); a ModelLoadError naming the key otherwise."""
+    v = _uniform(md, path, key, md[key]) if key in md else md_get(md, path, key, default)
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise ModelLoadError(path, f"metadata key {key!r} must be a number, got {_type_name(v)}")
+    f = float(v)
+    if not math.isfinite(f) or f < 0 or (positive and f == 0):
+        raise ModelLoadError(path, f"metadata key {key!r} is {f}: it must be a finite number "
+                                   f"{'above' if positive else 'of at least'} 0")
+    return f
 
 
 @dataclass

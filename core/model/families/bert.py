@@ -26,7 +26,7 @@ from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.state.kv_cache import KVCache
-from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_get
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
 
@@ -71,24 +71,24 @@ class BertModel(DecoderModel):
         md = g.metadata
         a = g.architecture
         p = g.path
-        n_embd = int(md_get(md, p, f"{a}.embedding_length"))
-        n_head = int(md_get(md, p, f"{a}.attention.head_count"))
-        head_dim = n_embd // n_head
+        n_embd = md_int(md, p, f"{a}.embedding_length")
+        n_head = md_int(md, p, f"{a}.attention.head_count")
+        head_dim = max(n_embd // n_head, 1)
         return ModelArgs(
             arch=a,
             n_vocab=g.tensor("token_embd.weight").shape[0],
             n_embd=n_embd,
-            n_layer=int(md_get(md, p, f"{a}.block_count")),
+            n_layer=md_int(md, p, f"{a}.block_count"),
             n_head=n_head,
-            n_head_kv=int(md_get(md, p, f"{a}.attention.head_count_kv", n_head)),
+            n_head_kv=md_int(md, p, f"{a}.attention.head_count_kv", n_head),
             head_dim=head_dim,
             head_dim_v=head_dim,
-            n_ff=int(md_get(md, p, f"{a}.feed_forward_length")),
-            norm_eps=float(md_get(md, p, f"{a}.attention.layer_norm_epsilon")),
-            n_ctx_train=int(md_get(md, p, f"{a}.context_length")),
+            n_ff=md_int(md, p, f"{a}.feed_forward_length"),
+            norm_eps=md_float(md, p, f"{a}.attention.layer_norm_epsilon", positive=False),
+            n_ctx_train=md_int(md, p, f"{a}.context_length"),
             rope=K.RopeConfig(
-                int(md.get(f"{a}.rope.dimension_count", head_dim)),
-                float(md.get(f"{a}.rope.freq_base", 10000.0)),
+                md_int(md, p, f"{a}.rope.dimension_count", head_dim),
+                md_float(md, p, f"{a}.rope.freq_base", 10000.0),
                 1.0,
                 True,  # NeoX rope (llama_model_rope_type)
                 None,

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.families.base import DecoderModel, ModelArgs
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
 from llamacli.core.model.families.llama import common_args
 
 
@@ -36,17 +36,18 @@ class Gemma3Model(DecoderModel):
         else:
             a.attn_scale = 1.0 / math.sqrt(a.head_dim)
         a.scale_q = True
+        p = g.path
         softcap = md.get("gemma3.final_logit_softcapping")
-        a.final_softcap = float(softcap) if softcap else None
-        window = int(md.get("gemma3.attention.sliding_window", 0) or 0)
+        a.final_softcap = md_float(md, p, "gemma3.final_logit_softcapping") if softcap else None
+        window = md_int(md, p, "gemma3.attention.sliding_window", 0, lo=0)
         if window > 0:
             a.sliding_window = window
             pattern = md.get("gemma3.attention.sliding_window_pattern", 6)
             if isinstance(pattern, (list, np.ndarray)):
                 a.swa_layers = tuple(bool(b) for b in np.asarray(pattern).reshape(-1)[: a.n_layer])
             else:
-                n = int(pattern)
+                n = md_int(md, p, "gemma3.attention.sliding_window_pattern", 6, lo=0)
                 a.swa_layers = tuple(n == 0 or il % n < n - 1 for il in range(a.n_layer))
-            base_swa = float(md.get("gemma3.rope.freq_base_swa", 10000.0))
+            base_swa = md_float(md, p, "gemma3.rope.freq_base_swa", 10000.0)
             a.rope_swa = replace(a.rope, base=base_swa, scale=1.0, freq_factors=None)
         return a
