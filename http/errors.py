@@ -60,6 +60,12 @@ def no_multimodal(message: str) -> ApiError:
 
 
 LOADING = ApiError(503, "Loading model", "unavailable_error")
+
+
+def cut_by_shutdown() -> ApiError:
+    """What a task still running at shutdown ends with: a stream's error event (never a finish
+    reason that reads like a finished answer), or a non-streamed request's 503."""
+    return ApiError(503, "the server is shutting down: the answer was cut off before it finished", "unavailable_error")
 INVALID_API_KEY = ApiError(401, "Invalid API Key", "authentication_error")
 
 

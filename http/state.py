@@ -8,6 +8,7 @@ becomes ready with `set_ready(engine, model_info)`.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -21,7 +22,7 @@ from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_store import SaveResult
 from llamacli.core.runtime.tasks import Final, Partial, Result, Task, TaskParams
 from llamacli.http.config import ServerConfig
-from llamacli.http.errors import LOADING
+from llamacli.http.errors import LOADING, cut_by_shutdown
 from llamacli.http.tasklog import log_task
 
 R = TypeVar("R")
@@ -167,7 +168,9 @@ class ServerState:
     async def results(self, tasks: Sequence[Task], ping: float | None = None) -> AsyncGenerator[tuple[int, Any], None]:
         """(index, result) of several tasks as they arrive. Leaving early (client gone, error)
         cancels every task that has not finished: its slot is free within one step. On
-        shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final.
+        shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final
+        carrying a 503 error (errors.cut_by_shutdown), so that no route reports a cut answer as
+        finished; a cancelled Final from the engine (it was stopped) carries the same error.
         With `ping` (seconds), `(-1, PING)` comes whenever nothing else did for that long."""
         queue: asyncio.Queue[tuple[int, Result | None]] = asyncio.Queue()
 
@@ -198,7 +201,8 @@ class ServerState:
                     for i, t in enumerate(tasks):
                         if not done[i]:
                             done[i] = True
-                            yield i, Final("".join(texts[i]), toks[i], list(t.prompt_tokens), "cancelled")
+                            yield i, Final("".join(texts[i]), toks[i], list(t.prompt_tokens), "cancelled",
+                                           error=cut_by_shutdown())
                     return
                 i, r = getter.result()
                 if r is None:
@@ -210,6 +214,10 @@ class ServerState:
                     toks[i].extend(r.tokens)
                 elif isinstance(r, Final) and r.embedding is None:
                     log_task(tasks[i].id, r, self.config.log_format)
+                    if r.stop_type == "cancelled" and r.error is None:
+                        # read here, a cancelled task was cut by the server (shutdown, the engine
+                        # stopping), never by its client (who no longer reads): say so
+                        r = dataclasses.replace(r, error=cut_by_shutdown())
                 yield i, r
         finally:
             self._close_waiters.discard(closing)

@@ -4,8 +4,11 @@ responses at once, SSE pings while the engine is quiet."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
+
+import pytest
 
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http.config import ServerConfig
@@ -55,7 +58,42 @@ def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:
     t0 = time.monotonic()
     out = asyncio.run(go())
     assert isinstance(out[-1], Final) and out[-1].stop_type == "cancelled" and out[-1].content == "x"
+    assert out[-1].error is not None and "shutting down" in str(out[-1].error)  # cut, not finished
     assert time.monotonic() - t0 < 2
+
+
+ASK = [{"role": "user", "content": "a"}]
+
+
+@pytest.mark.parametrize("path, body, cut", [
+    ("/completion", {"prompt": "a"}, 'data: {"error":{"code":503,'),
+    ("/v1/completions", {"prompt": "a"}, 'data: {"error":{"code":503,'),
+    ("/v1/chat/completions", {"messages": ASK}, 'data: {"error":{"code":503,'),
+    ("/v1/messages", {"messages": ASK, "max_tokens": 500}, 'event: error\ndata: {"type":"error","error":{"type":"unavailable_error"'),
+    ("/v1/responses", {"input": "a"}, 'event: error\ndata: {"type":"error","code":"unavailable_error"'),
+])
+def test_a_stream_cut_by_shutdown_says_so(path: str, body: dict[str, Any], cut: str) -> None:
+    """A stream still running at shutdown ends with the API's error event, never with a finish
+    reason that reads like a finished answer (it was `stop` / `end_turn`), and a non-streamed
+    request cut the same way is a 503 (it was a 200 with the partial answer)."""
+    for streamed in (True, False):
+        c, _ = make(ServerConfig(), delay=0.05, reply="x" * 400)
+        st = c.app.extensions["llama"]
+
+        async def go() -> tuple[int, str]:
+            asyncio.get_running_loop().call_later(0.3, st.cancel_all)  # what a shutdown signal does
+            r = await c.app.test_client().post(path, json={**body, "stream": streamed})
+            return r.status_code, await r.get_data(as_text=True)
+
+        status, text = asyncio.run(go())
+        if not streamed:
+            assert status == 503 and json.loads(text)["error"]["type"] == "unavailable_error", text
+            continue
+        assert status == 200 and cut in text and "shutting down" in text, text[-600:]
+        for finished in ('"finish_reason":"stop"', '"stop_type":"eos"', '"stop":true', "end_turn", "response.completed"):
+            assert finished not in text, (finished, text[-600:])
+        if path.startswith("/v1/c"):  # OpenAI's streams still close with [DONE]
+            assert text.endswith("data: [DONE]\n\n")
 
 
 def test_sse_pings_while_the_engine_is_quiet() -> None:
