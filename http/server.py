@@ -26,6 +26,7 @@ from hypercorn.config import Config as HypercornConfig
 from llamacli.http.app import create_app
 from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.header_case import ASGIApp, CanonicalHeaders
+from llamacli.http.keep_alive import DrainBody
 from llamacli.http.state import ServerState, ServingEngine
 
 if TYPE_CHECKING:
@@ -102,11 +103,12 @@ def hypercorn_config(socks: list[socket.socket], listen: Listen) -> HypercornCon
 async def serve_asgi(
     app: ASGIApp, socks: list[socket.socket], listen: Listen, shutdown_trigger: Callable[[], Awaitable[None]]
 ) -> None:
-    """Hypercorn serving `app` (response header names capitalised) on the bound sockets until
-    `shutdown_trigger` returns."""
+    """Hypercorn serving `app` (response header names capitalised; an answer sent before the
+    request body was read keeps the connection usable: http/keep_alive.py) on the bound sockets
+    until `shutdown_trigger` returns."""
     # CanonicalHeaders is an ASGI 3 application; Hypercorn's own typing spells the scope and
     # messages as TypedDicts where ours are mappings, hence the cast.
-    asgi = cast("ASGIFramework", CanonicalHeaders(app))
+    asgi = cast("ASGIFramework", CanonicalHeaders(DrainBody(app)))
     await hypercorn_serve(asgi, hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
 
 
