@@ -55,3 +55,40 @@ def test_fuzz_every_endpoint_from_the_openapi_document(tmp_path: Path, capsys: p
         assert srv.get("/health") == (200, {"status": "ok"}), srv.log()[-2000:]
         assert srv.proc is not None and srv.proc.poll() is None
         assert "Traceback" not in srv.log(), srv.log()[-4000:]
+
+
+def test_keep_alive_client_across_early_answers(tmp_path: Path) -> None:
+    """One keep-alive httpx client, one connection: requests the server answers before reading
+    their body (no API key, slot erase, an invalid slot action, a body over --max-body-size),
+    each body sent only after a pause (the race a client otherwise loses now and then), between
+    ordinary ones. Every request gets its answer and none opens a new connection."""
+    import time
+    from collections.abc import Iterator
+
+    import httpx2
+
+    model = write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf")
+    (tmp_path / "slots").mkdir()
+    args = ("-m", str(model), "-c", "256", "-np", "1", "-n", "2", "--no-warmup", "--api-key", "k",
+            "--slot-save-path", str(tmp_path / "slots"), "--max-body-size", "64K")
+
+    def late(body: bytes) -> Iterator[bytes]:
+        time.sleep(0.2)
+        yield body
+
+    small, big = b'{"prompt": "hi"}', b'{"prompt": "' + b"a" * 200_000 + b'"}'
+    cases = [("/completion", small, {}, 401), ("/slots/0?action=erase", small, None, 200),
+             ("/slots/0?action=fly", small, None, 400), ("/completion", big, None, 413), ("/completion", small, None, 200)]
+    with LlamaServer(*args) as srv, httpx2.Client(timeout=60, headers={"Authorization": "Bearer k"}) as http:
+        peers = set()
+        for path, body, headers, want in cases * 2:
+            hdrs = {"Content-Type": "application/json", "Content-Length": str(len(body)), **(headers or {})}
+            if headers == {}:
+                hdrs["Authorization"] = ""  # no key: a 401 before the body is read
+            r = http.post(srv.url + path, content=late(body), headers=hdrs)
+            assert r.status_code == want, (path, r.status_code, r.text[:300])
+            peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+        r = http.get(srv.url + "/health")
+        peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
+        assert r.status_code == 200 and len(peers) == 1, peers
+        assert "Traceback" not in srv.log(), srv.log()[-3000:]
