@@ -10,8 +10,10 @@ and last log lines, and can be loaded again; the router carries on.
 
 Status values and events follow llama-server (`GET /models`, `GET /models/sse`): unloaded,
 loading, loaded, sleeping (a child with --sleep-idle-seconds says so on its output, see
-http/router_child.py). At most `models_max` children run; loading one more first unloads the
-least recently used (the one whose last POST request is oldest).
+http/router_child.py), plus unloading (asked to stop, not yet exited). At most `models_max`
+children run; loading one more first unloads the least recently used (the one whose last POST
+request is oldest). A request that races an unload waits for the child to exit and loads the
+model again (autoload permitting) instead of failing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ URL_LINE = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 LOG_LINES = 20  # last lines of a child's output kept for GET /models
 HEALTH_POLL = 0.1  # seconds between /health polls while a child loads
 DEFAULT_STOP_TIMEOUT = 10.0  # seconds a child may take to exit after SIGTERM (then SIGKILL)
+READY_TRIES = 3  # loads a request waiting for its model tries when unloads keep racing it
 
 
 @dataclass
@@ -42,9 +45,9 @@ class ModelSpec:
     """A model the router can serve, and how to start its child."""
 
     name: str
-    args: list[str]  # `llama serve` arguments: the model (-m PATH, -hf REPO; none: the demo model) and its settings
+    args: list[str]  # `llama serve` arguments: the model (-m PATH, -hf REPO) and its settings
     path: str = ""  # the model file, as listed
-    source: str = "preset"  # cache, models_dir, preset, demo
+    source: str = "preset"  # cache, models_dir, preset
     aliases: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     load_on_startup: bool = False
@@ -56,7 +59,7 @@ class Instance:
     """The state of one model: its status and, while it runs, its child process."""
 
     spec: ModelSpec
-    status: str = "unloaded"  # unloaded, loading, loaded, sleeping
+    status: str = "unloaded"  # unloaded, loading, loaded, sleeping, unloading
     proc: asyncio.subprocess.Process | None = None
     url: str = ""
     args: list[str] = field(default_factory=list)  # the child's command line, as last started
@@ -70,7 +73,8 @@ class Instance:
 
     @property
     def running(self) -> bool:
-        return self.status in ("loading", "loaded", "sleeping")
+        """A child process exists (it may be on its way out: unloading)."""
+        return self.status in ("loading", "loaded", "sleeping", "unloading")
 
     def status_json(self) -> dict[str, Any]:
         """`status` of GET /models: llama-server's shape, plus the last log lines of a failure."""
@@ -172,19 +176,22 @@ class Supervisor:
                 await self.load(name)
 
     # ---- load / unload ----------------------------------------------------------------------
-    async def load(self, name: str) -> Instance:
+    async def load(self, name: str, why: str = "") -> Instance:
         """Start the model's child (after unloading the least recently used one when
-        models_max children run). Returns at once; the child loads in the background."""
+        models_max children run; after the old child exited when it is unloading). Returns at
+        once; the child loads in the background. `why` goes in the log line."""
         inst = self.get(name)
         if inst is None:
             raise ApiError(404, "model is not found", "not_found_error")
         async with self._starting:
+            if inst.status == "unloading":
+                await self.wait_until(inst, lambda i: i.status != "unloading")
             if not inst.running:
                 await self._make_room(inst)
-                await self._start(inst)
+                await self._start(inst, why)
         return inst
 
-    async def _start(self, inst: Instance) -> None:
+    async def _start(self, inst: Instance, why: str = "") -> None:
         inst.args = self.child_args(inst.spec)
         inst.last_used = time.monotonic()
         inst.failed, inst.exit_code, inst.stopping, inst.url, inst.info = False, None, False, "", {}
@@ -199,7 +206,8 @@ class Supervisor:
             inst.failed, inst.exit_code = True, None
             inst.log.append(f"cannot start {inst.args[0]}: {e}")
             raise ApiError(500, f"cannot start a server for model {inst.spec.name!r}: {e}") from None
-        self.log(f"model {inst.spec.name}: starting (pid {inst.proc.pid})")
+        what = f", loading {inst.spec.path}" if inst.spec.path else ""
+        self.log(f"model {inst.spec.name}: starting (pid {inst.proc.pid}){what}{f' ({why})' if why else ''}")
         await self._set(inst, "loading")
         inst.tasks = [asyncio.ensure_future(self._read(inst, inst.proc)), asyncio.ensure_future(self._watch(inst, inst.proc))]
 
@@ -224,6 +232,8 @@ class Supervisor:
             inst.stopping = True
             _signal(proc, signal.SIGTERM)
             inst.tasks.append(asyncio.ensure_future(self._kill_after(inst, proc, inst.spec.stop_timeout)))
+            self.log(f"model {inst.spec.name}: unloading (pid {proc.pid})")
+            await self._set(inst, "unloading")  # until the child has exited (_watch says unloaded)
         if wait:
             await self.wait_until(inst, lambda i: i.proc is not proc or not i.running)
 
@@ -246,22 +256,29 @@ class Supervisor:
         async with self._changed:
             await self._changed.wait_for(lambda: pred(inst))
 
-    async def ready(self, name: str, autoload: bool) -> Instance:
+    async def ready(self, name: str, autoload: bool, why: str = "") -> Instance:
         """The model's instance, ready for requests: loaded (or sleeping: the child wakes
-        itself). Loads it when autoload allows; waits while it loads."""
+        itself). Loads it when autoload allows; waits while it loads. A model unloaded while
+        the request waited (an unload raced it) is waited for and loaded again, a few times at
+        most; only a child that failed is reported as a failure."""
         inst = self.get(name)
         if inst is None:
             raise ApiError(400, f"model '{name}' not found")
-        if not inst.running:
-            if not autoload:
-                raise ApiError(400, "model is not loaded")
-            await self.load(inst.spec.name)
-        proc = inst.proc
-        await self.wait_until(inst, lambda i: i.status != "loading" or i.proc is not proc)
-        if inst.status not in ("loaded", "sleeping"):
-            why = f" (exit code {inst.exit_code}): {inst.log[-1]}" if inst.failed and inst.log else ""
-            raise ApiError(500, f"model '{inst.spec.name}' failed to load{why}", "server_error")
-        return inst
+        for _ in range(READY_TRIES):
+            if inst.status == "unloading":
+                await self.wait_until(inst, lambda i: i.status != "unloading")
+            if not inst.running:
+                if not autoload:
+                    raise ApiError(400, "model is not loaded")
+                await self.load(inst.spec.name, why)
+            proc = inst.proc
+            await self.wait_until(inst, lambda i: i.status != "loading" or i.proc is not proc)
+            if inst.status in ("loaded", "sleeping"):
+                return inst
+            if inst.failed and inst.status == "unloaded":
+                why_failed = f" (exit code {inst.exit_code}): {inst.log[-1]}" if inst.log else ""
+                raise ApiError(500, f"model '{inst.spec.name}' failed to load{why_failed}", "server_error")
+        raise ApiError(503, f"model '{inst.spec.name}' was unloaded while this request waited for it", "unavailable_error")
 
     # ---- watching a child ------------------------------------------------------------------
     async def _read(self, inst: Instance, proc: asyncio.subprocess.Process) -> None:

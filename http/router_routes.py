@@ -3,38 +3,31 @@
 The router answers /health, /models (= /v1/models), /models/load, /models/unload, /models/sse
 and /props itself. Every other request goes to the child serving the model it names: a POST by
 its JSON body's `model` field, a GET or DELETE by its `?model=` query parameter (`/props?model=`
-included). The child's answer is passed through as it arrives: a stream stays a stream, chunk
-by chunk, and when the client goes away the connection to the child is closed, which cancels
-the child's task. `?autoload=false` (or --no-models-autoload) answers 400 for a model that is
-not loaded instead of loading it.
+included); http/router_forward.py passes the child's answer through as it arrives.
+`?autoload=false` (or --no-models-autoload) answers 400 for a model that is not loaded instead
+of loading it. A body the router cannot read (not JSON, nested too deep) is the single-model
+server's 400.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from quart import Blueprint, Response, request
-from werkzeug.datastructures import Headers
 
 from llamacli.http.config import ServerConfig
 from llamacli.http.context import current_state
 from llamacli.http.state import ServerState
 from llamacli.http.errors import ApiError, bad_request
+from llamacli.http.params import parse_json_body
 from llamacli.http.router import Instance, ModelSpec, Supervisor
+from llamacli.http.router_forward import forward
 from llamacli.http.sse import json_response
 
 bp = Blueprint("router", __name__)
-
-# Not forwarded either way: hop-by-hop headers, and what each side sets for itself (the router
-# answers CORS and checks API keys; the children have neither).
-_DROP_REQUEST = frozenset({"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "upgrade",
-                           "authorization", "x-api-key"})
-_DROP_RESPONSE = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding", "server", "date"})
-
 
 class RouterState(ServerState):
     """The app state of a router: no engine of its own, a Supervisor and an HTTP client."""
@@ -118,14 +111,11 @@ async def _model_field() -> str:
 
 
 async def _json_body() -> dict[str, Any]:
+    """The body as a JSON object; an empty body is `{}` (no model named). Anything else that is
+    not a JSON object, or one nested too deep to parse, is the single-model server's 400."""
     raw = await request.get_data(as_text=False)
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError as e:
-        raise bad_request(f"invalid JSON in the request body: {e}") from None
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
-    return body
+    raw = raw if isinstance(raw, bytes) else raw.encode("utf-8")
+    return parse_json_body(raw) if raw.strip() else {}
 
 
 async def _named(not_found: ApiError) -> Instance:
@@ -140,9 +130,9 @@ async def _named(not_found: ApiError) -> Instance:
 @bp.post("/models/load")
 async def load() -> Response:
     inst = await _named(ApiError(404, "model is not found", "not_found_error"))
-    if inst.running:
+    if inst.running and inst.status != "unloading":  # an unloading model is loaded again once it exited
         raise bad_request("model is already running")
-    await _router().supervisor.load(inst.spec.name)
+    await _router().supervisor.load(inst.spec.name, "POST /models/load")
     return json_response({"success": True})
 
 
@@ -201,9 +191,7 @@ async def forward_post(_path: str) -> Response:
     name = await _model_field()
     if not name:
         raise bad_request("model name is missing from the request")
-    inst = await st.supervisor.ready(name, _autoload(st))
-    inst.last_used = time.monotonic()  # POST requests make a model recently used (for --models-max)
-    return await _forward(inst, body)
+    return await forward(st.supervisor, name, _autoload(st), body)
 
 
 @bp.route("/<path:_path>", methods=["GET", "DELETE"])
@@ -216,30 +204,4 @@ async def _forward_get() -> Response:
     name = request.args.get("model", "")
     if not name:
         raise bad_request("model name is missing from the request")
-    inst = await st.supervisor.ready(name, _autoload(st))
-    return await _forward(inst, None)
-
-
-async def _forward(inst: Instance, body: bytes | None) -> Response:
-    """Send the request to the child and pass its answer through unbuffered."""
-    http = _router().supervisor.http
-    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST]
-    path = request.full_path if request.query_string else request.path
-    req = http.build_request(request.method, inst.url + path, content=body, headers=headers)
-    try:
-        upstream = await http.send(req, stream=True)
-    except Exception as e:  # noqa: BLE001 - the child went away between the check and the send
-        raise ApiError(503, f"model '{inst.spec.name}' is not reachable: {type(e).__name__}", "unavailable_error") from None
-
-    async def chunks() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in upstream.aiter_raw():
-                yield chunk
-        finally:  # also when the client disconnected: closing the connection cancels the child's task
-            await asyncio.shield(upstream.aclose())
-
-    headers = [(k, v) for k, v in upstream.headers.multi_items()
-               if k.lower() not in _DROP_RESPONSE and not k.lower().startswith("access-control-")]
-    out = Response(chunks(), status=upstream.status_code, headers=Headers(headers))
-    out.timeout = None
-    return out
+    return await forward(st.supervisor, name, _autoload(st), None)

@@ -1,5 +1,6 @@
-"""Running a router: bind, start the models marked load-on-startup, serve until a signal, then
-stop every child (SIGTERM, SIGKILL after its stop timeout) before exiting."""
+"""Running a router: bind, start the models marked load-on-startup (the log says which load now
+and which on their first request), serve until a signal, then stop every child (SIGTERM,
+SIGKILL after its stop timeout) before exiting."""
 
 from __future__ import annotations
 
@@ -39,9 +40,7 @@ async def _serve(app: ASGIApp, sup: Supervisor, socks: list[socket.socket], list
     # no pool limit: every streamed answer holds its connection to a child for its duration
     sup.http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0), limits=httpx.Limits(max_connections=None))
     try:
-        for inst in list(sup.instances.values()):
-            if inst.spec.load_on_startup:
-                await sup.load(inst.spec.name)
+        await _load_on_startup(sup, log)
 
         async def shutdown_trigger() -> None:
             await stop.wait()
@@ -52,3 +51,17 @@ async def _serve(app: ASGIApp, sup: Supervisor, socks: list[socket.socket], list
     finally:
         await sup.stop_all()
         await sup.http.aclose()
+
+
+async def _load_on_startup(sup: Supervisor, log: Callable[[str], None]) -> None:
+    """Start the children of the models marked load-on-startup (they load while the router
+    already answers), and say in the log what loads now and what waits for its first request."""
+    now = [i.spec.name for i in sup.instances.values() if i.spec.load_on_startup]
+    later = [name for name in sup.instances if name not in now]
+    if now:
+        log(f"loading at startup (load-on-startup): {', '.join(now)}")
+    if later:
+        names = ", ".join(later[:8]) + (f" and {len(later) - 8} more" if len(later) > 8 else "")
+        log(f"loading on first request: {names} (a preset's load-on-startup = true loads a model at startup)")
+    for name in now:
+        await sup.load(name, "load-on-startup")

