@@ -42,23 +42,23 @@ class _Unreachable(Exception):
 async def forward(sup: Supervisor, name: str, autoload: bool, body: bytes | None) -> Response:
     """The answer of model `name` to the current request (POSTs make it recently used)."""
     why = f"for {request.method} {request.path}"
-    for attempt in (1, 2):
+    retried = False
+    while True:
         inst = await sup.ready(name, autoload, why)
         if request.method in ("POST", "PUT"):
             inst.last_used = time.monotonic()  # for --models-max: the least recently used goes first
         proc = inst.proc
         try:
-            upstream = await _send(sup.http, inst, body)
+            return _pass_through(inst, await _send(sup.http, inst, body))
         except _Unreachable as e:
-            if attempt == 2:
-                raise ApiError(503, f"model '{inst.spec.name}' is not reachable: {e}", "unavailable_error") from None
-            try:  # the child is on its way out: let its exit be seen, then load it again
-                await asyncio.wait_for(sup.wait_until(inst, lambda i: i.proc is not proc), GONE_WAIT)
-            except asyncio.TimeoutError:
-                raise ApiError(503, f"model '{inst.spec.name}' is not reachable: {e}", "unavailable_error") from None
-            continue
-        return _pass_through(inst, upstream)
-    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
+            gone = ApiError(503, f"model '{inst.spec.name}' is not reachable: {e}", "unavailable_error")
+            if retried:
+                raise gone from None
+            retried = True
+        try:  # the child is on its way out: let its exit be seen, then load the model again
+            await asyncio.wait_for(sup.wait_until(inst, lambda i: i.proc is not proc), GONE_WAIT)
+        except asyncio.TimeoutError:
+            raise gone from None
 
 
 async def _send(http: Any, inst: Instance, body: bytes | None) -> Any:

@@ -7,7 +7,8 @@ It prints `listening on http://127.0.0.1:PORT`, answers GET /health and /v1/mode
 any POST with `{"model": NAME, "content": "ok", "pid": PID}`, or with an SSE stream of three
 chunks (`"stream": true`), after which it exits at once with --die-mid-stream (a crash: the
 chunked body is never ended) or ends the stream with [DONE]. On SIGTERM it stops accepting
-connections at once and exits --stop-delay seconds later (a real child finishing its work).
+connections at once and exits --stop-delay seconds later (a real child finishing its work); on
+SIGUSR1 the same, with exit code 1 (a child going away unasked, not yet seen to exit).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
+        self.send_header("Connection", "close")  # each request on its own connection: a closed socket is seen
         self.end_headers()
         self.wfile.write(raw)
 
@@ -56,6 +58,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
         self.end_headers()
         for i in range(3):
             self._chunk(b'data: {"content": "piece %d"}\n\n' % i)
@@ -78,13 +81,14 @@ def main(argv: list[str]) -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
 
-    def stop() -> None:
+    def stop(code: int) -> None:
         server.shutdown()
         server.server_close()  # no new connections from here on
         time.sleep(stop_delay)
-        os._exit(0)
+        os._exit(code)
 
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop, daemon=True).start())
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=stop, args=(0,), daemon=True).start())
+    signal.signal(signal.SIGUSR1, lambda *_: threading.Thread(target=stop, args=(1,), daemon=True).start())
     print(f"llama serve: listening on http://127.0.0.1:{server.server_address[1]} (fake)", flush=True)
     server.serve_forever()
     threading.Event().wait()  # stop() exits the process

@@ -146,6 +146,35 @@ def test_a_chat_racing_an_unload_waits_and_loads_the_model_again() -> None:
     assert any("model m: unloading" in line for line in logs) and any("loading /x/m.gguf" in line for line in logs)
 
 
+def test_a_child_gone_before_it_took_the_request_is_replaced() -> None:
+    """The child's socket refuses the request while the router still counts it loaded (it has
+    not been seen to exit): the request waits for the exit and goes to the model loaded anew
+    (it was a 503 "not reachable")."""
+    import os
+    import signal
+    import socket
+    from urllib.parse import urlparse
+
+    async def go(c: Any, sup: Supervisor) -> list[int]:
+        first = await c.post("/v1/chat/completions", json=CHAT)
+        pid = (await first.get_json())["pid"]
+        u = urlparse(sup.instances["m"].url)
+        os.kill(pid, signal.SIGUSR1)  # closes its socket now, exits 1 s later
+        while True:  # until its port refuses connections
+            try:
+                socket.create_connection((u.hostname, u.port), timeout=1).close()
+            except OSError:
+                break
+            await asyncio.sleep(0.02)
+        assert await _status(c) == "loaded"
+        second = await c.post("/v1/chat/completions", json=CHAT)
+        assert second.status_code == 200, await second.get_data(as_text=True)
+        return [pid, (await second.get_json())["pid"]]
+
+    pids, logs = _over_fake_children(["--stop-delay", "1"], go)
+    assert pids[0] != pids[1], logs
+
+
 @pytest.mark.parametrize("path, body, end", [
     ("/v1/chat/completions", {**CHAT, "stream": True}, 'data: {"error":{"code":500,'),
     ("/completion", {"model": "m", "prompt": "hi", "stream": True}, 'data: {"error":{"code":500,'),
