@@ -116,6 +116,19 @@ def test_child_arguments_in_precedence_order(tmp_path: Path) -> None:
     assert specs["extra"].args[:2] == ["-m", "/x/e.gguf"] and specs["extra"].path == "/x/e.gguf"
 
 
+def test_the_list_is_what_the_router_was_given(tmp_path: Path) -> None:
+    """Only the folder's and the preset's models (and the cache's): the demo model, installed in
+    this environment, is not listed beside them (llama-server's router lists what it was given).
+    `[*] load-on-startup = true` marks every model to load when the router starts."""
+    d = tmp_path / "models"
+    _write(d / "a.gguf")
+    _write(d / "b.gguf")
+    assert {s.name for s in discover(_ctx(), str(d), None, [])} == {"a", "b"}
+    ini = _write(tmp_path / "p.ini", "[*]\nload-on-startup = true\n[b]\nload-on-startup = false\n[c]\nmodel = /x/c.gguf\n")
+    specs = {s.name: s for s in discover(_ctx(), str(d), str(ini), [])}
+    assert {n: s.load_on_startup for n, s in specs.items()} == {"a": True, "b": False, "c": True}
+
+
 def test_a_preset_section_that_names_no_model(tmp_path: Path) -> None:
     ini = _write(tmp_path / "p.ini", "[ghost]\nc = 1\n")
     with pytest.raises(PresetError, match="ghost.*model = PATH"):
