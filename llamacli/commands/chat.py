@@ -12,13 +12,13 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
-from llamacli.llama_flags import llama_cpp_flags
-from llamacli.model_options import ModelSource, model_options
-from llamacli.options import (
+from llamacli.options.llama_flags import llama_cpp_flags
+from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.common import (
     LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs,
 )
-from llamacli.sampling_options import sampling_options
-from llamacli.spec_options import SpecOptions, speculative_options
+from llamacli.options.sampling import sampling_options
+from llamacli.options.speculative import SpecOptions, speculative_options
 
 S = "Sampling"
 P = "Scripting (stdin not a terminal)"
@@ -78,7 +78,7 @@ def chat(
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
     from llamacli.core.text.grammar import compile_grammar
-    from llamacli.grammar_options import grammar_from_cli
+    from llamacli.options.grammar import grammar_from_cli
     from llamacli.loading import open_draft, open_model
 
     # ---- options -> plain values (nothing here touches the model) -------------------------

@@ -12,16 +12,16 @@ from typing import Any, Optional
 import typer
 
 from llamacli.cli import app, guarded
-from llamacli.llama_flags import llama_cpp_flags, note
+from llamacli.options.llama_flags import llama_cpp_flags, note
 from llamacli.core.model.kernels.pooling import POOLING_TYPES
 from llamacli.core.text.reasoning import REASONING_FORMATS
 from llamacli.core.sampling import SamplingParams
-from llamacli.model_options import ModelSource, model_options
-from llamacli.options import (
+from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.common import (
     LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs,
 )
-from llamacli.sampling_options import sampling_options
-from llamacli.spec_options import SpecOptions, speculative_options
+from llamacli.options.sampling import sampling_options
+from llamacli.options.speculative import SpecOptions, speculative_options
 
 def _read_api_keys(keys: list[str], key_file: Optional[str]) -> list[str]:
     out = [k.strip() for arg in keys for k in arg.split(",") if k.strip()]

@@ -7,25 +7,25 @@ from typing import Optional
 
 import typer
 
-NumericsOpt = typer.Option(
-    "ggml",
-    "--numerics",
-    help="ggml: emulate llama.cpp's CPU roundings (default); f32: plain float32 maths.",
-)
-BatchInvariantOpt = typer.Option(
-    False,
-    "--batch-invariant",
-    help="f32 numerics: make each sequence's output independent of what shares its batch (slower). The ggml numerics always are.",
-)
-ThreadsOpt = typer.Option(
-    -1, "-t", "--threads", help="Threads for the matmul kernels (default: -1, every core)."
-)
-LoraOpt = typer.Option(
-    [], "--lora", metavar="FNAME", help="LoRA adapter GGUF (repeatable, or comma-separated), applied with scale 1."
-)
-LoraScaledOpt = typer.Option(
-    [], "--lora-scaled", metavar="FNAME:SCALE,...", help="LoRA adapter with its scale (repeatable, or comma-separated)."
-)
+from llamacli.options.groups import Opt, typer_option
+
+NUMERICS = Opt("numerics", str, "ggml", ("--numerics",),
+                "ggml: emulate llama.cpp's CPU roundings (default); f32: plain float32 maths.")
+BATCH_INVARIANT = Opt("batch_invariant", bool, False, ("--batch-invariant",),
+                      "f32 numerics: make each sequence's output independent of what shares its batch (slower). "
+                      "The ggml numerics always are.")
+THREADS = Opt("threads", int, -1, ("-t", "--threads"), "Threads for the matmul kernels (default: -1, every core).")
+LORA = Opt("lora", list[str], [], ("--lora",), "LoRA adapter GGUF (repeatable, or comma-separated), applied with scale 1.",
+           metavar="FNAME")
+LORA_SCALED = Opt("lora_scaled", list[str], [], ("--lora-scaled",),
+                  "LoRA adapter with its scale (repeatable, or comma-separated).", metavar="FNAME:SCALE,...")
+
+# the same, as typer parameter defaults for commands that declare them one by one
+NumericsOpt = typer_option(NUMERICS)
+BatchInvariantOpt = typer_option(BATCH_INVARIANT)
+ThreadsOpt = typer_option(THREADS)
+LoraOpt = typer_option(LORA)
+LoraScaledOpt = typer_option(LORA_SCALED)
 
 
 def lora_specs(lora: list[str], lora_scaled: list[str]) -> list[tuple[str, float]]:
