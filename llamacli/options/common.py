@@ -1,7 +1,9 @@
-"""Options and helpers shared by several commands (names follow llama.cpp's tools)."""
+"""Options shared by several commands (names follow llama.cpp's tools), and the helpers that
+read their values: LoRA adapter lists, prompts and files, the colour switch."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Optional
 
@@ -47,8 +49,7 @@ def read_prompt(prompt: Optional[str], file: Optional[str]) -> str:
     if prompt is not None and file is not None:
         raise typer.BadParameter("give the prompt with -p or -f, not both")
     if file is not None:
-        with open(file, "rb") as f:
-            return f.read().decode("utf-8", errors="replace")
+        return read_text_file(file)
     if prompt is not None:
         if not sys.stdin.isatty():
             piped = sys.stdin.read()
@@ -59,3 +60,18 @@ def read_prompt(prompt: Optional[str], file: Optional[str]) -> str:
         if piped:
             return piped
     raise typer.BadParameter("no prompt: pass -p TEXT, -f FILE or pipe text on stdin")
+
+
+def read_text_file(path: str) -> str:
+    """A file given to an option (-f, -sysf, --chat-template-file) as text; bad UTF-8 replaced."""
+    with open(path, "rb") as f:
+        return f.read().decode("utf-8", errors="replace")
+
+
+def want_color(flag: Optional[bool]) -> bool:
+    """-co/--color/--no-color: as given, else on for a terminal unless NO_COLOR or TERM=dumb."""
+    if flag is not None:
+        return flag
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
