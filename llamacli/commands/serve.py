@@ -17,7 +17,7 @@ from llamacli.core.sampling import SamplingParams
 from llamacli.options.llama_flags import llama_cpp_flags
 from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.sampling import sampling_options
-from llamacli.options.serve_options import ServeOptions, serve_options
+from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
 from llamacli.options.speculative import SpecOptions, speculative_options
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ def serve(
     from llamacli.http.router_child import watch_router
     from llamacli.http.server import run_server
     from llamacli.http.state import ServerState
-    from llamacli.options.serve_options import listen_config, server_config
 
     router = opts.router
     if router.enabled and source.given:
@@ -80,16 +79,19 @@ def _logger(log_format: str) -> Callable[[str], None]:
     return log
 
 
-def _load(model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None]) -> tuple[ServingEngine, ModelInfo]:
+def _load(
+    model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None]
+) -> tuple[ServingEngine, ModelInfo]:
     """Open the model (and the draft model), start the engine and warm it up."""
     from llamacli.core.runtime.engine import Engine, Metrics
     from llamacli.core.runtime.tasks import Task, TaskParams
     from llamacli.loading import open_draft, open_model
-    from llamacli.options.serve_options import engine_config
 
     t0 = time.perf_counter()
     lo = opts.load
-    rt = open_model(model, numerics=lo.numerics, threads=lo.threads, loras=lo.loras, chat_template=lo.chat_template, use_jinja=lo.jinja)
+    rt = open_model(
+        model, numerics=lo.numerics, threads=lo.threads, loras=lo.loras, chat_template=lo.chat_template, use_jinja=lo.jinja
+    )
     draft = open_draft(speculative.draft_model, rt, lo.numerics, lo.threads) if speculative.draft_model else None
     engine = Engine(
         rt.model, rt.tokenizer, engine_config(opts, rt.model.args.n_ctx_train, speculative), rt.loras, draft_model=draft,
