@@ -12,7 +12,7 @@ import typer.main
 
 import llamacli.commands.serve  # noqa: F401  (registers `serve`)
 from llamacli.cli import app
-from llamacli.core.runtime.engine import EngineConfig
+from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.sampling import SamplingParams
 from llamacli.http.config import ServerConfig
 from llamacli.options import speculative

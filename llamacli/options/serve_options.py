@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.sampling import SamplingParams
 from llamacli.options import endpoints, listen, model_load, reasoning, router_args, slots
 from llamacli.options.endpoints import EndpointOptions
@@ -24,7 +25,6 @@ from llamacli.options.slots import SlotOptions
 from llamacli.options.speculative import SpecOptions
 
 if TYPE_CHECKING:
-    from llamacli.core.runtime.engine import EngineConfig
     from llamacli.http.config import ServerConfig
     from llamacli.http.server import Listen
 
@@ -104,8 +104,6 @@ def listen_config(opts: ServeOptions) -> Listen:
 
 def engine_config(opts: ServeOptions, n_ctx_train: int, speculative: SpecOptions) -> EngineConfig:
     """The engine's settings for a model trained with n_ctx_train tokens of context."""
-    from llamacli.core.runtime.engine import EngineConfig
-
     s = opts.slots
     return EngineConfig(
         n_ctx=s.ctx_size if s.ctx_size > 0 else n_ctx_train, n_parallel=s.n_parallel, n_batch=s.ubatch_size,
