@@ -11,7 +11,7 @@ from llamacli import bench_reference
 from llamacli.core.model import bench as B
 from llamacli.core.model.bench import BenchResult
 from llamacli.core.model.load import load_model
-from llamacli.model_path import resolve_model
+from llamacli.options.model_path import resolve_model
 from llamacli.loading import prepare_kernels
 
 

@@ -9,7 +9,7 @@ from llamacli.core.model.load import load_model
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.loaded import LoadedModel, load
 from llamacli.core.text.tokenizer import load_tokenizer
-from llamacli.model_path import resolve_model
+from llamacli.options.model_path import resolve_model
 
 
 @dataclass

@@ -25,7 +25,7 @@ from llamacli.hub import _SPLIT, DEFAULT_QUANT, _first_part, _is_model, cached_m
 from llamacli.http.config import ServerConfig
 from llamacli.http.router import DEFAULT_STOP_TIMEOUT, ModelSpec
 from llamacli.http.server import Listen
-from llamacli.router_args import Preset, PresetError, inherited_args, option_table, read_preset, truthy
+from llamacli.options.router_args import Preset, PresetError, inherited_args, option_table, read_preset, truthy
 
 
 def _cache_specs() -> list[ModelSpec]:

@@ -1,5 +1,5 @@
-"""llama.cpp's options on every model command (llamacli/llama_flags.py), the shared sampling
-options (llamacli/sampling_options.py) and the small CLI behaviours of issue 13 section 2."""
+"""llama.cpp's options on every model command (llamacli/options/llama_flags.py), the shared sampling
+options (llamacli/options/sampling.py) and the small CLI behaviours of issue 13 section 2."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import typer
 
 from llamacli.core.sampling import DEFAULT_SEED
-from llamacli.llama_flags import LLAMA_CPP_SHORTS
-from llamacli.sampling_options import OPTIONS, build
+from llamacli.options.llama_flags import LLAMA_CPP_SHORTS
+from llamacli.options.sampling import OPTIONS, build
 from tests.test_cli import ROOT, llama
 
 COMMANDS = ("chat", "complete", "serve")

@@ -1,4 +1,4 @@
-"""llamacli/grammar_options.py: llama.cpp's grammar flags -> GrammarSpec, with clear errors."""
+"""llamacli/options/grammar.py: llama.cpp's grammar flags -> GrammarSpec, with clear errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from llamacli.core.text.grammar import GrammarError, GrammarSpec
-from llamacli.grammar_options import grammar_from_cli
+from llamacli.options.grammar import grammar_from_cli
 
 
 def test_grammar_flags(tmp_path: Path) -> None:

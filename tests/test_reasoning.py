@@ -302,7 +302,7 @@ def test_chat_session_budget_follows_the_template() -> None:
 
 def test_serve_template_kwargs_from_the_reasoning_flags() -> None:
     import typer
-    from llamacli.commands.serve import template_kwargs
+    from llamacli.options.reasoning import template_kwargs
 
     assert template_kwargs(None, "auto", "default", None) == {}
     assert template_kwargs(None, "off", "high", True) == {"enable_thinking": False, "reasoning_effort": "high",

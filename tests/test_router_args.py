@@ -1,6 +1,6 @@
-"""Router mode's model list and child arguments (llamacli/router_args.py, router_models.py),
-without starting anything: the preset INI, the --models-dir naming, the precedence of the
-router's command line over the preset."""
+"""Router mode's model list and child arguments (llamacli/options/router_args.py,
+llamacli/router_models.py), without starting anything: the preset INI, the --models-dir
+naming, the precedence of the router's command line over the preset."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import typer.main
 
 import llamacli.commands.serve  # noqa: F401  (registers `serve`)
 from llamacli.cli import app
-from llamacli.router_args import PresetError, inherited_args, option_table, read_preset
+from llamacli.options.router_args import PresetError, inherited_args, option_table, read_preset
 from llamacli.router_models import discover
 
 

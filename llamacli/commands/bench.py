@@ -6,8 +6,8 @@ from __future__ import annotations
 import typer
 
 from llamacli.cli import app, guarded
-from llamacli.model_options import ModelSource, model_options
-from llamacli.options import BatchInvariantOpt, NumericsOpt
+from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.common import BatchInvariantOpt, NumericsOpt
 
 
 @app.command()

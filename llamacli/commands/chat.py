@@ -3,7 +3,6 @@ is not a terminal. The logic lives in llamacli/chat/; this module parses options
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Optional
 
@@ -12,13 +11,13 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
-from llamacli.llama_flags import llama_cpp_flags
-from llamacli.model_options import ModelSource, model_options
-from llamacli.options import (
-    LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs,
+from llamacli.options.llama_flags import llama_cpp_flags
+from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.common import (
+    LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs, read_text_file, want_color,
 )
-from llamacli.sampling_options import sampling_options
-from llamacli.spec_options import SpecOptions, speculative_options
+from llamacli.options.sampling import sampling_options
+from llamacli.options.speculative import SpecOptions, speculative_options
 
 S = "Sampling"
 P = "Scripting (stdin not a terminal)"
@@ -78,7 +77,7 @@ def chat(
     from llamacli.chat.launch import start_session
     from llamacli.chat.settings import ChatSettings
     from llamacli.core.text.grammar import compile_grammar
-    from llamacli.grammar_options import grammar_from_cli
+    from llamacli.options.grammar import grammar_from_cli
     from llamacli.loading import open_draft, open_model
 
     # ---- options -> plain values (nothing here touches the model) -------------------------
@@ -94,9 +93,9 @@ def chat(
         raise InvalidRequest(f"--parallel must be 0 or more, got {parallel}")
     if reasoning_budget < -1:
         raise InvalidRequest(f"--reasoning-budget must be -1 (unrestricted) or a number of tokens, got {reasoning_budget}")
-    first = _read_file(file) if file is not None else prompt
-    system = _read_file(system_prompt_file) if system_prompt_file is not None else (system_prompt or "")
-    template_src = _read_file(chat_template_file) if chat_template_file is not None else chat_template
+    first = read_text_file(file) if file is not None else prompt
+    system = read_text_file(system_prompt_file) if system_prompt_file is not None else (system_prompt or "")
+    template_src = read_text_file(chat_template_file) if chat_template_file is not None else chat_template
     by_lines = as_jsonl or batch_lines
     piped = not sys.stdin.isatty() and not simple_io
     if by_lines and not piped:
@@ -127,7 +126,7 @@ def chat(
     model = source.path()
     # ---- load ----------------------------------------------------------------------------
     interactive = not piped
-    use_color = _want_color(color) if interactive and not simple_io else False
+    use_color = want_color(color) if interactive and not simple_io else False
     adapters = lora_specs(lora, lora_scaled)
     if interactive and use_color:
         with err.status("loading model…", spinner="dots"):
@@ -192,15 +191,3 @@ def _interactive(session, first, use_color, multiline, single_turn, history_file
         )
     return loop.run(first, single_turn=single_turn)
 
-
-def _read_file(path: str) -> str:
-    with open(path, "rb") as f:
-        return f.read().decode("utf-8", errors="replace")
-
-
-def _want_color(flag: Optional[bool]) -> bool:
-    if flag is not None:
-        return flag
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    return sys.stdout.isatty()

@@ -12,11 +12,11 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
-from llamacli.llama_flags import llama_cpp_flags
-from llamacli.sampling_options import sampling_options
-from llamacli.spec_options import SpecOptions, speculative_options
-from llamacli.model_options import ModelSource, model_options
-from llamacli.options import (
+from llamacli.options.llama_flags import llama_cpp_flags
+from llamacli.options.sampling import sampling_options
+from llamacli.options.speculative import SpecOptions, speculative_options
+from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.common import (
     BatchInvariantOpt, LoraOpt, LoraScaledOpt, NumericsOpt,
     ThreadsOpt, lora_specs, read_prompt,
 )
@@ -80,7 +80,7 @@ def complete(
     from llamacli.core.runtime.tasks import Final, Task, TaskParams
     from llamacli.loading import open_draft, open_model
 
-    from llamacli.grammar_options import grammar_from_cli
+    from llamacli.options.grammar import grammar_from_cli
 
     if n_predict < -1:
         raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")

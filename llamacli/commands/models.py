@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from llamacli.cli import app, err, guarded
-from llamacli.model_options import HfFileOpt, HfTokenOpt
+from llamacli.options.model_source import HfFileOpt, HfTokenOpt
 
 
 @app.command()

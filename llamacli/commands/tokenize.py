@@ -27,7 +27,7 @@ import typer
 
 from llamacli.cli import app, guarded
 from llamacli.core.errors import InvalidRequest
-from llamacli.model_options import ModelSource, model_options
+from llamacli.options.model_source import ModelSource, model_options
 
 _SIMPLE_ESCAPES = {ord("n"): 0x0A, ord("r"): 0x0D, ord("t"): 0x09, ord("'"): 0x27, ord('"'): 0x22, ord("\\"): 0x5C}
 _HEX = b"0123456789abcdefABCDEF"
@@ -159,7 +159,7 @@ def tokenize(
 
     from llamacli.core.model.weights.gguf_file import read_metadata
     from llamacli.core.text.tokenizer import load_tokenizer
-    from llamacli.model_path import resolve_model
+    from llamacli.options.model_path import resolve_model
 
     model = source.path()
     tok = load_tokenizer(read_metadata(resolve_model(model)))

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.speculative.config import SUPPORTED_TYPES, DraftParams, SpecConfig, parse_types
-from llamacli.sampling_options import Opt, option_group
+from llamacli.options.groups import Opt, option_group
 
 PANEL = "Speculative decoding"
 _D = SpecConfig()

@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import typer
-
 from llamacli.hub import model_path
-from llamacli.sampling_options import Opt, option_group
+from llamacli.options.groups import Opt, find, option_group, typer_option
 
 
 @dataclass(frozen=True)
@@ -54,15 +52,10 @@ def _build(values: dict[str, Any]) -> ModelSource:
 
 # Replace fn's `source` parameter with the OPTIONS, where it stands; call fn with a ModelSource.
 # The options keep their plain names (model, hf_repo, ...): the router reads them by name
-# (llamacli/router_args.py MODEL_PARAMS).
+# (llamacli/options/router_args.py MODEL_PARAMS).
 model_options = option_group("source", OPTIONS, _build, None, in_place=True, prefixed=False)
 
 
-def _option(field: str) -> Any:
-    """One of the options alone, for a command that takes it without the others (`llama pull`)."""
-    o = next(o for o in OPTIONS if o.field == field)
-    return typer.Option(o.default, *o.names, help=o.help, metavar=o.metavar, envvar=o.envvar)
-
-
-HfFileOpt = _option("hf_file")
-HfTokenOpt = _option("hf_token")
+# Two of the options alone, for a command that takes them without the others (`llama pull`).
+HfFileOpt = typer_option(find(OPTIONS, "hf_file"))
+HfTokenOpt = typer_option(find(OPTIONS, "hf_token"))

@@ -8,33 +8,15 @@ the decorator shows the options below in place of that parameter and builds the 
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
 
 from llamacli.core.sampling import DEFAULT_SEED, SamplingParams
+from llamacli.options.groups import Opt, option_group
 
 PANEL = "Sampling"
-
-
-@dataclass(frozen=True)
-class Opt:
-    """One sampling option: the SamplingParams field (or a special name), its type, default,
-    CLI names and help."""
-
-    field: str
-    type: Any
-    default: Any
-    names: tuple[str, ...]
-    help: str
-    metavar: str | None = None
-    envvar: str | None = None
-
 
 _D = SamplingParams()
 OPTIONS: list[Opt] = [
@@ -96,41 +78,6 @@ def build(values: dict[str, Any]) -> SamplingParams:
     sp = SamplingParams(**kw)
     sp.validate()
     return sp
-
-
-def option_group(param: str, options: list[Opt], build_value: Callable[[dict[str, Any]], Any], panel: str | None,
-                 in_place: bool = False, prefixed: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: replace fn's `param` parameter with `options` (shown in `panel` of --help, or
-    among the plain options for None; at the end of the list, or where `param` was when
-    in_place) and call fn with build_value({field: value}) in its place. The options' parameter
-    names (what click reports) are `param`_field, or the fields themselves when not prefixed."""
-
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        sig = inspect.signature(fn, eval_str=True)
-        names = list(sig.parameters)
-        at = names.index(param) if in_place else len(names) - 1
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if in_place else inspect.Parameter.KEYWORD_ONLY
-        pname = {o.field: f"{param}_{o.field}" if prefixed else o.field for o in options}
-        new = []
-        for o in options:
-            new.append(inspect.Parameter(
-                pname[o.field], kind, annotation=o.type,
-                default=typer.Option(o.default, *o.names, help=o.help, rich_help_panel=panel, metavar=o.metavar, envvar=o.envvar),
-            ))
-        rest = [p for p in sig.parameters.values() if p.name != param]
-        params = rest[:at] + new + rest[at:]
-        hints = {p.name: p.annotation for p in params}
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            values = {o.field: kwargs.pop(pname[o.field]) for o in options}
-            return fn(*args, **{param: build_value(values)}, **kwargs)
-
-        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = hints
-        return wrapper
-
-    return deco
 
 
 # Replace fn's `sampling` parameter with the OPTIONS; call fn with the built SamplingParams.

@@ -1,5 +1,6 @@
-"""Command-line arguments for router mode's children, from the router's own command line and
-from a preset file (`--models-preset FILE.ini`).
+"""Router mode's options (`--models-dir`, `--models-preset`, ...: one RouterOptions), and the
+command-line arguments of its children, from the router's own command line and from a preset
+file (`--models-preset FILE.ini`).
 
 A preset key is an option of `llama serve` without its dashes, long or short (`ctx-size`, `c`),
 or llama.cpp's environment variable name for it (`LLAMA_ARG_CTX_SIZE`). A flag takes a boolean
@@ -14,9 +15,10 @@ from __future__ import annotations
 import configparser
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from llamacli.core.errors import LlamaError
+from llamacli.options.groups import Opt
 
 # Typer vendors its own copy of click (typer._click), so options are told apart by duck typing:
 # an option is a parameter whose param_type_name is "option" (opts, secondary_opts, is_flag, multiple).
@@ -33,6 +35,35 @@ MODEL_PARAMS = frozenset({"model", "hf_repo", "hf_file", "hf_token", "offline", 
 PRESET_ONLY = frozenset({"load-on-startup", "stop-timeout", "dedup-cache-models"})
 TRUE = frozenset({"1", "true", "on", "yes", "enabled"})
 FALSE = frozenset({"0", "false", "off", "no", "disabled"})
+
+
+OPTIONS: list[Opt] = [
+    Opt("models_dir", Optional[str], None, ("--models-dir",),
+        "Router mode: serve the GGUF models in this folder (one server process per loaded model; see docs/http-api.md)."),
+    Opt("models_preset", Optional[str], None, ("--models-preset",),
+        "Router mode: an INI file of models and their settings (llama-server's preset format)."),
+    Opt("models_max", int, 4, ("--models-max",),
+        "Router mode: most models loaded at once; loading another unloads the least recently used (0: no limit)."),
+    Opt("models_autoload", bool, True, ("--models-autoload/--no-models-autoload",),
+        "Router mode: load a model when a request names it (off: 400 until POST /models/load)."),
+]
+
+
+@dataclass(frozen=True)
+class RouterOptions:
+    models_dir: str | None = None
+    models_preset: str | None = None
+    models_max: int = 4  # 0: no limit
+    models_autoload: bool = True
+
+    @property
+    def enabled(self) -> bool:
+        """Whether `llama serve` runs as a router over many models."""
+        return bool(self.models_dir or self.models_preset)
+
+
+def build(values: dict[str, Any]) -> RouterOptions:
+    return RouterOptions(**values)
 
 
 class PresetError(LlamaError):

@@ -1,0 +1,112 @@
+"""`llama serve`'s own options (all but -m/-hf, sampling and speculative decoding), as groups that
+each build one dataclass, and what they become: a ServerConfig for the HTTP layer, a Listen for
+the server, an EngineConfig for the engine. The options go no deeper than these configs.
+
+`serve` takes `opts: ServeOptions` and decorates itself with `@serve_options`. The options keep
+their plain names (host, ctx_size, ...): the router passes them on to its children by name
+(options/router_args.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llamacli.core.runtime.engine_config import EngineConfig
+from llamacli.core.sampling import SamplingParams
+from llamacli.options import endpoints, listen, model_load, reasoning, router_args, slots
+from llamacli.options.endpoints import EndpointOptions
+from llamacli.options.groups import in_order, option_group, values_of
+from llamacli.options.listen import ListenOptions
+from llamacli.options.model_load import LoadOptions
+from llamacli.options.reasoning import ReasoningOptions
+from llamacli.options.router_args import RouterOptions
+from llamacli.options.slots import SlotOptions
+from llamacli.options.speculative import SpecOptions
+
+if TYPE_CHECKING:
+    from llamacli.http.config import ServerConfig
+    from llamacli.http.server import Listen
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    listen: ListenOptions
+    endpoints: EndpointOptions
+    slots: SlotOptions
+    reasoning: ReasoningOptions
+    load: LoadOptions
+    router: RouterOptions
+
+
+# The groups' options in the order --help has always listed them.
+HELP_ORDER = (
+    "alias", "tags", "ctx_size", "parallel", "batch_size", "ubatch_size", "n_predict", "keep", "host", "port", "api_key",
+    "api_key_file", "metrics", "props", "slots", "slot_save_path", "chat_template", "chat_template_file",
+    "chat_template_kwargs", "jinja", "embeddings", "pooling", "rerank", "embd_normalize", "context_shift", "cache_prompt",
+    "cache_reuse", "kv_unified", "slot_prompt_similarity", "timeout", "sse_ping_interval", "max_body_size", "max_prompts",
+    "max_embd_inputs", "n_predict_max", "threads_http", "ssl_key_file", "ssl_cert_file", "cors_origins", "cors_methods",
+    "cors_headers", "tools", "tools_runtime", "ui_mcp_proxy", "ui", "spm_infill", "prefill_assistant", "warmup",
+    "log_format", "verbose", "models_dir", "models_preset", "models_max", "models_autoload", "sleep_idle_seconds",
+    "reasoning", "lora", "lora_scaled", "lora_init_without_apply", "reasoning_effort", "reasoning_preserve",
+    "reasoning_format", "reasoning_budget", "reasoning_budget_message", "numerics", "threads",
+)
+OPTIONS = in_order(HELP_ORDER, listen.OPTIONS, endpoints.OPTIONS, slots.OPTIONS, reasoning.OPTIONS, model_load.OPTIONS,
+                   router_args.OPTIONS)
+
+
+def build(values: dict[str, Any]) -> ServeOptions:
+    """Every group's dataclass from the options' values; validated."""
+    return ServeOptions(
+        listen=listen.build(values_of(values, listen.OPTIONS)),
+        endpoints=endpoints.build(values_of(values, endpoints.OPTIONS)),
+        slots=slots.build(values_of(values, slots.OPTIONS)),
+        reasoning=reasoning.build(values_of(values, reasoning.OPTIONS)),
+        load=model_load.build(values_of(values, model_load.OPTIONS)),
+        router=router_args.build(values_of(values, router_args.OPTIONS)),
+    )
+
+
+# Replace fn's `opts` parameter with the OPTIONS, where it stands; call fn with a ServeOptions.
+serve_options = option_group("opts", OPTIONS, build, None, in_place=True, prefixed=False)
+
+
+def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: SpecOptions) -> ServerConfig:
+    """What the HTTP layer needs of the options."""
+    from llamacli.http.config import ServerConfig
+
+    net, api, slot, thinking = opts.listen, opts.endpoints, opts.slots, opts.reasoning
+    cors_origins = net.cors_origins
+    if cors_origins is None:
+        cors_origins = "localhost" if api.tools else "*"
+    return ServerConfig(
+        aliases=api.aliases, tags=api.tags, api_keys=net.api_keys, metrics=api.metrics, slots=api.slots, props=api.props,
+        slot_save_path=api.slot_save_path, embeddings=api.embeddings, pooling=api.pooling, embd_normalize=api.embd_normalize,
+        ui=api.ui, cors_origins=cors_origins, cors_methods=net.cors_methods, cors_headers=net.cors_headers,
+        ui_mcp_proxy=api.ui_mcp_proxy, tools=api.tools, sampling=sampling, n_predict=slot.n_predict, n_keep=slot.keep,
+        cache_prompt=slot.cache_prompt, spm_infill=api.spm_infill, prefill_assistant=api.prefill_assistant,
+        chat_template_kwargs=thinking.template_kwargs, reasoning_format=thinking.reasoning_format,
+        reasoning_budget=thinking.reasoning_budget, reasoning_budget_message=thinking.reasoning_budget_message,
+        threads_http=net.threads_http, sse_ping_interval=net.sse_ping_interval, n_batch=slot.batch_size,
+        sleep_idle_seconds=slot.sleep_idle_seconds, speculative=speculative.config.draft if speculative.config.enabled else None,
+        max_body_size=net.max_body_size, max_prompts=net.max_prompts, max_embd_inputs=net.max_embd_inputs,
+        verbose=net.verbose, log_format=net.log_format,
+    )
+
+
+def listen_config(opts: ServeOptions) -> Listen:
+    """Where and how the server listens."""
+    from llamacli.http.server import Listen
+
+    net = opts.listen
+    return Listen(host=net.host, port=net.port, ssl_key_file=net.ssl_key_file, ssl_cert_file=net.ssl_cert_file, timeout=net.timeout)
+
+
+def engine_config(opts: ServeOptions, n_ctx_train: int, speculative: SpecOptions) -> EngineConfig:
+    """The engine's settings for a model trained with n_ctx_train tokens of context."""
+    s = opts.slots
+    return EngineConfig(
+        n_ctx=s.ctx_size if s.ctx_size > 0 else n_ctx_train, n_parallel=s.n_parallel, n_batch=s.ubatch_size,
+        slot_prompt_similarity=s.slot_prompt_similarity, context_shift=s.context_shift, kv_unified=s.kv_unified,
+        speculative=speculative.config, n_predict_max=s.n_predict_max,
+    )

@@ -1,0 +1,33 @@
+"""llamacli/options/common.py: the helpers that read shared option values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+
+from llamacli.options.common import lora_specs, read_text_file, want_color
+
+
+def test_lora_specs_in_order_with_their_scales() -> None:
+    assert lora_specs(["a.gguf,b.gguf"], ["c.gguf:0.5", "d:e.gguf:2"]) == [
+        ("a.gguf", 1.0), ("b.gguf", 1.0), ("c.gguf", 0.5), ("d:e.gguf", 2.0)]
+    with pytest.raises(typer.BadParameter, match="FNAME:SCALE"):
+        lora_specs([], ["c.gguf"])
+
+
+def test_read_text_file_replaces_bad_utf8(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"caf\xc3\xa9 \xff\n")
+    assert read_text_file(str(tmp_path / "f")) == "café \ufffd\n"
+
+
+def test_want_color(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert want_color(True) and not want_color(False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not want_color(None) and want_color(True)
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("TERM", "dumb")
+    assert not want_color(None)
