@@ -1,7 +1,7 @@
 """Structured output: grammar (GBNF/Lark), JSON schema and OpenAI response_format constraints,
 applied as a token mask before the sampler chain (llguidance does the matching).
 
-Drivers build one `GrammarSpec` from a request (`grammar_from_request`; the CLI's flags in llamacli/grammar_options.py)
+Drivers build one `GrammarSpec` from a request (`grammar_from_request`; the CLI's flags in llamacli/options/grammar.py)
 and put it in `TaskParams.grammar`; the engine checks it at submit (`GrammarError`, an
 `InvalidRequest`) and masks every sampling step with a `GrammarConstraint`.
 """
