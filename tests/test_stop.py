@@ -3,16 +3,31 @@ the stop reason after a token."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 from llamacli.core.runtime.stop import AfterToken, StopMatcher, stop_reason
-from llamacli.core.text.holdback import partial_stop_len
+from llamacli.core.text.holdback import StopPrefixes, partial_stop_len
 
 
 def test_partial_stop_len() -> None:
     assert partial_stop_len("hello wor", ["world"]) == 3
     assert partial_stop_len("hello", ["world"]) == 0
     assert partial_stop_len("ab", ["b", "abc"]) == 2  # "ab" could still become "abc"
+
+
+def test_partial_stop_len_is_the_longest_suffix_that_is_a_proper_prefix() -> None:
+    """One pass over the text's tail with a binary search per start (the work does not grow
+    with the number of stop strings): the same answer as trying every stop and length."""
+
+    def brute(text: str, stops: list[str]) -> int:
+        return max((n for s in stops for n in range(1, len(s)) if text.endswith(s[:n])), default=0)
+
+    rng = random.Random(7)
+    for _ in range(5000):
+        stops = ["".join(rng.choice("ab") for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 5))]
+        text = "".join(rng.choice("ab") for _ in range(rng.randint(0, 10)))
+        assert StopPrefixes(stops).partial_len(text) == brute(text, stops), (text, stops)
 
 
 def test_stream_holds_back_only_possible_prefix() -> None:

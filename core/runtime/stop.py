@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llamacli.core.text.holdback import partial_stop_len
+from llamacli.core.text.holdback import StopPrefixes
 
 
 @dataclass
@@ -21,10 +21,12 @@ class StopMatcher:
     sent: int = 0  # characters of `text` already returned
     stopped_word: str = ""
     _max_len: int = field(init=False, default=0)
+    _prefixes: StopPrefixes = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.stops = [s for s in self.stops if s]
         self._max_len = max((len(s) for s in self.stops), default=0)
+        self._prefixes = StopPrefixes(self.stops)
 
     def push(self, piece: str) -> str:
         if self.stopped_word:
@@ -42,7 +44,7 @@ class StopMatcher:
                 out = self.text[self.sent :]
                 self.sent = len(self.text)
                 return out
-        hold = partial_stop_len(self.text, self.stops)
+        hold = self._prefixes.partial_len(self.text)
         end = len(self.text) - hold
         out = self.text[self.sent : end] if end > self.sent else ""
         self.sent = max(self.sent, end)
