@@ -7,6 +7,7 @@ import base64
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -428,6 +429,77 @@ def test_dry_vocab_breakers_from_pieces() -> None:
     assert vocab.breakers([":", " sat"]) is br  # cached
 
 
+def _llama_cpp_breakers(
+    breakers: list[str], pieces: list[bytes], tokenize: Callable[[bytes], list[int]]
+) -> dict:  # type: ignore[type-arg]
+    """llama.cpp's get_overlapping_token_sequences, a pass over the vocabulary per breaker."""
+    out: dict = {}  # type: ignore[type-arg]
+    for b in dict.fromkeys(x.encode()[:40] for x in breakers):
+        for tok, word in enumerate(pieces):
+            if not b or b[:1] not in word:
+                continue
+            if b in word:
+                out.setdefault(tok, []).append(())
+                continue
+            pos = word.find(b[:1])
+            while pos != -1:
+                if b.startswith(word[pos:]):
+                    seq = tuple(tokenize(b[len(word) - pos:])[:20])
+                    if seq not in out.setdefault(tok, []):
+                        out[tok].append(seq)
+                pos = word.find(b[:1], pos + 1)
+    return out
+
+
+def test_dry_breakers_resolve_as_llama_cpp() -> None:
+    rng = np.random.default_rng(5)
+    alphabet = list("ab: \n")
+    pieces = [bytes("".join(rng.choice(alphabet, rng.integers(1, 6))), "ascii") for _ in range(300)]
+
+    def tokenize(b: bytes) -> list[int]:
+        return [len(b), b[0]]
+
+    for _ in range(20):
+        breakers = ["".join(rng.choice(alphabet, rng.integers(0, 5))) for _ in range(int(rng.integers(1, 6)))]
+        got = DryVocab(pieces, tokenize).breakers(breakers)
+        assert dict(got) == _llama_cpp_breakers(breakers, pieces, tokenize), breakers
+
+
+def test_dry_breakers_cost_no_pass_over_the_vocabulary() -> None:
+    """A request's breakers are resolved for the tokens DRY meets, never for every token of
+    the vocabulary (10,000 breakers used to block the engine for minutes on a 262k vocabulary)."""
+    seen: list[int] = []
+
+    def piece(t: int) -> bytes:
+        seen.append(t)
+        return b"ab:"[t % 3 :]
+
+    vocab = DryVocab(piece, lambda b: [7] * len(b), n_vocab=262_144)
+    params = SamplingParams(dry_multiplier=0.8, dry_sequence_breakers=[f"{i}:" for i in range(1000)], seed=1)
+    s = Sampler(params, n_vocab=262_144, dry_vocab=vocab)
+    s.accept_prompt([1, 2, 3, 1, 2, 3, 1, 2])
+    s.sample(_logits(262_144, seed=3))
+    assert 0 < len(set(seen)) <= 3 and len(seen) == len(set(seen))  # each token text read once
+
+
+def test_sampling_lists_are_bounded() -> None:
+    with pytest.raises(InvalidRequest, match="dry_sequence_breakers has 1001 entries; at most 1000"):
+        SamplingParams(dry_sequence_breakers=["x"] * 1001).validate()
+    SamplingParams(dry_sequence_breakers=["x"] * 1000).validate()
+    with pytest.raises(InvalidRequest, match="logit_bias has 65537 entries"):
+        resolve_logit_bias([[1, 1.0]] * 65537, _Tok(), 100)
+    with pytest.raises(InvalidRequest, match="string keys of logit_bias hold more than 65536"):
+        resolve_logit_bias({"a" * 40000: 1.0, "b" * 30000: 1.0}, _Tok(), 100)
+    with pytest.raises(InvalidRequest, match="logit_bias has 65537 entries"):
+        SamplingParams(logit_bias=[(1, 1.0)] * 65537).validate()
+    assert len(resolve_logit_bias([[1, 1.0]] * 65536, _Tok(), 100)) == 65536
+
+
+class _Tok:
+    def tokenize(self, text: str, add_special: bool = False, parse_special: bool = False) -> list[int]:
+        return [ord(c) % 100 for c in text]
+
+
 def test_dry_breakers_without_vocabulary_is_a_clear_error() -> None:
     with pytest.raises(InvalidRequest, match="vocabulary"):
         Sampler(SamplingParams(dry_multiplier=0.8))
@@ -530,7 +602,7 @@ def test_dry_vocab_from_our_tokenizer_matches_llama_cpp() -> None:
     vocab = DryVocab.from_tokenizer(tok)
     case = CASES["dry_0.8_1.75_2_64_4"]
     for t, v in case["pieces"].items():
-        assert vocab.token_pieces[int(t)] == base64.b64decode(v), t
+        assert vocab.piece(int(t)) == base64.b64decode(v), t
     for other in (c for c in CASES.values() if c["name"].startswith("dry_")):
         for tail, ids in other["tails"].items():
             assert vocab.tokenize(tail.encode("latin-1")) == ids, tail

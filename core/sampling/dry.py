@@ -3,25 +3,26 @@ Koboldcpp): penalise the token that would extend a repeat of the recent context,
 multiplier * base ^ (repeat length - allowed length); sequence breakers restart the scan.
 
 Breakers are strings, so they need the vocabulary: `DryVocab` holds each token's text and a
-tokenize function, and caches the processed breakers per breaker list.
+tokenize function; a breaker list becomes a `BreakerMap`, which resolves a token against the
+breakers when DRY first meets that token (no pass over the vocabulary per request).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 import weakref
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from llamacli.core.sampling.candidates import F32, Candidates
 
-Breakers = dict[
-    int, list[tuple[int, ...]]
-]  # head token -> tails (empty tail: one token)
+Breakers = Mapping[int, list[tuple[int, ...]]]  # head token -> tails (empty tail: one token)
 _MAX_CHAR_LEN = 40
 _MAX_SEQ_LEN = 20
+_CACHE_SIZE = 16
 _FLOAT_MAX_LOG = F32(88.7228391)
 
 
@@ -42,98 +43,142 @@ class TokenizerLike(Protocol):
 
 
 def overlapping_sequences(
-    breaker: bytes,
-    token_pieces: Sequence[bytes] | Mapping[int, bytes],
-    tokenize: Callable[[bytes], list[int]],
-    out: Breakers,
-    max_tail_len: int = _MAX_SEQ_LEN,
-) -> None:
-    """get_overlapping_token_sequences: every token whose text contains the breaker (empty
-    tail), or ends with a prefix of it (tail: the rest of the breaker, tokenized)."""
-    items = (
-        token_pieces.items()
-        if isinstance(token_pieces, Mapping)
-        else enumerate(token_pieces)
-    )
-    first = breaker[:1]
-    tail_cache: dict[bytes, tuple[int, ...]] = {}
-    for tok, word in items:
-        if first not in word:
+    word: bytes, breakers: Sequence[bytes], tail: Callable[[bytes, int], tuple[int, ...]]
+) -> list[tuple[int, ...]]:
+    """get_overlapping_token_sequences for one token text: an empty tail for each breaker the
+    text contains, else for each place where the text ends with a prefix of a breaker, the
+    rest of that breaker tokenized (``tail(breaker, len(prefix))``), without repeats."""
+    seqs: list[tuple[int, ...]] = []
+    for b in breakers:
+        if b in word:
+            seqs.append(())
             continue
-        if breaker in word:
-            out.setdefault(tok, []).append(())
-            continue
+        first = b[:1]
         pos = word.find(first)
         while pos != -1:
             rest = word[pos:]
-            if breaker.startswith(rest):
-                tail = breaker[len(rest) :]
-                if tail not in tail_cache:
-                    tail_cache[tail] = tuple(tokenize(tail)[:max_tail_len])
-                seq = tail_cache[tail]
-                seqs = out.setdefault(tok, [])
+            if b.startswith(rest):
+                seq = tail(b, len(rest))
                 if seq not in seqs:
                     seqs.append(seq)
             pos = word.find(first, pos + 1)
+    return seqs
 
 
-def process_breakers(
-    breakers: Sequence[str],
-    token_pieces: Sequence[bytes] | Mapping[int, bytes],
-    tokenize: Callable[[bytes], list[int]],
-) -> Breakers:
-    """llama_sampler_init_dry's breaker processing: UTF-8, empty ones skipped, 40 bytes max."""
-    out: Breakers = {}
-    for b in breakers:
-        raw = b.encode("utf-8")[:_MAX_CHAR_LEN]
-        if raw:
-            overlapping_sequences(raw, token_pieces, tokenize, out)
-    return out
+class BreakerMap(Mapping[int, list[tuple[int, ...]]]):
+    """llama.cpp's processed breakers (head token -> tails) for one breaker list, resolved
+    per token when the DRY step first looks that token up: a request's breakers cost work
+    for the tokens it generates, never a pass over the vocabulary. Iterating it (tests,
+    debugging) does visit every token."""
+
+    def __init__(self, breakers: Sequence[bytes], vocab: DryVocab) -> None:
+        self.breakers = tuple(breakers)
+        self.vocab = vocab
+        self._by_first: dict[int, list[int]] = {}  # first byte -> breaker indices
+        for i, b in enumerate(self.breakers):
+            self._by_first.setdefault(b[0], []).append(i)
+        self._tails: dict[tuple[bytes, int], tuple[int, ...]] = {}
+        self._memo: dict[int, list[tuple[int, ...]]] = {}
+
+    def _tail(self, breaker: bytes, n_matched: int) -> tuple[int, ...]:
+        key = (breaker, n_matched)
+        seq = self._tails.get(key)
+        if seq is None:
+            seq = self._tails[key] = tuple(self.vocab.tokenize(breaker[n_matched:])[:_MAX_SEQ_LEN])
+        return seq
+
+    def _resolve(self, token: int) -> list[tuple[int, ...]]:
+        seqs = self._memo.get(token)
+        if seqs is None:
+            word = self.vocab.piece(token)
+            which = sorted(i for c in set(word) for i in self._by_first.get(c, ()))
+            seqs = overlapping_sequences(word, [self.breakers[i] for i in which], self._tail) if which else []
+            self._memo[token] = seqs
+        return seqs
+
+    def __getitem__(self, token: int) -> list[tuple[int, ...]]:
+        seqs = self._resolve(token)
+        if not seqs:
+            raise KeyError(token)
+        return seqs
+
+    def get(self, token: int, default: Any = None) -> Any:
+        return self._resolve(token) or default
+
+    def __contains__(self, token: object) -> bool:
+        return isinstance(token, int) and bool(self._resolve(token))
+
+    def __iter__(self) -> Iterator[int]:
+        return (t for t in self.vocab.token_ids() if self._resolve(t))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def process_breakers(strings: Sequence[str], vocab: DryVocab) -> BreakerMap:
+    """llama_sampler_init_dry's breaker processing: UTF-8, empty ones skipped, 40 bytes max
+    (one that repeats another after the cut counts once)."""
+    raw = (b.encode("utf-8")[:_MAX_CHAR_LEN] for b in strings)
+    return BreakerMap([b for b in dict.fromkeys(raw) if b], vocab)
 
 
 class DryVocab:
-    """A vocabulary as DRY needs it: token texts (llama.cpp's `detokenize({id}, special=true)`)
-    and tokenize(bytes) without BOS or special-token parsing. The texts may be given as a
-    callable, called on the first breaker list; processed breakers are cached per list."""
+    """A vocabulary as DRY needs it: each token's text (llama.cpp's `detokenize({id},
+    special=true)`; a sequence or mapping of texts, or a function of the id) and
+    tokenize(bytes) without BOS or special-token parsing. The processed breakers of the
+    last `_CACHE_SIZE` lists are kept, with the tokens they have resolved."""
 
     def __init__(
         self,
-        token_pieces: Sequence[bytes]
-        | Mapping[int, bytes]
-        | Callable[[], Sequence[bytes]],
+        token_pieces: Sequence[bytes] | Mapping[int, bytes] | Callable[[int], bytes],
         tokenize: Callable[[bytes], list[int]],
+        n_vocab: int | None = None,
     ) -> None:
         self._pieces = token_pieces
         self.tokenize = tokenize
-        self._cache: dict[tuple[str, ...], Breakers] = {}
+        self.n_vocab = n_vocab
+        self._cache: OrderedDict[tuple[str, ...], BreakerMap] = OrderedDict()
+        self._lock = threading.Lock()
 
     @classmethod
     def from_tokenizer(cls, tok: TokenizerLike) -> DryVocab:
-        """Token texts read from the tokenizer when DRY first needs them (a few seconds on
-        a 262k vocabulary, once per tokenizer). The closures hold the tokenizer weakly: the
-        sampler caches DryVocabs in a WeakKeyDictionary keyed by the tokenizer, and a strong
-        reference from the value would keep every tokenizer (and its model's caches) alive."""
+        """Token texts read from the tokenizer as DRY looks tokens up. The closures hold the
+        tokenizer weakly: the sampler caches DryVocabs in a WeakKeyDictionary keyed by the
+        tokenizer, and a strong reference from the value would keep every tokenizer (and its
+        model's caches) alive."""
         tok = weakref.proxy(tok)
-
-        def pieces() -> list[bytes]:
-            return [tok.detokenize_bytes([i], False, True) for i in range(tok.n_vocab)]
-
         return cls(
-            pieces,
+            lambda i: tok.detokenize_bytes([i], False, True),
             lambda text: tok.tokenize(text, add_special=False, parse_special=False),
+            tok.n_vocab,
         )
 
-    @property
-    def token_pieces(self) -> Sequence[bytes] | Mapping[int, bytes]:
-        if callable(self._pieces):
-            self._pieces = self._pieces()
-        return self._pieces
+    def piece(self, token: int) -> bytes:
+        """The text of one token (b"" for one the vocabulary does not list)."""
+        p = self._pieces
+        if callable(p):
+            return p(token) if self.n_vocab is None or 0 <= token < self.n_vocab else b""
+        if isinstance(p, Mapping):
+            return p.get(token, b"")
+        return p[token] if 0 <= token < len(p) else b""
 
-    def breakers(self, strings: Sequence[str]) -> Breakers:
+    def token_ids(self) -> Iterable[int]:
+        p = self._pieces
+        if isinstance(p, Mapping):
+            return iter(p)
+        return range(len(p) if not callable(p) else self.n_vocab or 0)
+
+    def breakers(self, strings: Sequence[str]) -> BreakerMap:
         key = tuple(strings)
-        if key not in self._cache:
-            self._cache[key] = process_breakers(key, self.token_pieces, self.tokenize)
-        return self._cache[key]
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None:
+                hit = self._cache[key] = process_breakers(key, self)
+                while len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
+            else:
+                self._cache.move_to_end(key)
+            return hit
 
 
 class Dry:
@@ -151,7 +196,7 @@ class Dry:
         self.base = F32(base)
         self.allowed_length = int(allowed_length)
         self.last_n = last_n
-        self.breakers: Breakers = breakers or {}
+        self.breakers: Breakers = breakers if breakers is not None else {}
         self.history: deque[int] = deque(maxlen=last_n)
 
     @property

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from llamacli.core.errors import InvalidRequest
+from llamacli.core.sampling.logit_bias import MAX_LOGIT_BIAS
 from llamacli.core.sampling.rng import DEFAULT_SEED
 
 # common_sampler_type_to_str / _to_chr
@@ -56,6 +57,9 @@ DEFAULT_SAMPLERS: tuple[str, ...] = (
     "temperature",
 )
 DEFAULT_DRY_BREAKERS: tuple[str, ...] = ("\n", ":", '"', "*")
+# DRY looks every new token up against the breakers (each cut to 40 bytes, as llama.cpp does);
+# llama.cpp takes any number, this bounds that work per token.
+MAX_DRY_BREAKERS = 1000
 
 
 def parse_samplers(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -180,6 +184,14 @@ class SamplingParams:
         breakers = self.dry_sequence_breakers
         if isinstance(breakers, str) or not all(isinstance(b, str) for b in breakers):
             raise InvalidRequest("dry_sequence_breakers must be a list of strings")
+        if len(breakers) > MAX_DRY_BREAKERS:
+            raise InvalidRequest(
+                f"dry_sequence_breakers has {len(breakers)} entries; at most {MAX_DRY_BREAKERS} are accepted"
+            )
+        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+            raise InvalidRequest(
+                f"logit_bias has {len(self.logit_bias)} entries; at most {MAX_LOGIT_BIAS} are accepted"
+            )
         for item in self.logit_bias:
             if (
                 not isinstance(item, (tuple, list))

@@ -151,7 +151,7 @@ class Sampler:
         cls, params: SamplingParams, tokenizer: TokenizerLike, n_ctx: int | None = None
     ) -> Sampler:
         """A sampler for a model's tokenizer: its EOG ids, vocabulary size and (cached per
-        tokenizer, built on first use) the token texts DRY's breakers need."""
+        tokenizer) the token texts DRY's breakers need."""
         dry_vocab = _DRY_VOCABS.get(tokenizer)
         if dry_vocab is None:
             dry_vocab = _DRY_VOCABS[tokenizer] = DryVocab.from_tokenizer(tokenizer)
