@@ -4,8 +4,9 @@ least recently used, among the slots whose cache was made with the task's LoRA s
 a slot taking its task: the KV sequence cut to the reused prefix, the completion's sampler,
 decoder, stop matcher, grammar state, reasoning budget and drafter.
 
-Plain functions: `check_task` reads only; `place` reads the slots; `start_task` writes the
-slot, its cache sequence and the speculator's per-slot state.
+Plain functions: `check_task` reads only (but keeps the task's compiled grammar on it);
+`place` reads the slots; `start_task` writes the slot, its cache sequence and the
+speculator's per-slot state.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ def check_task(
         task.params.sampling.validate()
     if task.params.lora is not None and len(task.params.lora) != n_adapters:
         raise InvalidRequest(f"lora: {len(task.params.lora)} scales given for {n_adapters} adapters")
-    if task.params.grammar is not None and task.kind == "completion":
-        compile_grammar(tokenizer, task.params.grammar)  # GrammarError (400) if unusable
+    if task.params.grammar is not None and task.kind == "completion" and task.compiled_grammar is None:
+        task.compiled_grammar = compile_grammar(tokenizer, task.params.grammar)  # GrammarError (400)
 
 
 def task_lora(task: Task, lora_scales: tuple[float, ...]) -> tuple[float, ...]:
@@ -90,7 +91,7 @@ def start_task(
     s.decoder = IncrementalDecoder(preserving(tokenizer, p.preserved_tokens))
     s.stop = StopMatcher(list(p.stop))
     if p.grammar is not None:
-        s.grammar = GrammarConstraint(compile_grammar(tokenizer, p.grammar))
+        s.grammar = GrammarConstraint(task.compiled_grammar or compile_grammar(tokenizer, p.grammar))
     if p.reasoning is not None and p.reasoning.active:
         s.budget = ReasoningBudget.for_tokenizer(p.reasoning, tokenizer)
     if spec is not None:

@@ -38,6 +38,7 @@ from llamacli.core.runtime.slot_store import SaveResult, save_slot, slot_path
 from llamacli.core.runtime.slot_update import SlotUpdate
 from llamacli.core.runtime.tasks import Final, Task
 from llamacli.core.speculative.speculator import make_speculator
+from llamacli.core.text.grammar import CompiledGrammar, compile_grammar_future
 from llamacli.core.text.tokenizer import Tokenizer
 
 __all__ = ["Engine", "EngineConfig", "Metrics"]
@@ -127,6 +128,14 @@ class Engine:
             self._queue.append(task)
             self._cond.notify_all()
         return task
+
+    def prepare(self, task: Task) -> Future[CompiledGrammar] | None:
+        """The slow part of `submit`, started elsewhere: compiling the task's grammar (on the
+        grammar threads). A caller that must not block (an event loop) awaits the future,
+        puts its value in `task.compiled_grammar`, then submits. None: nothing to wait for."""
+        if task.params.grammar is None or task.kind != "completion":
+            return None
+        return compile_grammar_future(self.tokenizer, task.params.grammar)
 
     def run(self, task: Task) -> Final:
         """Submit and wait for the Final result (raises its error, if any)."""

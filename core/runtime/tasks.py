@@ -5,13 +5,16 @@ from __future__ import annotations
 import itertools
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llamacli.core.text.grammar.spec import GrammarSpec
 from llamacli.core.text.reasoning.budget import ReasoningBudgetSpec
 from llamacli.core.runtime.result_stream import ResultStream
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import DraftParams
+
+if TYPE_CHECKING:
+    from llamacli.core.text.grammar.matcher import CompiledGrammar
 
 _ids = itertools.count()
 
@@ -124,6 +127,8 @@ class Task:
     results: ResultStream[Result] = field(default_factory=ResultStream)
     cancelled: threading.Event = field(default_factory=threading.Event)
     end_reasoning: threading.Event = field(default_factory=threading.Event)
+    # params.grammar compiled by Engine.submit (on the submitting thread, never the loop's)
+    compiled_grammar: CompiledGrammar | None = field(default=None, repr=False, compare=False)
 
     def cancel(self) -> None:
         """Ask the engine to stop this task; its stream ends with a `cancelled` Final."""

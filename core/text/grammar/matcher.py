@@ -1,6 +1,7 @@
 """Grammar-constrained decoding with llguidance over our own tokenizer.
 
     grammar = compile_grammar(tokenizer, spec)       # checks it; GrammarError when unusable
+                                                      # (or over a limit: limits.py)
     c = GrammarConstraint(grammar)                    # one per task
     c.apply(logits)                                   # -inf where the grammar forbids a token
     tok = sampler.sample(logits); c.accept(tok)       # commit; c.is_stopped: nothing may follow
@@ -16,10 +17,15 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from llamacli.core.text.grammar import worker
+from llamacli.core.text.grammar.limits import DEFAULT_LIMITS, GrammarLimits, check_limits
 from llamacli.core.text.grammar.spec import GrammarError, GrammarSpec
 
 if TYPE_CHECKING:
@@ -29,7 +35,8 @@ if TYPE_CHECKING:
 # llama_token_attr bits (core/text/tokenizer/vocab.py)
 _ATTR_UNKNOWN, _ATTR_UNUSED, _ATTR_CONTROL = 1 << 0, 1 << 1, 1 << 3
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # the caches below; held for lookups only
+_build_lock = threading.Lock()  # building llguidance's tokenizer (seconds)
 # Per tokenizer of ours: llguidance's tokenizer and the grammars compiled for it (most recent
 # last). Both go when our tokenizer goes (a server that sleeps on idle releases its model):
 # nothing in the value refers back to the key strongly.
@@ -37,6 +44,7 @@ _tokenizers: weakref.WeakKeyDictionary[Any, tuple[llguidance.LLTokenizer, Ordere
     weakref.WeakKeyDictionary()
 )
 _CACHE_SIZE = 64
+_CACHE_BYTES = 2 * 1024 * 1024  # of grammar text: a matcher takes ~200 times its text's size
 
 
 class _Wrapper:
@@ -81,66 +89,134 @@ def _entry(tokenizer: Tokenizer) -> tuple[llguidance.LLTokenizer, OrderedDict[Gr
 
     with _lock:
         entry = _tokenizers.get(tokenizer)
+    if entry is not None:
+        return entry
+    with _build_lock:  # one build at a time, without holding the cache's lock for seconds
+        with _lock:
+            entry = _tokenizers.get(tokenizer)
         if entry is None:
             eog = sorted(tokenizer.vocab.eog_ids)
             w = _Wrapper(tokenizer)
             lt = llguidance.LLTokenizer(llguidance.TokenizerWrapper(w), eos_token=eog or [w.eos_token_id])
-            entry = _tokenizers[tokenizer] = (lt, OrderedDict())
+            with _lock:
+                entry = _tokenizers[tokenizer] = (lt, OrderedDict())
         return entry
+
+
+def _cached(tokenizer: Tokenizer, spec: GrammarSpec) -> CompiledGrammar | None:
+    with _lock:
+        entry = _tokenizers.get(tokenizer)
+        if entry is None or spec not in entry[1]:
+            return None
+        entry[1].move_to_end(spec)
+        return entry[1][spec]
 
 
 @dataclass(frozen=True)
 class CompiledGrammar:
-    """A checked grammar for one tokenizer; make a `GrammarConstraint` per task from it."""
+    """A checked grammar for one tokenizer; make a `GrammarConstraint` per task from it.
+    ``matcher`` is llguidance's matcher in its start state, built on a compile thread; it is
+    never advanced, only copied."""
 
     spec: GrammarSpec
     grammar: str  # llguidance's serialized grammar
     tokenizer: Any  # llguidance.LLTokenizer
+    matcher: Any  # llguidance.LLMatcher
     warnings: tuple[str, ...] = ()
 
 
-def compile_grammar(tokenizer: Tokenizer, spec: GrammarSpec) -> CompiledGrammar:
-    """Check ``spec`` against the tokenizer's vocabulary (cached per spec). Raises
-    `GrammarError` with llguidance's message for a malformed grammar or an unsupported
-    schema: a request is never silently answered without its constraint."""
+def compile_grammar(tokenizer: Tokenizer, spec: GrammarSpec, limits: GrammarLimits = DEFAULT_LIMITS) -> CompiledGrammar:
+    """Check ``spec`` against ``limits`` and the tokenizer's vocabulary (cached per spec).
+    Raises `GrammarError` with llguidance's message for a malformed grammar or an
+    unsupported schema, and for one over a limit: a request is never silently answered
+    without its constraint. The compilation runs on a compile thread (`worker.py`), whatever
+    thread calls; this one waits at most ``limits.timeout_s``."""
+    return compile_grammar_future(tokenizer, spec, limits).result()
+
+
+def compile_grammar_future(
+    tokenizer: Tokenizer, spec: GrammarSpec, limits: GrammarLimits = DEFAULT_LIMITS
+) -> Future[CompiledGrammar]:
+    """`compile_grammar` for a caller that must not block (an event loop): the limits are
+    checked now (`GrammarError`), the compilation starts on a compile thread, and the future
+    holds its `CompiledGrammar` or its `GrammarError` (a time limit passed included)."""
+    hit = _cached(tokenizer, spec)
+    if hit is not None:
+        done: Future[CompiledGrammar] = Future()
+        done.set_result(hit)
+        return done
+    check_limits(spec, limits)
+
+    def too_slow() -> GrammarError:
+        return GrammarError(f"the {spec.describe()} took longer than {limits.timeout_s:g} s to compile; simplify it")
+
+    return worker.submit(lambda: _compile(tokenizer, spec), limits.timeout_s, too_slow)
+
+
+def _compile(tokenizer: Tokenizer, spec: GrammarSpec) -> CompiledGrammar:
+    """On a compile thread: llguidance's grammar and its matcher, cached when usable."""
     import llguidance
 
     lt, cache = _entry(tokenizer)
-    with _lock:
-        hit = cache.get(spec)
-        if hit is not None:
-            cache.move_to_end(spec)
-            return hit
-    g = spec.to_llguidance()
-    is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(g, lt)
-    if is_error:
-        msg = "; ".join(m.strip() for m in messages) or "unknown error"
-        what = "invalid JSON schema" if spec.kind == "json_schema" else f"failed to parse {spec.describe()}"
-        raise GrammarError(f"{what}: {msg}")
-    compiled = CompiledGrammar(spec, g, lt, tuple(messages))
+    what = "invalid JSON schema" if spec.kind == "json_schema" else f"failed to parse {spec.describe()}"
+    try:
+        with panics_as_errors(what):
+            g = spec.to_llguidance()
+            # short errors: a verbose one carries the parser's state and the whole grammar
+            m = llguidance.LLMatcher(lt, g, log_level=0, limits=llguidance.LLParserLimits(verbose_errors=False))
+    except RecursionError:
+        raise GrammarError(f"{what}: nested too deeply") from None
+    except (ValueError, TypeError) as e:
+        raise GrammarError(f"{what}: {clean_message(str(e))}") from None
+    if m.is_error():
+        raise GrammarError(f"{what}: {clean_message(m.get_error())}")
+    compiled = CompiledGrammar(spec, g, lt, m, tuple(clean_message(w) for w in m.get_grammar_warnings()))
     with _lock:
         cache[spec] = compiled
-        while len(cache) > _CACHE_SIZE:
-            cache.popitem(last=False)
+        size = sum(len(k.source) for k in cache)
+        while len(cache) > 1 and (len(cache) > _CACHE_SIZE or size > _CACHE_BYTES):
+            old, _ = cache.popitem(last=False)
+            size -= len(old.source)
     return compiled
+
+
+def clean_message(msg: str) -> str:
+    """llguidance's message without the native backtrace a Rust panic appends to it (nor
+    the parser state, nor the marker that says the state was left out)."""
+    for tail in ("<backtrace>", "<state>", "<non-verbose/>"):
+        cut = msg.find(tail)
+        if cut >= 0:
+            msg = msg[:cut]
+    return msg.strip() or "unknown error"
+
+
+@contextmanager
+def panics_as_errors(what: str) -> Iterator[None]:
+    """A Rust panic inside llguidance surfaces as pyo3's PanicException, a BaseException
+    that `except Exception` lets through (on the engine's thread it would end the loop):
+    make it a `GrammarError` with the panic's message and no backtrace."""
+    try:
+        yield
+    except BaseException as e:
+        if type(e).__name__ != "PanicException":
+            raise
+        raise GrammarError(f"{what}: {clean_message(str(e))}") from None
 
 
 class GrammarConstraint:
     """The grammar state of one generation: masks logits and follows the sampled tokens."""
 
     def __init__(self, grammar: CompiledGrammar) -> None:
-        import llguidance
-
         self.grammar = grammar
-        self.matcher = llguidance.LLMatcher(grammar.tokenizer, grammar.grammar, log_level=0)
-        if self.matcher.is_error():
-            raise GrammarError(f"failed to start the grammar: {self.matcher.get_error()}")
+        with panics_as_errors("the grammar engine failed"):
+            self.matcher: llguidance.LLMatcher = grammar.matcher.deep_copy()  # no recompilation
         self.n_vocab = int(grammar.tokenizer.vocab_size)
         self._bits = np.zeros((self.n_vocab + 31) // 32, dtype=np.int32)  # one bit per token
 
     def allowed(self) -> np.ndarray:
         """Bool (n_vocab,): the tokens the grammar allows next (EOG only where it may end)."""
-        self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        with panics_as_errors("the grammar engine failed"):
+            self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
         return np.unpackbits(self._bits.view(np.uint8), count=self.n_vocab, bitorder="little").view(bool)
 
     def apply(self, logits: np.ndarray) -> np.ndarray:
@@ -155,7 +231,8 @@ class GrammarConstraint:
 
     def accept(self, token: int) -> bool:
         """Commit a sampled token; False (the matcher is then in error) when it breaks the grammar."""
-        return bool(self.matcher.consume_token(int(token)))
+        with panics_as_errors("the grammar engine failed"):
+            return bool(self.matcher.consume_token(int(token)))
 
     @property
     def is_stopped(self) -> bool:
@@ -168,4 +245,4 @@ class GrammarConstraint:
         return bool(self.matcher.is_accepting())
 
     def error(self) -> str:
-        return str(self.matcher.get_error())
+        return clean_message(str(self.matcher.get_error()))

@@ -81,7 +81,11 @@ class GrammarSpec:
                 raise GrammarError(f"the JSON schema is not valid JSON: {e}") from None
         if not isinstance(schema, (dict, bool)):
             raise GrammarError(f"a JSON schema must be an object or a boolean, not {type(schema).__name__}")
-        return cls("json_schema", json.dumps(schema, sort_keys=False, ensure_ascii=False, separators=(",", ":")))
+        try:
+            text = json.dumps(schema, sort_keys=False, ensure_ascii=False, separators=(",", ":"))
+        except RecursionError:
+            raise GrammarError("the JSON schema is nested too deeply") from None
+        return cls("json_schema", text)
 
     @property
     def schema(self) -> Any:
