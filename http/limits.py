@@ -1,12 +1,49 @@
-"""Per-request limits (`llama serve --max-prompts`, `--max-embd-inputs`): a request over one is a
-400 before any work is queued. The body size limit is Quart's MAX_CONTENT_LENGTH (app.py)."""
+"""Per-request limits (`llama serve --max-prompts`, `--max-embd-inputs`, and fixed bounds where
+llama-server has none): a request over one is a 400 before any work is queued. The body size
+limit is Quart's MAX_CONTENT_LENGTH (app.py); grammars and schemas are bounded where they
+compile (core/text/grammar/limits.py), sampling lists where they are checked (core/sampling)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from llamacli.http.errors import bad_request
+
+# Stop strings are searched for after every token: bound how many and how long.
+MAX_STOP_STRINGS = 1000
+MAX_STOP_CHARS = 1000
 
 
 def check_count(n: int, limit: int, what: str, flag: str) -> None:
     """400 when a request asks for more than `limit` of `what` (limit <= 0: no limit)."""
     if 0 < limit < n:
         raise bad_request(f"the request has {n} {what}; this server takes at most {limit} per request ({flag})")
+
+
+def check_stop_strings(stops: Sequence[str], what: str = "stop") -> None:
+    """400 for more than MAX_STOP_STRINGS stop strings or one longer than MAX_STOP_CHARS."""
+    check_strings(stops, what, MAX_STOP_STRINGS, MAX_STOP_CHARS)
+
+
+def check_strings(values: Sequence[str], what: str, max_items: int | None, max_len: int | None) -> None:
+    """400 for more than ``max_items`` strings or one longer than ``max_len`` (None: no bound)."""
+    if max_items is not None and len(values) > max_items:
+        raise bad_request(f"'{what}' has {len(values)} strings; at most {max_items} are accepted")
+    longest = max((len(s) for s in values), default=0)
+    if max_len is not None and longest > max_len:
+        raise bad_request(f"'{what}' holds a string of {longest} characters; at most {max_len} are accepted")
+
+
+def text_limit(n_ctx: int, tokenizer: Any) -> int:
+    """The most characters of text one request may have tokenized: what the server's whole
+    context could hold at the vocabulary's longest token. Tokenizing costs time that grows
+    faster than the text; past this no prompt could fit anyway."""
+    return n_ctx * max(1, int(getattr(tokenizer, "max_token_chars", 1)))
+
+
+def check_text(n_chars: int, limit: int, what: str) -> None:
+    """400 when a text to tokenize is longer than ``limit`` characters."""
+    if n_chars > limit:
+        raise bad_request(f"the {what} is {n_chars} characters; this server tokenizes at most {limit} "
+                          "per request (its context size times its longest token)")

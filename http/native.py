@@ -62,6 +62,18 @@ def split_prompts(raw: Any) -> list[Any]:
     raise bad_request("'prompt' must be a string, an array of token ids, or an array of prompts")
 
 
+def prompt_chars(prompt: Any) -> int:
+    """Characters of text in one prompt (as split_prompts gives it), to bound before tokenizing."""
+    if isinstance(prompt, str):
+        return len(prompt)
+    if isinstance(prompt, dict):
+        text = prompt.get("prompt_string")
+        return len(text) if isinstance(text, str) else 0
+    if isinstance(prompt, list):
+        return sum(len(e) for e in prompt if isinstance(e, str))
+    return 0
+
+
 def tokenize_prompt(tokenizer: Any, prompt: Any, n_vocab: int, add_special: bool = True) -> list[int]:
     if isinstance(prompt, dict):
         if prompt.get("multimodal_data"):

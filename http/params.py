@@ -23,6 +23,7 @@ from llamacli.core.sampling import SamplingParams, resolve_logit_bias
 from llamacli.core.speculative.config import DraftParams
 from llamacli.core.runtime.tasks import TaskParams
 from llamacli.http.errors import ApiError, bad_request
+from llamacli.http.limits import check_stop_strings
 
 _MISSING: Any = object()
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -275,11 +276,13 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
     spec = grammar_spec(body.data)
     if spec is not None:
         extra["grammar"] = spec
+    stop = body.str_list("stop", list(base.stop), allow_str=True)
+    check_stop_strings(stop)
     return TaskParams(
         **extra,
         n_predict=n_predict,
         sampling=sp,
-        stop=body.str_list("stop", list(base.stop), allow_str=True),
+        stop=stop,
         cache_prompt=body.bool("cache_prompt", base.cache_prompt),
         n_keep=body.int("n_keep", base.n_keep, lo=-1),
         n_probs=n_probs,

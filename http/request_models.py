@@ -18,8 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from llamacli.core.sampling.logit_bias import MAX_LOGIT_BIAS
+from llamacli.core.sampling.params import MAX_DRY_BREAKERS
+from llamacli.core.text.grammar.limits import DEFAULT_LIMITS
 from llamacli.core.text.reasoning import REASONING_FORMATS
 from llamacli.http.errors import bad_request
+from llamacli.http.limits import MAX_STOP_CHARS, MAX_STOP_STRINGS, check_strings
 from llamacli.http.params import INT32_MAX, INT32_MIN, SAMPLING_FIELDS, Body
 
 Schema = dict[str, Any]
@@ -74,10 +78,20 @@ def string(name: str, doc: str = "", enum: tuple[str, ...] = (), required: bool 
     return Field(name, _doc(s, doc), check, required)
 
 
-def strings(name: str, doc: str = "", allow_str: bool = False) -> Field:
-    arr: Schema = {"type": "array", "items": {"type": "string"}}
-    s = {"anyOf": [{"type": "string"}, arr]} if allow_str else arr
-    return Field(name, _doc(s, doc), lambda b, k: b.str_list(k, allow_str=allow_str))
+def strings(name: str, doc: str = "", allow_str: bool = False, max_items: int | None = None,
+            max_len: int | None = None) -> Field:
+    item: Schema = {"type": "string"} if max_len is None else {"type": "string", "maxLength": max_len}
+    arr: Schema = {"type": "array", "items": item}
+    if max_items is not None:
+        arr["maxItems"] = max_items
+    s = {"anyOf": [item, arr]} if allow_str else arr
+
+    def check(b: Body, k: str) -> list[str]:
+        v: list[str] = b.str_list(k, allow_str=allow_str)
+        check_strings(v, k, max_items, max_len)
+        return v
+
+    return Field(name, _doc(s, doc), check)
 
 
 def obj(name: str, doc: str = "", schema: Schema | None = None) -> Field:
@@ -204,8 +218,9 @@ def _sampling_fields() -> tuple[Field, ...]:
         "seed": integer("seed", -1, 0xFFFFFFFF, "RNG seed; -1: random"),
         "samplers": shaped("samplers", {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
                            "sampler order: names, or a string of sampler letters"),
-        "dry_sequence_breakers": strings("dry_sequence_breakers"),
-        "logit_bias": shaped("logit_bias", {"anyOf": [{"type": "array"}, {"type": "object"}]},
+        "dry_sequence_breakers": strings("dry_sequence_breakers", max_items=MAX_DRY_BREAKERS),
+        "logit_bias": shaped("logit_bias", {"anyOf": [{"type": "array", "maxItems": MAX_LOGIT_BIAS},
+                                                      {"type": "object", "maxProperties": MAX_LOGIT_BIAS}]},
                              "[[token or text, bias or false], ...] or {token or text: bias}"),
     }
     out = []
@@ -228,7 +243,7 @@ SAMPLING = _sampling_fields()
 # What task_params reads (llama-server's /completion options), checked before it runs.
 GENERATION = RequestModel("Generation", SAMPLING + (
     integer("n_predict", -1, doc="tokens to generate (-1: the server's -n)"),
-    strings("stop", allow_str=True),
+    strings("stop", allow_str=True, max_items=MAX_STOP_STRINGS, max_len=MAX_STOP_CHARS),
     boolean("stream"),
     boolean("cache_prompt"),
     integer("n_keep", -1),
@@ -241,7 +256,7 @@ GENERATION = RequestModel("Generation", SAMPLING + (
     boolean("return_progress"),
     number("sse_ping_interval", "seconds of stream silence before a ping; <= 0: none"),
     boolean("verbose"),
-    shaped("grammar", {"type": "string"}, "GBNF or Lark grammar"),
+    shaped("grammar", {"type": "string", "maxLength": DEFAULT_LIMITS.max_bytes}, "GBNF or Lark grammar"),
     shaped("json_schema", {"type": "object"}),
     shaped("response_format", {"type": "object", "properties": {"type": {"type": "string"}}}),
     shaped("lora", {"type": "array", "items": {"type": "object", "properties": {
@@ -388,7 +403,7 @@ MESSAGES = GENERATION.extend(
     "Messages",
     *_ANTHROPIC_PROMPT,
     integer("max_tokens", 1, doc="required, as in Anthropic's API", required=True),
-    strings("stop_sequences"),
+    strings("stop_sequences", max_items=MAX_STOP_STRINGS, max_len=MAX_STOP_CHARS),
     obj("metadata"),
 )
 

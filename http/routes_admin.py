@@ -125,7 +125,7 @@ async def set_props() -> Response:
             raise bad_request("send the settings either in default_generation_settings.params or at the top level")
         params = rm.PROPS_DGS.parse(dgs, "default_generation_settings.").obj("params", {})
         body = rm.PROPS_SETTINGS.parse(params, "default_generation_settings.params.")
-    params = st.task_params(body)
+    params = await st.task_params(body)
     params.sampling.validate()
     st.config.sampling = params.sampling
     st.config.n_predict = params.n_predict

@@ -11,6 +11,7 @@ from llamacli.core.runtime.tasks import Task
 from llamacli.http import anthropic, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
+from llamacli.http.limits import check_text
 from llamacli.http.params import Body
 from llamacli.http.sse import event, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
@@ -33,9 +34,12 @@ async def _setup(
     tools = Body(req).list("tools", None)
     fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
+    limit = st.text_limit()
+
     def build() -> tuple[ChatSetup, list[int]]:
         setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs,
                                oai.PromptOptions(continue_final=st.config.prefill_assistant), reasoning_format)
+        check_text(len(setup.prompt), limit, "prompt")
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
@@ -48,14 +52,14 @@ async def messages() -> Response:
     req = await request_json()
     rm.MESSAGES.parse(req)
     body = Body(anthropic.native_fields(req))
-    params = st.task_params(body)
+    params = await st.task_params(body)
     streamed = body.bool("stream", False)
     ping = st.ping_interval(body)
     ropts = oai.reasoning_options(body.data, st.config)
     setup, prompt = await _setup(req, params.grammar, ropts.format)
     params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens),
                                  reasoning=setup.budget(ropts.budget, ropts.message))
-    (task,) = st.submit([Task(prompt, params)])
+    (task,) = await st.submit([Task(prompt, params)])
     msg_id = oai.new_id("msg_")
 
     if not streamed:

@@ -14,7 +14,7 @@ from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, not_supported
 from llamacli.http.state import ServerState
-from llamacli.http.limits import check_count
+from llamacli.http.limits import check_count, check_text
 from llamacli.http.params import Body, check_token_ids
 from llamacli.http.sse import data, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
@@ -33,7 +33,7 @@ async def completion_response(
     streamed = body.bool("stream", False)
     return_tokens = body.bool("return_tokens", False)
     fields = body.str_list("response_fields", [])
-    tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n_cmpl)])
+    tasks = await st.submit([Task(toks, params) for toks in token_lists for _ in range(n_cmpl)])
     engine, _ = st.require()
     common = {"model": st.model_id, "tokenizer": model.tokenizer, "params": params, "n_ctx": engine.n_ctx_slot}
 
@@ -76,7 +76,8 @@ async def completion() -> Response:
     prompts = native.split_prompts(body.raw("prompt"))
     check_count(len(prompts) * body.int("n_cmpl", 1), st.config.max_prompts, "completions (prompts x n_cmpl)",
                 "--max-prompts")
-    params = st.task_params(body)
+    params = await st.task_params(body)
+    check_text(sum(native.prompt_chars(p) for p in prompts), st.text_limit(), "prompt")
     token_lists = await st.blocking(
         lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
     )
@@ -96,7 +97,9 @@ async def infill() -> Response:
         if not isinstance(chunk, dict) or not isinstance(chunk.get("text", ""), str):
             raise bad_request(f"'input_extra[{i}]' must be an object with filename and text")
     prompt = body.raw("prompt", "")
-    params = st.task_params(body)
+    params = await st.task_params(body)
+    n_chars = len(prefix) + len(suffix) + native.prompt_chars(prompt)
+    check_text(n_chars + sum(len(c.get("text", "")) for c in extra), st.text_limit(), "prompt")
 
     def build() -> list[int]:
         toks = native.tokenize_prompt(model.tokenizer, prompt, model.n_vocab, add_special=False) if prompt else []
@@ -122,6 +125,7 @@ async def tokenize() -> Response:
     with_pieces = body.bool("with_pieces", False)
     if content is None:
         raise bad_request("'content' is required")
+    check_text(native.prompt_chars(content), st.text_limit(), "content")
     if isinstance(content, str):
         tokens = await st.blocking(lambda: model.tokenizer.tokenize(content, add_special, parse_special))
     elif isinstance(content, list):  # llama-server also takes mixed token/string arrays
@@ -169,6 +173,7 @@ def embeddings_enabled(st: ServerState) -> str:
 
 async def embed(st: ServerState, model: ModelInfo, inputs: list[Any], pooling: str) -> list[Final]:
     check_count(len(inputs), st.config.max_embd_inputs, "inputs", "--max-embd-inputs")
+    check_text(sum(len(x) for x in inputs if isinstance(x, str)), st.text_limit(), "input")
     def tok(x: Any) -> list[int]:
         if isinstance(x, str):
             return list(model.tokenizer.tokenize(x, True, True))
@@ -178,7 +183,7 @@ async def embed(st: ServerState, model: ModelInfo, inputs: list[Any], pooling: s
     for toks in token_lists:
         if not toks:
             raise bad_request("an input to embed is empty")
-    tasks = st.submit([Task(toks, kind="embedding", pooling=pooling) for toks in token_lists])
+    tasks = await st.submit([Task(toks, kind="embedding", pooling=pooling) for toks in token_lists])
     return [f for _, f in await st.collect(tasks)]
 
 

@@ -16,7 +16,7 @@ from llamacli.http import logprobs, native, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request
-from llamacli.http.limits import check_count
+from llamacli.http.limits import check_count, check_text
 from llamacli.http.params import Body, grammar_spec
 from llamacli.http.routes_native import embed, embeddings_enabled
 from llamacli.http.sse import DONE, data, json_response
@@ -46,8 +46,11 @@ async def _chat_setup(
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     opts = oai.prompt_options(req, st.config.prefill_assistant)
 
+    limit = st.text_limit()
+
     def build() -> tuple[ChatSetup, list[int]]:
         setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts, reasoning_format)
+        check_text(len(setup.prompt), limit, "prompt")
         return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
 
     return await st.blocking(build)
@@ -57,7 +60,7 @@ async def chat_task(req: dict[str, Any], body: Body) -> tuple[ChatSetup, list[in
     """A chat request made ready for the engine: its ChatSetup, prompt tokens, TaskParams
     (grammar, preserved tokens, reasoning budget) and reasoning options."""
     st = current_state()
-    params = st.task_params(body)
+    params = await st.task_params(body)
     ropts = oai.reasoning_options(req, st.config)
     setup, prompt = await _chat_setup(req, params.grammar, ropts.format)
     params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens),
@@ -130,7 +133,7 @@ async def chat_completions() -> Response:
     n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
     ping = st.ping_interval(body)
     setup, prompt, params, ropts = await chat_task(req, body)
-    tasks = st.submit([Task(prompt, params) for _ in range(n)])
+    tasks = await st.submit([Task(prompt, params) for _ in range(n)])
     meta = _meta("chatcmpl-")
     st.control(meta["id"], tasks)
 
@@ -205,7 +208,7 @@ async def completions() -> Response:
     req = await request_json()
     rm.V1_COMPLETION.parse(req)
     body = Body(oai.native_fields(req, chat=False))
-    params = st.task_params(body)
+    params = await st.task_params(body)
     n = oai.n_choices(req)
     streamed = body.bool("stream", False)
     include_usage = _stream_options(body) if streamed else False
@@ -214,10 +217,11 @@ async def completions() -> Response:
     ping = st.ping_interval(body)
     prompts = native.split_prompts(body.raw("prompt"))
     check_count(len(prompts) * n, st.config.max_prompts, "completions (prompts x n)", "--max-prompts")
+    check_text(sum(native.prompt_chars(p) for p in prompts), st.text_limit(), "prompt")
     token_lists = await st.blocking(
         lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
     )
-    tasks = st.submit([Task(toks, params) for toks in token_lists for _ in range(n)])
+    tasks = await st.submit([Task(toks, params) for toks in token_lists for _ in range(n)])
     meta = _meta("cmpl-")
     echo_texts = [model.tokenizer.detokenize(t.prompt_tokens, True, False) for t in tasks] if echo else None
 

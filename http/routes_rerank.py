@@ -17,6 +17,7 @@ from llamacli.core.text.rerank import rerank_tokens
 from llamacli.core.runtime.tasks import Task
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
+from llamacli.http.limits import check_text
 from llamacli.http.errors import bad_request, not_supported
 from llamacli.http.sse import json_response
 
@@ -63,8 +64,9 @@ async def rerank() -> Response:
     top_n = body.int("top_n", len(docs))
     return_text = body.bool("return_text", False)
     template = model.rerank_template
+    check_text(len(query) * len(docs) + sum(len(d) for d in docs), st.text_limit(), "query and documents")
     token_lists = await st.blocking(lambda: [rerank_tokens(model.tokenizer, query, d, template) for d in docs])
-    tasks = st.submit([Task(toks, kind="embedding", pooling="rank") for toks in token_lists])
+    tasks = await st.submit([Task(toks, kind="embedding", pooling="rank") for toks in token_lists])
     finals = [f for _, f in await st.collect(tasks)]
     scores = [float(f.embedding[0]) for f in finals]
     results, n = rerank_results(scores, [len(t) for t in token_lists], docs, top_n, tei, return_text)

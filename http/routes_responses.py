@@ -29,7 +29,7 @@ async def create_response() -> Response:
     streamed = body.bool("stream", False)
     ping = st.ping_interval(body)
     setup, prompt, params, _ = await chat_task(chat, body)
-    (task,) = st.submit([Task(prompt, params)])
+    (task,) = await st.submit([Task(prompt, params)])
     ev = responses.ResponseEvents(req, st.model_id)
     st.control(ev.ids.response, [task])
 

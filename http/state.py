@@ -12,7 +12,7 @@ import dataclasses
 import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from llamacli.core.model.state.lora import LoraAdapter
@@ -47,6 +47,8 @@ class ServingEngine(Protocol):
     def lora_scales(self) -> tuple[float, ...]: ...
 
     def submit(self, task: Task) -> Task: ...
+
+    def prepare(self, task: Task) -> Future[Any] | None: ...
 
     def call(self, fn: Callable[[], R]) -> R: ...
 
@@ -108,8 +110,23 @@ class ServerState:
         """Run fn (tokenizing, template rendering, engine.call) off the event loop."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
 
-    def submit(self, tasks: Sequence[Task]) -> list[Task]:
-        """Submit tasks (all or none: if one is refused, the others are cancelled)."""
+    async def submit(self, tasks: Sequence[Task]) -> list[Task]:
+        """Submit tasks (all or none: if one is refused, the others are cancelled). What is
+        slow in a submission, compiling a grammar (seconds for a large one), runs off the
+        event loop first (`Engine.prepare`): the loop, /health included, never waits for it."""
+        engine, _ = self.require()
+        compiled: dict[int, Any] = {}  # per params object: the n tasks of a request share one
+        for t in tasks:
+            if id(t.params) not in compiled:
+                fut = engine.prepare(t)
+                compiled[id(t.params)] = None if fut is None else await asyncio.wrap_future(fut)
+        if self.require()[0] is engine:  # not put to sleep and woken meanwhile
+            for t in tasks:
+                t.compiled_grammar = compiled[id(t.params)]
+        return self._submit_now(tasks)
+
+    def _submit_now(self, tasks: Sequence[Task]) -> list[Task]:
+        """`submit` on this thread: a grammar not compiled yet compiles here, waiting for it."""
         engine, _ = self.require()
         done: list[Task] = []
         try:
@@ -141,14 +158,24 @@ class ServerState:
         return TaskParams(n_predict=c.n_predict, sampling=c.sampling, cache_prompt=c.cache_prompt, n_keep=c.n_keep,
                           speculative=c.speculative)
 
-    def task_params(self, body: Any) -> TaskParams:
+    async def task_params(self, body: Any) -> TaskParams:
+        """The request's TaskParams over the server's defaults, read off the event loop
+        (string logit_bias keys are tokenized)."""
         from llamacli.http.params import lora_scales, task_params
 
         engine, model = self.require()
-        params = task_params(body, self.base_params(), model.tokenizer, model.n_vocab)
+        base = self.base_params()
+        params = await self.blocking(lambda: task_params(body, base, model.tokenizer, model.n_vocab))
         if "lora" in body and body.raw("lora"):  # [] (or null): the server's current scales
             params.lora = lora_scales(body.raw("lora"), len(engine.loras))
         return params
+
+    def text_limit(self) -> int:
+        """The most characters of text one request may have tokenized (http/limits.py)."""
+        from llamacli.http.limits import text_limit
+
+        engine, model = self.require()
+        return text_limit(engine.config.n_ctx, model.tokenizer)
 
     def ping_interval(self, body: Any) -> float | None:
         """The request's `sse_ping_interval` (else the server's); None when pings are off."""

@@ -48,6 +48,8 @@ class FakeVocab:
 class FakeTokenizer:
     """One token per character (id = code point + 10); "<s>" and "</s>" are BOS and EOS."""
 
+    max_token_chars = 4  # "</s>"
+
     def __init__(self, n_vocab: int = 70000, fim: bool = False) -> None:
         self.n_vocab = n_vocab
         self.vocab = FakeVocab()
@@ -127,6 +129,9 @@ class FakeEngine:
     @property
     def n_queued(self) -> int:
         return 0
+
+    def prepare(self, task: Task) -> None:
+        return None  # no grammar engine: nothing to compile
 
     def submit(self, task: Task) -> Task:
         if not task.prompt_tokens:

@@ -118,3 +118,19 @@ def test_complete_json_schema_constrains_output(demo_model: str) -> None:
 def test_complete_bad_grammar_is_one_line_exit_1(demo_model: str) -> None:
     r = llama("complete", "-m", demo_model, "-p", "x", "-n", "3", "--grammar", 'root ::= ("a" | ')
     assert r.returncode == 1 and "grammar" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_complete_shares_the_servers_grammar_bounds(tmp_path: Path) -> None:
+    """A 4,000-rule chain (it overflowed llguidance's stack) is one line and exit 1; a
+    3,000-link $ref chain compiles on the large-stack threads and constrains the answer."""
+    from tests.fuzz_shapes import gbnf_chain, ref_chain
+    from tests.tiny_models import write_tiny_model
+
+    model = str(write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf"))
+    (tmp_path / "chain.gbnf").write_text(gbnf_chain(4000))
+    (tmp_path / "refs.json").write_text(json.dumps(ref_chain(3000)))
+    r = llama("complete", "-m", model, "-p", "x", "-n", "3", "--grammar-file", str(tmp_path / "chain.gbnf"))
+    assert r.returncode == 1 and "error: the grammar defines 4002 rules; at most 1000" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    r = llama("complete", "-m", model, "-p", "x", "-n", "3", "--json-schema-file", str(tmp_path / "refs.json"))
+    assert r.returncode == 0 and r.stdout.startswith('x"'), (r.stdout, r.stderr[-2000:])

@@ -51,3 +51,14 @@ def test_task_params_reads_every_sampling_field_over_server_defaults() -> None:
         with pytest.raises(Exception) as e:
             task_params(Body(bad), base, tok, tok.n_vocab)
         assert to_api_error(e.value).status == 400, bad
+
+
+def test_stop_strings_are_bounded() -> None:
+    tok = FakeTokenizer()
+    base = TaskParams()
+    assert task_params(Body({"stop": ["x"] * 1000}), base, tok, tok.n_vocab).stop == ["x"] * 1000
+    for bad, needle in (({"stop": ["x"] * 1001}, "'stop' has 1001 strings; at most 1000"),
+                        ({"stop": "y" * 1001}, "a string of 1001 characters; at most 1000")):
+        with pytest.raises(ApiError) as e:
+            task_params(Body(bad), base, tok, tok.n_vocab)
+        assert e.value.status == 400 and needle in e.value.message

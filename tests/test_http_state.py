@@ -24,7 +24,7 @@ def test_leaving_a_stream_early_cancels_its_tasks() -> None:
     st.set_ready(eng, fake_model(tok))
 
     async def go() -> Task:
-        (task,) = st.submit([Task([BOS, 20], TaskParams())])
+        (task,) = await st.submit([Task([BOS, 20], TaskParams())])
         agen = st.results([task])
         await agen.__anext__()
         await agen.aclose()  # what Quart does when the client disconnects
@@ -45,7 +45,7 @@ def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:
     st.set_ready(eng, fake_model(tok))
 
     async def go() -> list[Any]:
-        (task,) = st.submit([Task([BOS, 20], TaskParams())])
+        (task,) = await st.submit([Task([BOS, 20], TaskParams())])
         out = []
         async for _, r in st.results([task]):
             out.append(r)

@@ -8,6 +8,7 @@ then each raw fragment through the model's encoder, with BOS/EOS/SEP framing per
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
@@ -191,6 +192,15 @@ class Tokenizer:
     @property
     def n_vocab(self) -> int:
         return self.vocab.n_tokens
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The length of the longest token as the vocabulary spells it: no token covers more
+        characters of text (SPM, BPE), so a text longer than n_ctx times this cannot fit a
+        context of n_ctx tokens. WPM and UGM drop or merge whitespace: for them it is a
+        bound on any text that is not mostly whitespace. Drivers use it to bound the work of
+        one request before tokenizing."""
+        return max((len(t) for t in self.vocab.tokens), default=1)
 
 
 def load_tokenizer(md: Mapping[str, Any]) -> Tokenizer:
