@@ -3,7 +3,7 @@ long rule chains, deep nesting, huge alternations and huge lists, put in every f
 route that takes them (read from /openapi.json), with the crash and stall checks.
 
     with HealthWatch(srv.url) as watch:       # GET /health from a thread, all along
-        for case in cases(openapi):           # (route, body, what) for each shape x field x route
+        for case in hostile_cases(openapi):   # (route, body, what) for each shape x field x route
             status, body = srv.post(case.path, case.body)
             problems += check_answer(case, status, body)
     assert not watch.stalls
@@ -142,7 +142,7 @@ def _schema(doc: dict[str, Any], op: dict[str, Any]) -> dict[str, Any] | None:
     return s if isinstance(s, dict) and s.get("type") == "object" else None
 
 
-def cases(openapi: dict[str, Any]) -> Iterator[Case]:
+def hostile_cases(openapi: dict[str, Any]) -> Iterator[Case]:
     """Every shape in every field of every POST route whose body takes that field."""
     for path, ops in sorted(openapi.get("paths", {}).items()):
         op = ops.get("post")

@@ -5,8 +5,13 @@ phase: each field's boundaries and wrong types; its fuzzing phase: random bodies
 It fails on any 5xx (tests/fuzz_checks.py: only /infill's 501 on a model without FIM tokens is
 allowed), a status, content type, header or body that breaks the document, and a server that
 stops answering (a request timeout or refused connection is an error, and /health must answer
-afterwards). The server caps generation (`-n 4 --n-predict-max 4`, a 128-token slot context) and
-the per-request limits are small, so several thousand cases take a minute or two.
+afterwards, and within a second all along: tests/fuzz_shapes.HealthWatch). The server caps
+generation (`-n 4 --n-predict-max 4`, a 128-token slot context) and the per-request limits are
+small, so several thousand cases take a minute or two.
+
+The second test sends the shapes that once crashed or stalled the server (issue #30: long rule
+chains, deep nesting, huge alternations, huge lists; tests/fuzz_shapes.py) in every field of
+every route that takes them, with the same crash and stall checks.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fuzz_shapes import SHAPES, HealthWatch, check_answer, hostile_cases
 from tests.http_server import ROOT, LlamaServer
 from tests.tiny_models import write_tiny_model
 
@@ -28,14 +34,18 @@ CHECKS = ("no_server_error,status_code_conformance,content_type_conformance,"
           "response_headers_conformance,response_schema_conformance")
 
 
-def test_fuzz_every_endpoint_from_the_openapi_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("schemathesis")
+def server_args(tmp_path: Path) -> tuple[str, ...]:
     model = write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf")
     (tmp_path / "slots").mkdir()
-    args = ("-m", str(model), "-c", "256", "-np", "2", "--embeddings", "--props", "--metrics",
+    return ("-m", str(model), "-c", "256", "-np", "2", "--embeddings", "--props", "--metrics",
             "--slot-save-path", str(tmp_path / "slots"), "-n", "4", "--n-predict-max", "4",
             "--max-prompts", "8", "--max-embd-inputs", "8", "--no-warmup")
-    with LlamaServer(*args) as srv:
+
+
+def test_fuzz_every_endpoint_from_the_openapi_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("schemathesis")
+    with LlamaServer(*server_args(tmp_path)) as srv, HealthWatch(srv.url) as watch:
+        watch.label = "the schemathesis run"
         cmd = [sys.executable, "-m", "schemathesis.cli", "run", srv.url + "/openapi.json",
                "--phases", "examples,coverage,fuzzing", "--max-examples", "15", "--seed", "12",
                "--checks", CHECKS, "--request-timeout", "60", "--workers", "1", "--no-shrink"]
@@ -55,6 +65,7 @@ def test_fuzz_every_endpoint_from_the_openapi_document(tmp_path: Path, capsys: p
         assert srv.get("/health") == (200, {"status": "ok"}), srv.log()[-2000:]
         assert srv.proc is not None and srv.proc.poll() is None
         assert "Traceback" not in srv.log(), srv.log()[-4000:]
+    assert not watch.stalls, watch.stalls
 
 
 def test_keep_alive_client_across_early_answers(tmp_path: Path) -> None:
@@ -92,3 +103,31 @@ def test_keep_alive_client_across_early_answers(tmp_path: Path) -> None:
         peers.add(r.extensions["network_stream"].get_extra_info("client_addr"))
         assert r.status_code == 200 and len(peers) == 1, peers
         assert "Traceback" not in srv.log(), srv.log()[-3000:]
+
+
+def test_fuzz_hostile_shapes_on_every_route(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each shape in each field of each route that takes it: an answer (never a crash, a
+    dropped connection or a 5xx), llama-server's error object without a native backtrace,
+    /health answering within a second during every case, the process alive after each."""
+    with LlamaServer(*server_args(tmp_path)) as srv, HealthWatch(srv.url) as watch:
+        status, doc = srv.get("/openapi.json")
+        assert status == 200
+        todo = list(hostile_cases(doc))
+        problems: list[str] = []
+        for case in todo:
+            watch.label = str(case)
+            status, body = srv.post(case.path, case.body)
+            problems += check_answer(case, status, body)
+            if srv.proc is None or srv.proc.poll() is not None:
+                problems.append(f"{case}: the server exited ({srv.proc.returncode if srv.proc else None})")
+                break
+        with capsys.disabled():
+            print(f"\nsent {len(todo)} hostile shapes to {len({c.path for c in todo})} routes")
+        assert not problems, "\n".join(problems[:20]) + "\n" + srv.log()[-3000:]
+        assert "Traceback" not in srv.log(), srv.log()[-4000:]
+    assert not watch.stalls, watch.stalls
+    fields = {c.what.split(":")[0] for c in todo}
+    assert fields == {s.field for s in SHAPES}, fields  # every shape reached some route
+    for route in ("/completion", "/v1/completions", "/v1/chat/completions", "/infill", "/v1/messages",
+                  "/v1/responses", "/tokenize", "/v1/embeddings"):
+        assert any(c.path == route for c in todo), route
