@@ -126,7 +126,7 @@ def test_deep_grammars_compile_without_overflowing_a_stack(tmp_path: Path) -> No
 
 def test_a_compilation_past_its_time_limit_is_a_clean_error(tok) -> None:  # type: ignore[no-untyped-def]
     big = GrammarSpec.gbnf("root ::= " + " | ".join(f'"w{i}"' for i in range(20_000)))
-    with pytest.raises(GrammarError, match="took longer than 0.001 s to compile"):
+    with pytest.raises(GrammarError, match="did not compile within 0.001 s"):
         compile_grammar(tok, big, GrammarLimits(timeout_s=0.001))
 
 

@@ -148,7 +148,10 @@ def compile_grammar_future(
     check_limits(spec, limits)
 
     def too_slow() -> GrammarError:
-        return GrammarError(f"the {spec.describe()} took longer than {limits.timeout_s:g} s to compile; simplify it")
+        return GrammarError(
+            f"the {spec.describe()} did not compile within {limits.timeout_s:g} s (too complex, or the "
+            "server is busy compiling others); simplify it or try again"
+        )
 
     return worker.submit(lambda: _compile(tokenizer, spec), limits.timeout_s, too_slow)
 
