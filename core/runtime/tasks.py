@@ -127,7 +127,7 @@ class Task:
     results: ResultStream[Result] = field(default_factory=ResultStream)
     cancelled: threading.Event = field(default_factory=threading.Event)
     end_reasoning: threading.Event = field(default_factory=threading.Event)
-    # params.grammar compiled by Engine.submit (on the submitting thread, never the loop's)
+    # params.grammar compiled at submit (or by the driver after Engine.prepare), never on the loop
     compiled_grammar: CompiledGrammar | None = field(default=None, repr=False, compare=False)
 
     def cancel(self) -> None:
