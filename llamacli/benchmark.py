@@ -12,7 +12,7 @@ from llamacli.core.model import bench as B
 from llamacli.core.model.bench import BenchResult
 from llamacli.core.model.load import load_model
 from llamacli.options.model_path import resolve_model
-from llamacli.loading import prepare_kernels
+from llamacli.loading import prepare_kernels, weight_types
 
 
 def run_bench(
@@ -24,8 +24,8 @@ def run_bench(
     path = resolve_model(model_path)
     if threads <= 0:
         threads = os.cpu_count() or 1
-    prepare_kernels(numerics)
-    model, _, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
+    model, gguf, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
+    prepare_kernels(numerics, weight_types(gguf))
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
