@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -278,12 +279,29 @@ def test_offline_uses_the_cache(hub: FakeHub) -> None:
     assert r.returncode == 2 and "not in the cache" in r.stderr
 
 
-@pytest.mark.slow  # huggingface_hub retries the connection for ~20 s first
 def test_hub_unreachable_falls_back_to_the_cache(hub: FakeHub) -> None:
     assert llama("pull", f"{REPO}:Q8_0").returncode == 0
     hub.__exit__()
     r = llama("tokenize", "-hf", f"{REPO}:Q8_0", "-p", "hi", "--ids")
     assert r.returncode == 0, r.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens there once the socket is closed
+
+
+def test_pull_without_a_network_fails_at_once_in_one_line(hub: FakeHub) -> None:
+    """The hub unreachable (HF_ENDPOINT on a closed port) and the model not in the cache: one
+    attempt, one line (no retries printed, no advice to go online), exit 2."""
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    for args in (("pull", f"{REPO}:Q8_0"), ("tokenize", "-hf", REPO, "-p", "hi")):
+        r = llama(*args, env=env)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
+        assert "not in the cache" in r.stderr and "cannot be reached" in r.stderr and "online" not in r.stderr
+    assert hub.requests == []
 
 
 def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path) -> None:
