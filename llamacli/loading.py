@@ -14,6 +14,7 @@ from llamacli.core.model.loaded import LoadedModel, load
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.text.tokenizer import load_tokenizer
 from llamacli.options.model_path import resolve_model
+from llamacli.recent_models import remember
 
 
 @dataclass
@@ -57,6 +58,8 @@ def open_model(
     --chat-template's name / source), ModelInfo and LoRA adapters ((path, scale) pairs)."""
     resolved = resolve_model(path)
     m = load(resolved, numerics, threads, batch_invariant, chat_template, use_jinja, with_template)
+    if path:
+        remember(resolved)  # for `llama list`
     prepare_kernels(numerics, weight_types(m.gguf))
     q = m.model.precision.quantized_weights
     adapters = [(load_lora(p, m.gguf, quantized=q), scale) for p, scale in loras or []]

@@ -304,20 +304,46 @@ def test_pull_without_a_network_fails_at_once_in_one_line(hub: FakeHub) -> None:
     assert hub.requests == []
 
 
-def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path) -> None:
-    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache")}
-    r = llama("list", env=env)
-    assert r.returncode == 0 and r.stdout == "" and "no models" in r.stderr
+def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path, demo_model: str) -> None:
+    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    r = llama("list", env=env)  # an empty cache: the demo model (its package's own cache) only
+    assert r.returncode == 0 and r.stdout.splitlines()[1:] and all("(demo)" in line for line in r.stdout.splitlines()[1:])
     for tag in ("Q8_0", "Q4_K_M"):
         assert llama("pull", f"{REPO}:{tag}", env=env).returncode == 0
     assert (tmp_path / "llama-cache" / "models--tester--Tiny-GGUF").is_dir() and blobs(tmp_path) == []
     r = llama("list", env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["REPO", "FILE", "SIZE", "TYPE", "ARCH"] and len(lines) == 3
+    assert lines[0].split() == ["REPO", "FILE", "SIZE", "TYPE", "ARCH"] and len(lines) == 4
     assert REPO in lines[1] and "tiny-Q4_K_M.gguf" in lines[1] and "llama" in lines[1]
+    assert lines[3].startswith("(demo)") and "gemma3" in lines[3]
     r = llama("list", "--json", env=env)
     got = {m["file"]: m for m in json.loads(r.stdout)}
-    assert set(got) == {"tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf"}
+    assert set(got) == {"tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf", Path(demo_model).name}
     assert got["tiny-Q8_0.gguf"]["architecture"] == "llama" and got["tiny-Q8_0.gguf"]["size"] > 0
-    assert got["tiny-Q8_0.gguf"]["type"] in ("Q8_0", "?")
+    assert got["tiny-Q8_0.gguf"]["type"] in ("Q8_0", "?") and got["tiny-Q8_0.gguf"]["source"] == "hub"
+    assert got[Path(demo_model).name]["source"] == "demo" and got[Path(demo_model).name]["path"] == demo_model
+
+
+def test_list_shows_the_models_opened_with_m_until_they_are_gone(hub: FakeHub, tmp_path: Path, demo_model: str) -> None:
+    """A file opened with -m is listed (repository `(-m)`, its path); once deleted it is dropped,
+    from the listing and from the list kept in the cache folder. The demo model and a hub model
+    opened by path are listed once."""
+    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    model = tmp_path / "mine.gguf"
+    write_tiny_model("llama", "Q8_0", model)
+    pulled = llama("pull", f"{REPO}:Q8_0", env=env).stdout.strip()
+    for m in (str(model), demo_model, pulled):
+        r = llama("complete", "-m", m, "-p", "hi", "-n", "1", env=env)
+        assert r.returncode == 0, r.stderr
+    kept = tmp_path / "xdg" / "llamacli" / "recent-models.json"
+    assert json.loads(kept.read_text())[0] == pulled
+    rows = json.loads(llama("list", "--json", env=env).stdout)
+    assert sorted(m["source"] for m in rows) == ["demo", "hub", "local"]
+    (mine,) = [m for m in rows if m["source"] == "local"]
+    assert mine["repo"] == "(-m)" and mine["path"] == str(model) and mine["architecture"] == "llama"
+    assert any(line.startswith("(-m)") and str(model) in line for line in llama("list", env=env).stdout.splitlines())
+    model.unlink()
+    rows = json.loads(llama("list", "--json", env=env).stdout)
+    assert sorted(m["source"] for m in rows) == ["demo", "hub"]
+    assert str(model) not in json.loads(kept.read_text())
