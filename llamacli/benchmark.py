@@ -22,7 +22,8 @@ def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int) -> str:
     the process's memory in RAM after loading (the mapped pages touched so far included)."""
     mib = 2**20
     weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
-    weights += f" + float32 copies {copied_bytes / mib:.0f} MiB" if copied_bytes else " (used in place, not copied)"
+    copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
+    weights += f" + float32 copies {copies} MiB" if copies else " (used in place, not copied)"
     return f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
 
 
