@@ -31,11 +31,14 @@ def test_plan_holds_what_the_types_need() -> None:
         "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode loop", "quantizer q8_0", "quantizer q8_k", "common",
     }
     assert _names([QT.Q4_K]) == {"decode Q4_K", "decode loop", "quantizer q8_k", "common"}
-    assert "prefill" in _names([QT.Q4_K, QT.Q3_K])  # Q3_K has no 16-row kernel
+    assert _names([QT.Q4_K, QT.Q3_K]) == {  # Q3_K has no 16-row kernel: batches take the token-tiled one
+        "decode Q4_K", "decode Q3_K", "decode loop", "prefill Q3_K", "prefill loop", "quantizer q8_k", "common",
+    }
     assert _names([QT.F16]) == {"float", "common"}
     assert _names([QT.F32, QT.Q8_0]) == {"float", "decode Q8_0", "decode loop", "quantizer q8_0", "common"}
     every = _names(None)
-    assert {f"decode {qt.name}" for qt in W.QUANT_FORMATS} <= every and {"prefill", "float"} <= every
+    assert {f"decode {qt.name}" for qt in W.QUANT_FORMATS} <= every and {"prefill Q2_K", "prefill IQ4_XS", "float"} <= every
+    assert "prefill Q4_K" not in every
 
 
 def test_share_gives_each_process_about_the_same_work() -> None:
@@ -55,12 +58,12 @@ def _cache_env(cache: Path) -> dict[str, str]:
 def test_a_type_compiles_alone(tmp_path: Path) -> None:
     """Q8_0's decode function compiles none of the other types' code (their unpackers and
     decode functions stay out of the cache)."""
-    code = "from llamacli.core.model.kernels.qmm import decode; decode.type_function(4)"
+    code = "from llamacli.core.model.kernels.qmm import decode; decode.type_function(4)"  # 4: Q8_0 (unpack.py)
     r = subprocess.run([sys.executable, "-c", code], env=_cache_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     cached = " ".join(p.name for p in tmp_path.rglob("*.nbi"))
-    assert "decode.decode_q8_0-" in cached
-    for other in ("decode_q4_k", "decode_q6_k", "decode_q5_0", "unpack_q4_k", "unpack_q6_k", "unpack_q2_k"):
+    assert "decode.decode_rows_q8_0-" in cached
+    for other in ("decode_rows_q4_k", "decode_rows_q6_k", "decode_rows_q5_0", "unpack_q4_k", "unpack_q6_k", "unpack_q2_k"):
         assert other not in cached
 
 
@@ -89,7 +92,7 @@ def test_a_killed_cold_start_leaves_the_next_less_to_compile(tmp_path: Path) -> 
     p = subprocess.Popen([sys.executable, "-c", _WARM], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while not list(tmp_path.rglob("decode.decode_*.nbi")):
+        while not list(tmp_path.rglob("decode.decode_rows_*.nbi")):
             assert p.poll() is None, "the warmup ended before any decode function was cached"
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -99,7 +102,7 @@ def test_a_killed_cold_start_leaves_the_next_less_to_compile(tmp_path: Path) -> 
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-    survived = {f"decode {f.name.split('.')[1].split('-')[0].removeprefix('decode_').upper()}" for f in tmp_path.rglob("decode.decode_*.nbi")}
+    survived = {f"decode {f.name.split('.')[1].split('-')[0].removeprefix('decode_rows_').upper()}" for f in tmp_path.rglob("decode.decode_rows_*.nbi")}
     assert survived
     r = subprocess.run([sys.executable, "-c", _WARM], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

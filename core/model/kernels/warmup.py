@@ -4,9 +4,10 @@ request.
 The first run on a machine compiles the kernels for its CPU and caches them; later runs load
 them in well under a second. The work is split into jobs, one kernel (or a few small ones)
 each, and only the jobs the model's weight types need: one decode function per quantized type
-(core/model/kernels/qmm/decode.py), the token-tiled kernel where a type has no 16-row kernel,
-the float kernel where a weight is F32/F16/BF16, the activation quantizers its types read, and
-the kernels every model runs (attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
+(core/model/kernels/qmm/decode.py) and their parallel loop, one token-tiled function per type
+without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
+F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
+(attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
 written to the disk cache as soon as they are compiled, so a first start killed part-way
 leaves the next one only what it had not finished. On a machine with several cores, helper
 processes compile jobs into the same cache meanwhile; this process then loads them from it.
@@ -27,8 +28,9 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, tables
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
+from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
 
 QT = GGMLQuantizationType
@@ -38,20 +40,18 @@ MAX_HELPERS = 3  # helper processes at most (besides this one)
 
 @dataclass(frozen=True)
 class Job:
-    """Some kernels compiled (or loaded) together: `run` calls them on tiny inputs; `kernels`
-    are their dispatchers (numba's cache index tells whether they are cached); `cost` a rough
-    weight for sharing the jobs between processes."""
+    """Some kernels compiled (or loaded) together: `run` calls them on tiny inputs, `is_cached`
+    says whether they are in this process or numba's disk cache; `cost` a rough weight (CPU
+    seconds of a cold compile on this project's AMD EPYC) for sharing the jobs between
+    processes."""
 
     name: str
     run: Callable[[], object]
-    kernels: tuple[Any, ...] = ()
-    decode_kind: int | None = None  # a type function of decode.py (cached in its own way)
+    is_cached: Callable[[], bool]
     cost: float = 1.0
 
     def cached(self) -> bool:
-        if self.decode_kind is not None and not decode.cached(self.decode_kind):
-            return False
-        return all(_in_cache(k) for k in self.kernels)
+        return self.is_cached()
 
 
 @dataclass
@@ -62,13 +62,17 @@ class WarmupReport:
     loaded: list[str] = field(default_factory=list)
 
 
-def _in_cache(k: Any) -> bool:
-    if k.signatures:
-        return True
-    try:
-        return bool(k._cache._cache_file._load_index())  # numba's index of cached signatures
-    except Exception:  # noqa: BLE001  (private API: assume not)
-        return False
+def _in_cache(*kernels: Any) -> bool:
+    """Whether numba dispatchers are compiled here or have signatures in the disk cache."""
+    for k in kernels:
+        if k.signatures:
+            continue
+        try:
+            if not k._cache._cache_file._load_index():  # numba's index of cached signatures
+                return False
+        except Exception:  # noqa: BLE001  (private API: assume not)
+            return False
+    return True
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -87,13 +91,21 @@ def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...]) -> None:
 
 
 def _decode_loop() -> None:
-    """The parallel loop of the decode kernels (it calls the type functions by address: with no
-    work items it calls none)."""
+    """The parallel loop of the decode functions (it calls them by address: with no work items
+    it calls none)."""
     w = _readonly(np.zeros((1, 34), dtype=np.uint8))
     y = np.zeros((1, 1), dtype=np.float32)
     decode.mm_decode_many(
         _readonly(np.zeros(3, dtype=np.int64)), (w, w, w), np.zeros((1, 32), dtype=np.int8), np.zeros((1, 1), dtype=np.float32),
         np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0, 0), dtype=np.int32), (y, y, y), _readonly(np.zeros((0, 3), dtype=np.int64)),
+    )
+
+
+def _prefill_loop() -> None:
+    """The parallel loop of the token-tiled functions (a matrix of no rows calls none)."""
+    prefill.mm_prefill(
+        0, _readonly(np.zeros((0, 110), dtype=np.uint8)), np.zeros(256 * 16, dtype=np.int16), 16, 16, np.zeros((1, 16), dtype=np.float32),
+        np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0, 0), dtype=np.int32), np.zeros((16, 0), dtype=np.float32),
     )
 
 
@@ -115,26 +127,26 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     """The jobs for weights of these ggml types (None: every type with a matmul), costliest
     first. Types without a matmul (norms' F32 vectors are not passed here) are ignored."""
     wanted = set(ALL_TYPES if qtypes is None else qtypes)
-    quant = [qt for qt in QUANT_FORMATS if qt in wanted]
+    quant = [QUANT_FORMATS[qt] for qt in QUANT_FORMATS if qt in wanted]
     jobs = [
-        Job(f"decode {qt.name}", partial(decode.type_function, QUANT_FORMATS[qt].kind), decode_kind=QUANT_FORMATS[qt].kind,
-            cost=3.0 if QUANT_FORMATS[qt].qk == 256 else 1.0)
-        for qt in quant
+        Job(f"decode {f.qtype.name}", partial(decode.type_function, f.kind), partial(decode.cached, f.kind), 3.5 if f.qk == 256 else 1.0)
+        for f in quant
     ]
     if quant:
-        jobs.append(Job("decode loop", _decode_loop, (decode.mm_decode_many,), cost=1.0))
+        jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
+    tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
+    jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]
+    if tiled:
+        jobs.append(Job("prefill loop", _prefill_loop, partial(_in_cache, prefill.mm_prefill), 1.0))
+    x = np.ones((1, 256), dtype=np.float32)
     for act, name, kernel in ((ACT_Q8_0, "q8_0", acts._q8_0), (ACT_Q8_K, "q8_k", acts._q8_k)):
-        if any((QUANT_FORMATS[qt].act == ACT_Q8_K) == (act == ACT_Q8_K) for qt in quant):
-            x = np.ones((1, 256), dtype=np.float32)
-            jobs.append(Job(f"quantizer {name}", partial(acts.quantize_acts, x, act), (kernel,), cost=0.5))
-    if any(QUANT_FORMATS[qt].kind not in decode.ROWS16_KINDS for qt in quant):
-        prefill_type = next(qt for qt in quant if QUANT_FORMATS[qt].kind not in decode.ROWS16_KINDS)
-        jobs.append(Job("prefill", partial(_matmuls, prefill_type, (PREFILL_MIN_ROWS,)), (block_dots.mm_prefill,), cost=4.0))
+        if any((f.act == ACT_Q8_K) == (act == ACT_Q8_K) for f in quant):
+            jobs.append(Job(f"quantizer {name}", partial(acts.quantize_acts, x, act), partial(_in_cache, kernel), 0.5))
     floats = [qt for qt in FLOAT_FORMATS if qt in wanted]
     if floats:
-        jobs.append(Job("float", partial(_matmuls, floats[0], (1,)), (block_dots.mm_float,), cost=2.0))
+        jobs.append(Job("float", partial(_matmuls, floats[0], (1,)), partial(_in_cache, block_dots.mm_float), 2.5))
     common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
-    jobs.append(Job("common", _common, common, cost=3.0))
+    jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
     return sorted(jobs, key=lambda j: -j.cost)
 
 

@@ -1,7 +1,6 @@
 """The quantized matmul kernels: y (T, N) = x (T, K) @ W.T for W (N, K) in its GGUF blocks.
 
-What every output element is (the same arithmetic in the decode kernel, core/model/kernels/qmm/decode.py, and the
-prefill kernel below, so a row's result
+What every output element is (the same arithmetic in every kernel, so a row's result
 does not depend on the batch it is in, on the kernel chosen or on the thread count):
 
     acc = 0.0f
@@ -17,12 +16,11 @@ operations (no fast-math): the result is the same on every CPU and SIMD width. g
 same terms, but lane by lane in its SIMD registers, so its float roundings differ from ours in
 the last bits (docs/numerics.md).
 
-Few rows of activations: core/model/kernels/qmm/decode.py (the types with a 16-row kernel take
-16 weight rows at once: core/model/kernels/qmm/rows.py; the others unpack each weight row once
-to int16 codes and dot it with every activation row, `idot`, vpmaddwd).
-`mm_prefill`: many rows. The weight row is unpacked once to int16 codes (scales folded in),
-and multiplied with the activation codes of 64 tokens at a time in 32-bit integer lanes
-(`simd.tile_dot`: vpmaddwd / vpdpwssd), so `isum` is the same exact integer.
+The kernels, compiled once per weight type (core/model/kernels/qmm/per_type.py): few rows of
+activations, core/model/kernels/qmm/decode.py (16 weight rows at once for the types that have a
+16-row kernel, core/model/kernels/qmm/rows.py); many rows of a type without one,
+core/model/kernels/qmm/prefill.py (64 tokens at a time in 32-bit integer lanes). Here: the
+float kernel (`mm_float`) and the pieces of the arithmetic the others share.
 """
 
 from __future__ import annotations
@@ -32,8 +30,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from llamacli.core.model.kernels.qmm.simd import TILE, tile_dot16, tile_dot64
-from llamacli.core.model.kernels.qmm.unpack import F16, unpack
+from llamacli.core.model.kernels.qmm.unpack import F16
 
 _JIT: dict[str, Any] = dict(cache=True, nogil=True, parallel=True)
 
@@ -43,19 +40,12 @@ ROWS_PER_TASK = 16  # weight rows per parallel work item
 @njit(cache=True, nogil=True)
 def term(act, min_term, dx, d, dmin, isum, msum, s_x):  # type: ignore[no-untyped-def]
     """One block's contribution (see the module docstring)."""
-    term = (dx * d) * np.float32(isum)
+    y = (dx * d) * np.float32(isum)
     if min_term == 2:
-        term = term - (dx * dmin) * np.float32(msum)
+        y = y - (dx * dmin) * np.float32(msum)
     elif min_term == 1:
-        term = term + dmin * s_x
-    return term
-
-
-@njit(cache=True, nogil=True)
-def _unpack_row(kind, wr, nb, qk, nsub, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
-    """A row as int16 codes with the sub-block scales folded in (|sc * q| <= 4064), so that one
-    integer dot per block gives isum = sum_j sc[j] * dot(q_j, x_j); ds, dms, mn per block."""
-    unpack(kind, wr, nb, codes, sc, mn, ds, dms)
+        y = y + dmin * s_x
+    return y
 
 
 @njit(cache=True, nogil=True)
@@ -65,59 +55,6 @@ def min_sum(mn, xb, t, b):  # type: ignore[no-untyped-def]
     for j in range(mn.shape[0]):
         msum += mn[j] * xb[t, b, j]
     return msum
-
-
-@njit(**_JIT)
-def mm_prefill(w, kind, qk, nsub, act, min_term, x16, tp, tile, xd, xs, xb, out):  # type: ignore[no-untyped-def]
-    """As mm_decode_many for one matrix, with the activations laid out token-fastest: x16 int16
-    codes (K / 2, tp, 2) (see simd.tile_dot64), xd (nb, tp) scales, xs (nb, tp) Q8_1 sums, xb (nb, nsub, tp) code
-    sums per sub-block; tp a multiple of `tile` (16 or 64; padding tokens are zero); out (T, N).
-    The per-block float terms are computed for a whole tile at once (vectorised over tokens),
-    with the same operations as `term`."""
-    n = w.shape[0]
-    k = x16.shape[0] // tp
-    t_rows = out.shape[0]
-    nb = k // qk
-    n_tasks = (n + ROWS_PER_TASK - 1) // ROWS_PER_TASK
-    for task in prange(n_tasks):
-        wsc = np.empty(k, dtype=np.int16)
-        sc = np.ones((nb, nsub), dtype=np.int32)
-        mn = np.zeros((nb, nsub), dtype=np.int32)
-        ds = np.empty(nb, dtype=np.float32)
-        dms = np.empty(nb, dtype=np.float32)
-        isum = np.empty(TILE, dtype=np.int32)
-        msum = np.empty(TILE, dtype=np.int32)
-        acc = np.empty(TILE, dtype=np.float32)
-        for r in range(task * ROWS_PER_TASK, min(n, (task + 1) * ROWS_PER_TASK)):
-            _unpack_row(kind, w[r], nb, qk, nsub, wsc, sc, mn, ds, dms)
-            for t0 in range(0, tp, tile):
-                acc[:] = 0.0
-                for b in range(nb):
-                    if tile == 16:
-                        tile_dot16(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
-                    else:
-                        tile_dot64(wsc, b * qk, qk // 2, x16, (b * (qk // 2) * tp + t0) * 2, tp, isum)
-                    d = ds[b]
-                    dmin = dms[b]
-                    xdb = xd[b, t0 : t0 + tile]
-                    if min_term == 2:
-                        msum[:] = 0
-                        for j in range(nsub):
-                            mj = mn[b, j]
-                            xbj = xb[b, j, t0 : t0 + tile]
-                            for tt in range(tile):
-                                msum[tt] += mj * xbj[tt]
-                        for tt in range(tile):
-                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt]) - (xdb[tt] * dmin) * np.float32(msum[tt])
-                    elif min_term == 1:
-                        xsb = xs[b, t0 : t0 + tile]
-                        for tt in range(tile):
-                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt]) + dmin * xsb[tt]
-                    else:
-                        for tt in range(tile):
-                            acc[tt] += (xdb[tt] * d) * np.float32(isum[tt])
-                for tt in range(min(tile, t_rows - t0)):
-                    out[t0 + tt, r] = acc[tt]
 
 
 LANES = 16

@@ -3,7 +3,7 @@
 `QuantMatrix.data` is a read-only view of the memory-mapped file: (n_out, row bytes) uint8.
 Nothing is dequantized at load; `matmul` quantizes the activations once to the weight's
 vec_dot type and runs the compiled block kernels (core/model/kernels/qmm/decode.py for few
-activation rows, block_dots.py for many) on the kernels' own threads
+activation rows, prefill.py for many, block_dots.py for float weights) on the kernels' own threads
 (core/model/kernels/qmm/threads.py).
 """
 
@@ -18,7 +18,8 @@ from gguf import GGMLQuantizationType
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.errors import UnsupportedTensorType
 from llamacli.core.model.kernels.qmm import block_dots as Kn
-from llamacli.core.model.kernels.qmm import decode
+from llamacli.core.model.kernels.qmm import decode, prefill
+from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
 from llamacli.core.model.kernels.qmm.simd import TILE
@@ -28,7 +29,7 @@ _EMPTY3 = np.zeros((0, 0, 0), dtype=np.int32)
 
 QT = GGMLQuantizationType
 
-# Types without a 16-row kernel (decode.ROWS16_KINDS): from this many activation rows on, the
+# Types without a 16-row kernel (per_type.ROWS16_KINDS): from this many activation rows on, the
 # token-vectorised kernel is faster (measured on the demo model's shapes; the choice does not
 # change results). The 16-row kernels are faster than it for every row count.
 PREFILL_MIN_ROWS = 12
@@ -36,7 +37,7 @@ PREFILL_MIN_ROWS = 12
 
 def _rows16(fmt: QFormat, t: int) -> bool:
     """Whether t activation rows take the 16-row decode kernel (else the token-tiled one)."""
-    return t < PREFILL_MIN_ROWS or fmt.kind in decode.ROWS16_KINDS
+    return t < PREFILL_MIN_ROWS or fmt.kind in ROWS16_KINDS
 
 
 @dataclass
@@ -100,10 +101,10 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     tp = -(-t // tile) * tile
     x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot64
     x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
-    Kn.mm_prefill(
-        m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
-        x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y,
-    )
+    fn = prefill.address(fmt.kind)
+    tasks = prefill.mm_prefill(fn, m.data, x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y)
+    if tasks != -(-m.n_out // prefill.ROWS_PER_TASK):
+        raise RuntimeError(f"the {fmt.qtype.name} prefill kernel failed (its error is printed above)")
     return y
 
 
