@@ -195,8 +195,16 @@ def share(jobs: list[Job], n: int) -> list[list[Job]]:
 
 
 def _start_helper(jobs: list[Job], qtypes: list[str] | None) -> subprocess.Popen[bytes] | None:
+    """A process running these jobs (the same llamacli as this one's, whatever the working
+    folder), or None where it cannot start (this process then compiles them)."""
+    import llamacli
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(llamacli.__file__)))
     names = [j.name for j in jobs]
-    code = f"from llamacli.core.model.kernels.warmup import run_jobs; run_jobs({names!r}, {qtypes!r}, {os.getpid()})"
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); from llamacli.core.model.kernels.warmup import run_jobs; "
+        f"run_jobs({names!r}, {qtypes!r}, {os.getpid()})"
+    )
     try:
         return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
@@ -228,5 +236,5 @@ def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport
         if j.name not in done:
             _run(j, report)
     for qt in (qt for qt in QUANT_FORMATS if names is None or qt.name in names):
-        _matmuls(qt, (1, PREFILL_MIN_ROWS))  # every path of the type, loaded now: the first request's
+        _matmuls(qt, (1, PREFILL_MIN_ROWS))  # each type's paths run once here, not in the first request
     return report
