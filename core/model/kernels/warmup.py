@@ -40,18 +40,15 @@ MAX_HELPERS = 3  # helper processes at most (besides this one)
 
 @dataclass(frozen=True)
 class Job:
-    """Some kernels compiled (or loaded) together: `run` calls them on tiny inputs, `is_cached`
+    """Some kernels compiled (or loaded) together: `run` calls them on tiny inputs, `cached`
     says whether they are in this process or numba's disk cache; `cost` a rough weight (CPU
     seconds of a cold compile on this project's AMD EPYC) for sharing the jobs between
     processes."""
 
     name: str
     run: Callable[[], object]
-    is_cached: Callable[[], bool]
+    cached: Callable[[], bool]
     cost: float = 1.0
-
-    def cached(self) -> bool:
-        return self.is_cached()
 
 
 @dataclass
