@@ -6,6 +6,11 @@ to finish, then they are cancelled (their streams end cleanly); a second signal 
 once. The engine is stopped after the server, and the process exits 0. A forward pass cannot be
 interrupted and may take many seconds (a long prompt on a busy CPU): the engine gets
 `ENGINE_STOP_WAIT` seconds to finish its step, then the process exits without waiting for it.
+
+The port opens first: this module imports neither the app nor Hypercorn (nor any engine code)
+until `run_server` has bound its sockets, so connections queue from the first second and get
+llama-server's 503 "Loading model" while the app is imported, the model loaded and the kernels
+compiled.
 """
 
 from __future__ import annotations
@@ -20,16 +25,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from hypercorn.asyncio import serve as hypercorn_serve
-from hypercorn.config import Config as HypercornConfig
-
-from llamacli.http.app import create_app
 from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.header_case import ASGIApp, CanonicalHeaders
 from llamacli.http.keep_alive import DrainBody
 from llamacli.http.state import ServerState, ServingEngine
 
 if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
     from hypercorn.typing import ASGIFramework
 
 ENGINE_STOP_WAIT = 0.5  # seconds the engine's current step may take at shutdown before we leave it
@@ -88,6 +90,8 @@ def socket_url(s: socket.socket, tls: bool) -> str:
 
 def hypercorn_config(socks: list[socket.socket], listen: Listen) -> HypercornConfig:
     """Hypercorn serving the bound sockets (they are handed over: detached here)."""
+    from hypercorn.config import Config as HypercornConfig
+
     cfg = HypercornConfig()
     cfg.bind = [f"fd://{s.detach()}" for s in socks]
     if listen.ssl_key_file and listen.ssl_cert_file:
@@ -108,6 +112,8 @@ async def serve_asgi(
     until `shutdown_trigger` returns."""
     # CanonicalHeaders is an ASGI 3 application; Hypercorn's own typing spells the scope and
     # messages as TypedDicts where ours are mappings, hence the cast.
+    from hypercorn.asyncio import serve as hypercorn_serve
+
     asgi = cast("ASGIFramework", CanonicalHeaders(DrainBody(app)))
     await hypercorn_serve(asgi, hypercorn_config(socks, listen), shutdown_trigger=shutdown_trigger, mode="asgi")
 
@@ -125,6 +131,8 @@ def run_server(
     socks = bind_sockets(listen.host, listen.port)
     urls = [socket_url(s, tls) for s in socks]
     log(f"listening on {', '.join(urls)}" + (f" ({describe})" if describe else ""))
+    from llamacli.http.app import create_app
+
     app = create_app(state=state)
     errors: list[BaseException] = []
     stopped: list[bool] = []  # whether the engine's thread ended (set by _serve)

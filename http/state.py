@@ -2,7 +2,11 @@
 engine the HTTP layer uses), the model's facts, the tasks in flight and the executor.
 
 `ServerState` starts empty (the model is still loading: every endpoint answers 503) and
-becomes ready with `set_ready(engine, model_info)`.
+becomes ready with `set_ready(engine, model_info)`. Importing this module loads no engine code
+(`llama serve` imports it before it opens its port).
+
+Every task's end (finished, or cancelled: a client that went away, a shutdown) is logged when
+the engine reports it (http/tasklog.py), whether or not a response still reads the task.
 """
 
 from __future__ import annotations
@@ -13,17 +17,17 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from llamacli.core.model.state.lora import LoraAdapter
 from llamacli.core.model.loaded import ModelInfo
-from llamacli.core.runtime.engine import EngineConfig, Metrics
-from llamacli.core.runtime.slot import Slot
-from llamacli.core.runtime.slot_store import SaveResult
-from llamacli.core.runtime.tasks import Final, Partial, Result, Task, TaskParams
 from llamacli.http.config import ServerConfig
-from llamacli.http.errors import LOADING, cut_by_shutdown
-from llamacli.http.tasklog import log_task
+
+if TYPE_CHECKING:
+    from llamacli.core.model.state.lora import LoraAdapter
+    from llamacli.core.runtime.engine import EngineConfig, Metrics
+    from llamacli.core.runtime.slot import Slot
+    from llamacli.core.runtime.slot_store import SaveResult
+    from llamacli.core.runtime.tasks import Final, Partial, Result, Task, TaskParams
 
 R = TypeVar("R")
 
@@ -78,6 +82,7 @@ class ServerState:
         self._close_waiters: set[asyncio.Future[None]] = set()
         self.started = time.time()
         self.sleep: Any = None  # an IdleSleep with --sleep-idle-seconds (http/sleep.py)
+        self._pumps: set[asyncio.Task[None]] = set()  # readers of task streams (`results`)
 
     # ---- readiness ------------------------------------------------------------------------
     def set_ready(self, engine: ServingEngine, model: ModelInfo) -> None:
@@ -90,6 +95,8 @@ class ServerState:
 
     def require(self) -> tuple[ServingEngine, ModelInfo]:
         if self.engine is None or self.model is None:
+            from llamacli.http.errors import LOADING
+
             raise LOADING
         return self.engine, self.model
 
@@ -154,6 +161,8 @@ class ServerState:
 
     def base_params(self) -> TaskParams:
         """The server's defaults for a request that sets nothing."""
+        from llamacli.core.runtime.tasks import TaskParams
+
         c = self.config
         return TaskParams(n_predict=c.n_predict, sampling=c.sampling, cache_prompt=c.cache_prompt, n_keep=c.n_keep,
                           speculative=c.speculative)
@@ -198,15 +207,26 @@ class ServerState:
         shutdown (`cancel_all`) the tasks still running end at once with a `cancelled` Final
         carrying a 503 error (errors.cut_by_shutdown), so that no route reports a cut answer as
         finished; a cancelled Final from the engine (it was stopped) carries the same error.
-        With `ping` (seconds), `(-1, PING)` comes whenever nothing else did for that long."""
+        With `ping` (seconds), `(-1, PING)` comes whenever nothing else did for that long.
+        Each task's Final is logged as it arrives, also after the caller left (module docstring)."""
+        from llamacli.core.runtime.tasks import Final, Partial
+        from llamacli.http.errors import cut_by_shutdown
+        from llamacli.http.tasklog import log_task
+
         queue: asyncio.Queue[tuple[int, Result | None]] = asyncio.Queue()
 
         async def pump(i: int, task: Task) -> None:
+            """Reads the task's stream to its end (the engine ends a cancelled task within a step)."""
             async for r in task.results:
+                if isinstance(r, Final) and r.embedding is None:
+                    log_task(task.id, r, self.config.log_format)
                 await queue.put((i, r))
             await queue.put((i, None))
 
-        pumps = [asyncio.ensure_future(pump(i, t)) for i, t in enumerate(tasks)]
+        for i, t in enumerate(tasks):
+            p = asyncio.ensure_future(pump(i, t))
+            self._pumps.add(p)
+            p.add_done_callback(self._pumps.discard)
         closing: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.closing:
             closing.set_result(None)
@@ -239,12 +259,10 @@ class ServerState:
                 if isinstance(r, Partial):
                     texts[i].append(r.content)
                     toks[i].extend(r.tokens)
-                elif isinstance(r, Final) and r.embedding is None:
-                    log_task(tasks[i].id, r, self.config.log_format)
-                    if r.stop_type == "cancelled" and r.error is None:
-                        # read here, a cancelled task was cut by the server (shutdown, the engine
-                        # stopping), never by its client (who no longer reads): say so
-                        r = dataclasses.replace(r, error=cut_by_shutdown())
+                elif isinstance(r, Final) and r.embedding is None and r.stop_type == "cancelled" and r.error is None:
+                    # read here, a cancelled task was cut by the server (shutdown, the engine
+                    # stopping), never by its client (who no longer reads): say so
+                    r = dataclasses.replace(r, error=cut_by_shutdown())
                 yield i, r
         finally:
             self._close_waiters.discard(closing)
@@ -254,11 +272,13 @@ class ServerState:
                 if not t.results.closed:
                     t.cancel()
                 self.tasks.pop(t.id, None)
-            for p in pumps:
-                p.cancel()
+            # the pumps of unfinished tasks run on to log their Final (asyncio.run cancels what
+            # is left when the server's loop ends)
 
     async def collect(self, tasks: Sequence[Task]) -> list[tuple[list[Partial], Final]]:
         """Wait for every task; per task its Partials and its Final (errors raised)."""
+        from llamacli.core.runtime.tasks import Final
+
         parts: list[list[Partial]] = [[] for _ in tasks]
         finals: list[Final | None] = [None] * len(tasks)
         async for i, r in self.results(tasks):

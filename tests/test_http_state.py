@@ -17,7 +17,9 @@ from tests.fakes import BOS, FakeEngine, FakeTokenizer, fake_model
 from tests.http_app_client import make
 
 
-def test_leaving_a_stream_early_cancels_its_tasks() -> None:
+def test_leaving_a_stream_early_cancels_its_tasks_and_logs_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """A client that goes away (Quart closes the response's generator) cancels its task; the
+    engine's `cancelled` Final still gets the task's log line."""
     tok = FakeTokenizer()
     eng = FakeEngine(tokenizer=tok, delay=0.05, reply="x" * 200)
     st = ServerState(ServerConfig())
@@ -28,14 +30,18 @@ def test_leaving_a_stream_early_cancels_its_tasks() -> None:
         agen = st.results([task])
         await agen.__anext__()
         await agen.aclose()  # what Quart does when the client disconnects
-        while not task.results.closed:  # let the engine finish while this loop still runs
+        for _ in range(300):  # the engine ends the task within a step: this loop must still run
+            logged.append(capsys.readouterr().err)
+            if f"task {task.id} " in "".join(logged):
+                break
             await asyncio.sleep(0.01)
         return task
 
+    logged: list[str] = []
     task = asyncio.run(go())
-    assert task.cancelled.is_set()
-    finals = [r for r in task.results if isinstance(r, Final)]
-    assert finals and finals[0].stop_type == "cancelled" and not st.tasks
+    err = "".join(logged)
+    assert task.cancelled.is_set() and task.results.closed and not st.tasks
+    assert any(line.startswith(f"task {task.id} ") and line.endswith("stop: cancelled") for line in err.splitlines()), err
 
 
 def test_shutdown_ends_responses_without_waiting_for_the_engine() -> None:

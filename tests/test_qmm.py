@@ -226,32 +226,6 @@ def test_matmul_many_equals_one_by_one(types: tuple[QT, ...]) -> None:
         assert np.array_equal(y, matmul(prepare(x, m.qtype), m))
 
 
-@pytest.mark.slow
-def test_first_run_compiles_once_and_says_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """With an empty kernel cache, the CLI's model loading compiles the kernels and prints one
-    stderr line; the next run loads them from the cache silently. The helper process that
-    compiles beside it caches every kernel but the decode kernel (which the first process
-    compiles meanwhile)."""
-    import os
-    import subprocess
-    import sys
-
-    from llamacli.core.model.kernels.warmup import _HELPER
-
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    helper = subprocess.run([sys.executable, "-c", _HELPER], env=env, capture_output=True, text=True, timeout=600)
-    assert helper.returncode == 0, helper.stderr
-    cached = " ".join(p.name for p in (tmp_path / "cache").rglob("*.nbi"))
-    for name in ("mm_prefill", "mm_float", "_attend", "gelu_lookup", "_rms_rows", "_rope_fma"):
-        assert f".{name}-" in cached
-    assert "mm_decode_many" not in cached
-    code = "from llamacli.loading import prepare_kernels; prepare_kernels('ggml')"
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600) for _ in range(2)]
-    assert all(r.returncode == 0 for r in runs), runs[0].stderr
-    assert runs[0].stderr.count("compiling the matmul kernels") == 1
-    assert runs[1].stderr == ""
-
-
 def test_contention_raises_the_serial_threshold(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Other processes' CPU time (the machine's busy time minus ours) above half a core makes
     medium matmuls run on the calling thread; on a quiet machine they use the pool."""

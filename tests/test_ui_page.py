@@ -180,6 +180,7 @@ def test_settings_are_sent_and_persisted(page: Any, stub: StubServer) -> None:
     open_page(page, stub)
     page.click("#open-settings")
     assert page.get_attribute("#set-temperature", "placeholder") == "0.8"  # the server's default
+    assert page.get_attribute("#set-seed", "placeholder") == "-1"  # /props says 4294967295: random, as the label says -1
     values = {"temperature": "0.25", "top_k": "7", "top_p": "0.5", "min_p": "0.1", "max_tokens": "16", "seed": "42",
               "repeat_penalty": "1.1", "dry_multiplier": "0.5", "xtc_probability": "0.2", "mirostat": "2",
               "mirostat_tau": "4", "presence_penalty": "0.3"}

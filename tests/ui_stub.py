@@ -65,7 +65,7 @@ class StubServer:
                     self._json({
                         "model_alias": stub.model, "model_path": stub.model, "total_slots": 2,
                         "build_info": "stub", "chat_template_caps": {"supports_tools": True},
-                        "default_generation_settings": {"n_ctx": 2048, "params": {"temperature": 0.8, "top_k": 40, "n_predict": -1}},
+                        "default_generation_settings": {"n_ctx": 2048, "params": {"temperature": 0.8, "top_k": 40, "n_predict": -1, "seed": 4294967295}},
                     })
                 else:
                     self._json({"error": {"code": 404, "message": "File Not Found"}}, 404)

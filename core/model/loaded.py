@@ -10,6 +10,9 @@ read as llama.cpp reads them (common/chat.cpp common_chat_templates_init, and ll
 - add_bos / add_eos: llama_vocab_get_add_bos / _eos, i.e. tokenizer.ggml.add_bos_token, else the
   tokenizer model's default (SPM and WPM add BOS). The chat template drops a leading BOS text
   when the tokenizer adds BOS itself, so a prompt never starts with two.
+
+Importing this module is cheap (the weights, tokenizer and template code load with the first
+`load()`): `llama serve` imports it before it opens its port.
 """
 
 from __future__ import annotations
@@ -18,14 +21,14 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from llamacli.core.text.chat_templates import ChatTemplate
-from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.families.base import DecoderModel
-from llamacli.core.model.load import LoadStats, load_model
-from llamacli.core.text.rerank import rerank_template
-from llamacli.core.text.tokenizer import Tokenizer, load_tokenizer
+if TYPE_CHECKING:
+    from llamacli.core.model.families.base import DecoderModel
+    from llamacli.core.model.load import LoadStats
+    from llamacli.core.model.weights.gguf_file import GGUFFile
+    from llamacli.core.text.chat_templates import ChatTemplate
+    from llamacli.core.text.tokenizer import Tokenizer
 
 POOLING_BY_ID = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}  # llama_pooling_type
 
@@ -104,6 +107,8 @@ def chat_template(
 ) -> ChatTemplate:
     """The model's chat template (or --chat-template's built-in name / Jinja source), given the
     vocabulary's BOS/EOS as llama.cpp gives them to the template."""
+    from llamacli.core.text.chat_templates import ChatTemplate
+
     return ChatTemplate.from_metadata(
         md, override=override, bos_token=special.bos_text, eos_token=special.eos_text,
         add_bos=special.add_bos, add_eos=special.add_eos, use_jinja=use_jinja,
@@ -121,6 +126,8 @@ def model_info(
 ) -> ModelInfo:
     """ModelInfo of a loaded model. with_template=False: no chat template (`llama complete`,
     which renders none, then works on a model whose template does not compile)."""
+    from llamacli.core.text.rerank import rerank_template
+
     md = gguf.metadata
     arch = str(md.get("general.architecture", "") or "")
     special = SpecialTokens.of(tokenizer)
@@ -179,6 +186,9 @@ def load(
 ) -> LoadedModel:
     """Load the model at `path` with its tokenizer, chat template and ModelInfo (see load_model
     for numerics, threads and batch_invariant; model_info for the template options)."""
+    from llamacli.core.model.load import load_model
+    from llamacli.core.text.tokenizer import load_tokenizer
+
     model, g, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     tok = load_tokenizer(g.metadata)
     info = model_info(str(path), g, model, tok, chat_template_override, use_jinja, with_template)

@@ -34,16 +34,17 @@ def pull(
 @app.command("list")
 @guarded
 def list_models(
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON array of objects (repo, file, path, size, type, architecture)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON array of objects (repo, file, path, size, type, architecture, source)."),
 ) -> None:
-    """List the GGUF models in the cache: repository, file, size, type and architecture.
+    """List the GGUF models at hand: repository, file, size, type and architecture.
 
-    The cache is the Hugging Face cache (HF_HUB_CACHE, HF_HOME), or LLAMA_CACHE when set; type
-    and architecture are read from each file's GGUF header.
+    The models in the cache (the Hugging Face cache: HF_HUB_CACHE, HF_HOME; or LLAMA_CACHE when
+    set), the demo model, and the files opened with -m lately (repository `(-m)`). Type and
+    architecture are read from each file's GGUF header.
     """
-    from llamacli.hub import cache_location, cached_models, human_size
+    from llamacli.hub import cache_location, human_size, listed_models
 
-    models = cached_models()
+    models = listed_models()
     if as_json:
         print(json.dumps([m.__dict__ for m in models], indent=2))
         return

@@ -1,10 +1,17 @@
-"""Compiling (or loading from numba's disk cache) every kernel before the first request.
+"""Compiling (or loading from numba's disk cache) the kernels a model needs, before its first
+request.
 
 The first run on a machine compiles the kernels for its CPU and caches them; later runs load
-them in well under a second. `needs_compile()` tells a driver whether to say so before it
-happens. The 16-row decode kernel is most of that time (~20 s on one core: LLVM optimises
-every type's unrolled blocks); on a machine with two cores or more a second process compiles
-the other kernels into the same disk cache meanwhile, and this one then loads them from it.
+them in well under a second. The work is split into jobs, one kernel (or a few small ones)
+each, and only the jobs the model's weight types need: one decode function per quantized type
+(core/model/kernels/qmm/decode.py) and their parallel loop, one token-tiled function per type
+without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
+F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
+(attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
+written to the disk cache as soon as they are compiled, so a first start killed part-way
+leaves the next one only what it had not finished. On a machine with several cores, helper
+processes compile jobs into the same cache meanwhile; this process then loads them from it.
+A helper finishes the job it is on and starts no other once this process is gone.
 """
 
 from __future__ import annotations
@@ -12,37 +19,57 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, tables
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
+from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
+from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
 
 QT = GGMLQuantizationType
 
-_KERNELS: tuple[Any, ...] = (
-    block_dots.mm_decode_many, block_dots.mm_prefill, block_dots.mm_float, acts._q8_0, acts._q8_k, tables.gelu_lookup,
-    attention._attend,
-)
-
-# What the helper process runs (the kernels other than the decode kernel).
-_HELPER = "from llamacli.core.model.kernels.warmup import warm_others; warm_others()"
+MAX_HELPERS = 3  # helper processes at most (besides this one)
 
 
-def needs_compile() -> bool:
-    """True when some kernel is neither compiled in this process nor in the disk cache."""
-    for k in _KERNELS:
+@dataclass(frozen=True)
+class Job:
+    """Some kernels compiled (or loaded) together: `run` calls them on tiny inputs, `cached`
+    says whether they are in this process or numba's disk cache; `cost` a rough weight (CPU
+    seconds of a cold compile on this project's AMD EPYC) for sharing the jobs between
+    processes."""
+
+    name: str
+    run: Callable[[], object]
+    cached: Callable[[], bool]
+    cost: float = 1.0
+
+
+@dataclass
+class WarmupReport:
+    """What a warmup did: the jobs it compiled (in this process) and those it loaded."""
+
+    compiled: list[str] = field(default_factory=list)
+    loaded: list[str] = field(default_factory=list)
+
+
+def _in_cache(*kernels: Any) -> bool:
+    """Whether numba dispatchers are compiled here or have signatures in the disk cache."""
+    for k in kernels:
         if k.signatures:
             continue
         try:
             if not k._cache._cache_file._load_index():  # numba's index of cached signatures
-                return True
-        except Exception:  # noqa: BLE001  (private API: assume the worst)
-            return True
-    return False
+                return False
+        except Exception:  # noqa: BLE001  (private API: assume not)
+            return False
+    return True
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -50,27 +77,37 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _run_matmuls(types: tuple[tuple[GGMLQuantizationType, int], ...], rows: tuple[int, ...]) -> None:
-    """One tiny matmul of each (type, row length) for each activation row count (read-only
-    weights, as the mapped file's)."""
-    for qt, k in types:
-        data = np.zeros((2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
-        m = QuantMatrix(_readonly(data), qt, k)
-        for n in rows:
-            matmul(prepare(np.ones((n, k), dtype=np.float32), qt), m)
+def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...]) -> None:
+    """One tiny matmul of type qt for each activation row count (read-only weights, as the
+    mapped file's)."""
+    k = 256 if qt in QUANT_FORMATS and QUANT_FORMATS[qt].qk == 256 else 32
+    data = np.zeros((2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
+    m = QuantMatrix(_readonly(data), qt, k)
+    for n in rows:
+        matmul(prepare(np.ones((n, k), dtype=np.float32), qt), m)
 
 
-def warm_decode() -> None:
-    """The 16-row decode kernel (every argument type: Q8_0's, Q4_1's Q8_1 sums, Q4_K's
-    sub-block sums) and the Q8_0 / Q8_K quantizers it reads."""
-    _run_matmuls(((QT.Q8_0, 32), (QT.Q4_K, 256), (QT.Q4_1, 32)), (1, PREFILL_MIN_ROWS))
+def _decode_loop() -> None:
+    """The parallel loop of the decode functions (it calls them by address: with no work items
+    it calls none)."""
+    w = _readonly(np.zeros((1, 34), dtype=np.uint8))
+    y = np.zeros((1, 1), dtype=np.float32)
+    decode.mm_decode_many(
+        _readonly(np.zeros(3, dtype=np.int64)), (w, w, w), np.zeros((1, 32), dtype=np.int8), np.zeros((1, 1), dtype=np.float32),
+        np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0, 0), dtype=np.int32), (y, y, y), _readonly(np.zeros((0, 3), dtype=np.int64)),
+    )
 
 
-def warm_others() -> None:
-    """Every other kernel: the token-tiled one (Q2_K's batches), the float one (F16), the GELU
-    table, attention, RMSNorm and RoPE."""
-    _run_matmuls(((QT.Q2_K, 256),), (PREFILL_MIN_ROWS,))  # (fewer rows take the decode kernel)
-    _run_matmuls(((QT.F16, 16),), (1,))
+def _prefill_loop() -> None:
+    """The parallel loop of the token-tiled functions (a matrix of no rows calls none)."""
+    prefill.mm_prefill(
+        0, _readonly(np.zeros((0, 110), dtype=np.uint8)), np.zeros(256 * 16, dtype=np.int16), 16, 16, np.zeros((1, 16), dtype=np.float32),
+        np.zeros((0, 0), dtype=np.float32), np.zeros((0, 0, 0), dtype=np.int32), np.zeros((16, 0), dtype=np.float32),
+    )
+
+
+def _common() -> None:
+    """What every model runs: the GELU table, attention, RMSNorm and RoPE."""
     x = np.ones(4, dtype=np.float32)
     tables.gelu_lookup(x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
     kv = np.zeros((1, 1, 2, 16), dtype=np.float32)
@@ -80,6 +117,61 @@ def warm_others() -> None:
     K.apply_rope(np.ones((1, 1, 16), dtype=np.float32), cos, sin, 16, True, fma=True)
 
 
+ALL_TYPES: tuple[GGMLQuantizationType, ...] = tuple(QUANT_FORMATS) + tuple(FLOAT_FORMATS)
+
+
+def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
+    """The jobs for weights of these ggml types (None: every type with a matmul), costliest
+    first. Types without a matmul (norms' F32 vectors are not passed here) are ignored."""
+    wanted = set(ALL_TYPES if qtypes is None else qtypes)
+    quant = [QUANT_FORMATS[qt] for qt in QUANT_FORMATS if qt in wanted]
+    jobs = [
+        Job(f"decode {f.qtype.name}", partial(decode.type_function, f.kind), partial(decode.cached, f.kind), 3.5 if f.qk == 256 else 1.0)
+        for f in quant
+    ]
+    if quant:
+        jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
+    tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
+    jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]
+    if tiled:
+        jobs.append(Job("prefill loop", _prefill_loop, partial(_in_cache, prefill.mm_prefill), 1.0))
+    x = np.ones((1, 256), dtype=np.float32)
+    for act, name, kernel in ((ACT_Q8_0, "q8_0", acts._q8_0), (ACT_Q8_K, "q8_k", acts._q8_k)):
+        if any((f.act == ACT_Q8_K) == (act == ACT_Q8_K) for f in quant):
+            jobs.append(Job(f"quantizer {name}", partial(acts.quantize_acts, x, act), partial(_in_cache, kernel), 0.5))
+    floats = [qt for qt in FLOAT_FORMATS if qt in wanted]
+    if floats:
+        jobs.append(Job("float", partial(_matmuls, floats[0], (1,)), partial(_in_cache, block_dots.mm_float), 2.5))
+    common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
+    jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
+    return sorted(jobs, key=lambda j: -j.cost)
+
+
+def needs_compile(qtypes: Iterable[GGMLQuantizationType] | None = None) -> bool:
+    """True when some kernel these weight types need is neither in this process nor in the
+    disk cache."""
+    return not all(j.cached() for j in plan(qtypes))
+
+
+def run_jobs(names: list[str], qtypes: list[str] | None = None, parent: int | None = None) -> WarmupReport:
+    """Run the named jobs of plan(qtypes) in order (a helper process's work): each one's
+    kernels reach the disk cache before the next starts. A helper of process `parent` stops
+    between jobs once that process is gone."""
+    jobs = {j.name: j for j in plan(None if qtypes is None else [QT.__members__[n] for n in qtypes])}
+    report = WarmupReport()
+    for name in names:
+        if parent is not None and os.getppid() != parent:
+            break
+        _run(jobs[name], report)
+    return report
+
+
+def _run(job: Job, report: WarmupReport) -> None:
+    was_cached = job.cached()
+    job.run()
+    (report.loaded if was_cached else report.compiled).append(job.name)
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -87,27 +179,59 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _start_helper() -> subprocess.Popen[bytes] | None:
-    """A process compiling `warm_others` into the disk cache, or None where it would not run
-    beside this one (one core) or cannot start; this process compiles what it did not."""
-    if _cores() < 2:
-        return None
+def share(jobs: list[Job], n: int) -> list[list[Job]]:
+    """The jobs in n lists of about equal cost (each job to the least loaded list, costliest
+    first)."""
+    lists: list[list[Job]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for j in sorted(jobs, key=lambda j: -j.cost):
+        i = loads.index(min(loads))
+        lists[i].append(j)
+        loads[i] += j.cost
+    return lists
+
+
+def _start_helper(jobs: list[Job], qtypes: list[str] | None) -> subprocess.Popen[bytes] | None:
+    """A process running these jobs (the same llamacli as this one's, whatever the working
+    folder), or None where it cannot start (this process then compiles them)."""
+    import llamacli
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(llamacli.__file__)))
+    names = [j.name for j in jobs]
+    code = (
+        f"import sys; sys.path.insert(0, {root!r}); from llamacli.core.model.kernels.warmup import run_jobs; "
+        f"run_jobs({names!r}, {qtypes!r}, {os.getpid()})"
+    )
     try:
-        return subprocess.Popen([sys.executable, "-c", _HELPER], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         return None
 
 
-def warmup() -> None:
-    """Run every kernel once on tiny inputs of the types the model uses."""
-    helper = _start_helper() if needs_compile() else None
+def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport:
+    """Run every kernel that weights of these ggml types need (None: every type) once on tiny
+    inputs, compiling what the disk cache lacks (module docstring)."""
+    names = None if qtypes is None else sorted({qt.name for qt in qtypes})
+    jobs = plan(None if names is None else [QT.__members__[n] for n in names])
+    todo = [j for j in jobs if not j.cached()]
+    n = min(_cores(), MAX_HELPERS + 1, len(todo)) if todo else 1
+    shares = share(todo, n)
+    helpers = [h for h in (_start_helper(s, names) for s in shares[1:]) if h is not None]
+    report = WarmupReport()
     try:
-        warm_decode()
-    except BaseException:  # an interrupt too: stop the helper rather than wait for it
-        if helper is not None:
-            helper.kill()
-            helper.wait()
+        for j in shares[0]:
+            _run(j, report)
+    except BaseException:  # an interrupt too: stop the helpers rather than wait for them
+        for h in helpers:
+            h.kill()
+            h.wait()
         raise
-    if helper is not None:
-        helper.wait()  # its kernels are in the disk cache now (or it failed: compiled below)
-    warm_others()
+    for h in helpers:
+        h.wait()  # its kernels are in the disk cache now (or it failed: compiled below)
+    done = {j.name for j in shares[0]}
+    for j in jobs:
+        if j.name not in done:
+            _run(j, report)
+    for qt in (qt for qt in QUANT_FORMATS if names is None or qt.name in names):
+        _matmuls(qt, (1, PREFILL_MIN_ROWS))  # each type's paths run once here, not in the first request
+    return report

@@ -55,6 +55,16 @@ export function samplerParams(settings) {
   return out;
 }
 
+// llama-server reports a random seed as LLAMA_DEFAULT_SEED (0xFFFFFFFF); the field's label
+// calls it -1, and so does its placeholder.
+const RANDOM_SEED = 4294967295;
+
+// The placeholder of a field: the server's default as the field spells it.
+export function defaultText(name, d) {
+  if (name === "seed" && (d === RANDOM_SEED || d === -1)) return "-1";
+  return String(d);
+}
+
 // Build the sampler inputs into `fieldset`; placeholders show the server's defaults.
 export function buildSamplerFields(fieldset, settings, defaults, onChange) {
   for (const [name, label, kind, propsKey] of SAMPLERS) {
@@ -67,7 +77,7 @@ export function buildSamplerFields(fieldset, settings, defaults, onChange) {
     input.step = kind === "int" ? "1" : "any";
     input.value = settings[name] ?? "";
     const d = defaults ? defaults[propsKey] : undefined;
-    if (d !== undefined && d !== null) input.placeholder = String(d);
+    if (d !== undefined && d !== null) input.placeholder = defaultText(name, d);
     input.addEventListener("input", () => onChange(name, input.value));
     lab.appendChild(input);
     fieldset.appendChild(lab);
@@ -78,6 +88,6 @@ export function setPlaceholders(fieldset, defaults) {
   for (const [name, , , propsKey] of SAMPLERS) {
     const input = fieldset.querySelector("#set-" + name);
     const d = defaults ? defaults[propsKey] : undefined;
-    if (input && d !== undefined && d !== null) input.placeholder = String(d);
+    if (input && d !== undefined && d !== null) input.placeholder = defaultText(name, d);
   }
 }

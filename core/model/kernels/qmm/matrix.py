@@ -2,8 +2,9 @@
 
 `QuantMatrix.data` is a read-only view of the memory-mapped file: (n_out, row bytes) uint8.
 Nothing is dequantized at load; `matmul` quantizes the activations once to the weight's
-vec_dot type and runs the compiled block kernels (core/model/kernels/qmm/block_dots.py) on the kernels' own
-threads (core/model/kernels/qmm/threads.py).
+vec_dot type and runs the compiled block kernels (core/model/kernels/qmm/decode.py for few
+activation rows, prefill.py for many, block_dots.py for float weights) on the kernels' own threads
+(core/model/kernels/qmm/threads.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from gguf import GGMLQuantizationType
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.errors import UnsupportedTensorType
 from llamacli.core.model.kernels.qmm import block_dots as Kn
+from llamacli.core.model.kernels.qmm import decode, prefill
+from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
 from llamacli.core.model.kernels.qmm.simd import TILE
@@ -26,7 +29,7 @@ _EMPTY3 = np.zeros((0, 0, 0), dtype=np.int32)
 
 QT = GGMLQuantizationType
 
-# Types without a 16-row kernel (Kn.ROWS16_KINDS): from this many activation rows on, the
+# Types without a 16-row kernel (per_type.ROWS16_KINDS): from this many activation rows on, the
 # token-vectorised kernel is faster (measured on the demo model's shapes; the choice does not
 # change results). The 16-row kernels are faster than it for every row count.
 PREFILL_MIN_ROWS = 12
@@ -34,7 +37,7 @@ PREFILL_MIN_ROWS = 12
 
 def _rows16(fmt: QFormat, t: int) -> bool:
     """Whether t activation rows take the 16-row decode kernel (else the token-tiled one)."""
-    return t < PREFILL_MIN_ROWS or fmt.kind in Kn.ROWS16_KINDS
+    return t < PREFILL_MIN_ROWS or fmt.kind in ROWS16_KINDS
 
 
 @dataclass
@@ -98,10 +101,10 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     tp = -(-t // tile) * tile
     x16 = np.zeros((m.n_in // 2, tp, 2), dtype=np.int16)  # (pairs, tokens, 2): simd.tile_dot64
     x16[:, :t, :] = xa.codes.reshape(t, m.n_in // 2, 2).transpose(1, 0, 2)
-    Kn.mm_prefill(
-        m.data, fmt.kind, fmt.qk, fmt.nsub, fmt.act, fmt.min_term,
-        x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y,
-    )
+    fn = prefill.address(fmt.kind)
+    tasks = prefill.mm_prefill(fn, m.data, x16.reshape(-1), tp, tile, _tokens_last(xa.d, tp), _tokens_last(xa.s, tp), _tokens_last(xsub, tp), y)
+    if tasks != -(-m.n_out // prefill.ROWS_PER_TASK):
+        raise RuntimeError(f"the {fmt.qtype.name} prefill kernel failed (its error is printed above)")
     return y
 
 
@@ -129,8 +132,7 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
 
 # mm_decode_many takes its matrices and outputs as tuples of exactly MANY arrays (fewer are
 # padded with the last one, which no work item reads or writes), so that one compiled signature
-# serves one matrix, gate/up and Q/K/V alike: each signature of the 16-row kernel costs ~20 s of
-# compiling on a machine's first run.
+# serves one matrix, gate/up and Q/K/V alike.
 MANY = 3
 
 
@@ -140,9 +142,10 @@ def _decode(ms: list[QuantMatrix], fmts: list[QFormat], xa: QActs, xsub: np.ndar
     pad = MANY - len(ms)
     ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
     ys = tuple(outs + [outs[-1]] * pad)
-    kinds = np.array([f.kind for f in fmts] + [fmts[-1].kind] * pad, dtype=np.int64)
+    fns = decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad))
     tasks = _tasks(tuple(m.n_out for m in ms))  # work items of the real matrices only
-    Kn.mm_decode_many(ws, kinds, f0.qk, f0.nsub, f0.act, f0.min_term, xa.codes, xa.d, xa.s, xsub, ys, tasks)
+    if decode.mm_decode_many(fns, ws, xa.codes, xa.d, xa.s, xsub, ys, tasks) != len(tasks):
+        raise RuntimeError(f"the {f0.qtype.name} decode kernel failed (its error is printed above)")
 
 
 @lru_cache(maxsize=64)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from llvmlite import ir
+from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
@@ -53,6 +55,13 @@ idot16 = _make_idot(16)
 idot32 = _make_idot(32)
 idot_w16_32 = _make_idot(32, 16)  # int16 weight codes (scales folded in) x int8 activations
 idot_w16_256 = _make_idot(256, 16)
+
+@njit(cache=True, nogil=True)
+def dot_q8_0(w, o, x, xo):  # type: ignore[no-untyped-def]
+    """The integer dot of the Q8_0 block at byte o of row w (fp16 d, then 32 int8 codes) with
+    x[xo : xo + 32] (int8)."""
+    return idot32(w.view(np.int8), o + 2, x, xo)
+
 
 TILE = 64  # tokens per tile of `tile_dot64`: four 16-lane int32 accumulators
 

@@ -225,33 +225,3 @@ def unpack_iq4_xs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def
 
 # Type ids of the integer kernels (core/model/kernels/qmm/weight_types.py maps ggml types to them).
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = range(12)
-
-
-@njit(**_JIT)
-def unpack(kind, w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
-    """The nb blocks of row w of type `kind` (one of the ids above): codes (nb * qk,), sc, mn
-    (nb, nsub), ds, dms (nb,) (d and dmin of each block)."""
-    if kind == Q4_0:
-        unpack_q4_0(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q4_1:
-        unpack_q4_1(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q5_0:
-        unpack_q5_0(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q5_1:
-        unpack_q5_1(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q8_0:
-        unpack_q8_0(w, nb, codes, sc, mn, ds, dms)
-    elif kind == IQ4_NL:
-        unpack_iq4_nl(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q2_K:
-        unpack_q2_k(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q3_K:
-        unpack_q3_k(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q4_K:
-        unpack_q4_k(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q5_K:
-        unpack_q5_k(w, nb, codes, sc, mn, ds, dms)
-    elif kind == Q6_K:
-        unpack_q6_k(w, nb, codes, sc, mn, ds, dms)
-    else:
-        unpack_iq4_xs(w, nb, codes, sc, mn, ds, dms)

@@ -1,0 +1,14 @@
+"""llamacli/benchmark.py: the header of `llama bench`."""
+
+from __future__ import annotations
+
+from llamacli.benchmark import memory_line
+
+
+def test_memory_line_says_what_is_mapped_and_what_is_resident() -> None:
+    """GGUF-byte weights are the mapped file, used in place (not "weights 0 MiB"); float32
+    copies, where a numerics mode makes them, come on top; resident is the process's."""
+    line = memory_line(253_113_024, 190_000, 217 * 2**20)  # the norms' vectors are float32 copies
+    assert line == "weights mapped from the file 241 MiB (used in place, not copied), process resident 217 MiB"
+    line = memory_line(253_113_024, 1100 * 2**20, 1400 * 2**20)
+    assert line == "weights mapped from the file 241 MiB + float32 copies 1100 MiB, process resident 1400 MiB"
