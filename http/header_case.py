@@ -10,6 +10,7 @@ requires lower case, so only HTTP/1.x responses are touched.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -25,8 +26,9 @@ def canonical(name: bytes) -> bytes:
     return b"-".join(part[:1].upper() + part[1:] for part in name.split(b"-"))
 
 
-class CanonicalHeaders:
-    """ASGI middleware: capitalised response header names for HTTP/1.x."""
+class Http1Middleware(ABC):
+    """An ASGI middleware that acts on HTTP/1.x exchanges (`http1`) and passes everything else
+    (lifespan, websockets, HTTP/2) to the wrapped app untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -38,7 +40,17 @@ class CanonicalHeaders:
         if scope.get("type") != "http" or str(scope.get("http_version", "1.1")).startswith("2"):
             await self.app(scope, receive, send)
             return
+        await self.http1(scope, receive, send)
 
+    @abstractmethod
+    async def http1(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The middleware's work on one HTTP/1.x exchange."""
+
+
+class CanonicalHeaders(Http1Middleware):
+    """ASGI middleware: capitalised response header names for HTTP/1.x."""
+
+    async def http1(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_canonical(message: Message) -> None:
             if message.get("type") == "http.response.start":
                 message = dict(message)

@@ -19,29 +19,22 @@ response wait for the rest of it, bounded:
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-from llamacli.http.header_case import ASGIApp, Message, Receive, Scope, Send
+from llamacli.http.header_case import ASGIApp, Http1Middleware, Message, Receive, Scope, Send
 
 DRAIN_BYTES = 64 << 20  # request body read and discarded after an early answer, at most
 DRAIN_SECONDS = 10.0  # time the end of an early answer waits for the rest of the body, at most
 
 
-class DrainBody:
+class DrainBody(Http1Middleware):
     """ASGI middleware: an early answer keeps the connection usable, or announces its close."""
 
     def __init__(self, app: ASGIApp, drain_bytes: int = DRAIN_BYTES, drain_seconds: float = DRAIN_SECONDS) -> None:
-        self.app = app
+        super().__init__(app)
         self.drain_bytes = drain_bytes
         self.drain_seconds = drain_seconds
 
-    def __getattr__(self, name: str) -> Any:  # the wrapped app's attributes (Quart's config, ...)
-        return getattr(self.app, name)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or str(scope.get("http_version", "1.1")).startswith("2"):
-            await self.app(scope, receive, send)
-            return
+    async def http1(self, scope: Scope, receive: Receive, send: Send) -> None:
         await _Exchange(scope, self.drain_bytes, self.drain_seconds).run(self.app, receive, send)
 
 
