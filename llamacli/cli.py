@@ -19,8 +19,9 @@ from rich.text import Text
 
 from llamacli import __version__
 from llamacli.core.errors import LlamaError
+from llamacli.help_format import App
 
-app = typer.Typer(
+app = App(
     name="llama",
     help="Chat with, serve and script local GGUF models on a NumPy engine that follows llama.cpp.",
     add_completion=False,
@@ -106,11 +107,12 @@ def main() -> None:
         stdout_closed()
         sys.exit(0)
     except Exception as e:
-        # typer's (vendored click's) usage errors: bad option values, missing arguments
-        show = getattr(e, "show", None)
-        if show is None or not hasattr(e, "exit_code"):
+        # typer's (vendored click's) usage errors: bad option values, unknown options, missing
+        # arguments; one line, as every other error (`llama CMD -h` shows the usage)
+        message = getattr(e, "format_message", None)
+        if message is None or not hasattr(e, "exit_code"):
             raise
-        show()
+        error_line(message())
         sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 

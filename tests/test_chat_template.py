@@ -14,6 +14,7 @@ from llamacli.core.text.chat_templates import (
     BUILTIN_NAMES,
     ChatTemplate,
     ChatTemplateError,
+    check_override,
     default_builtin,
     detect_builtin,
     format_builtin,
@@ -245,6 +246,18 @@ def test_metadata_template_variants_and_overrides() -> None:
     assert ChatTemplate.from_metadata(md, override="<{{ messages[0].content }}>").render(msgs) == "<q>"
     only_tools = {"tokenizer.chat_template.tool_use": "T{{ messages[0].content }}"}
     assert ChatTemplate.from_metadata(only_tools).render(msgs) == "Tq"
+
+
+def test_an_override_is_a_builtin_name_or_jinja_source() -> None:
+    """As llama.cpp: text with {% or {{ is a template, anything else must name a built-in one;
+    a mistyped name was taken as a template that rendered the name itself."""
+    md = {"tokenizer.chat_template": "{{ messages[0].content }}"}
+    for value in ("chatml", "gemma", "{{ messages[0].content }}", "{% for m in messages %}{% endfor %}"):
+        check_override(value)
+        ChatTemplate.from_metadata(md, override=value)
+    for value in ("nosuchtemplate", "ChatML", "plain text"):
+        with pytest.raises(ChatTemplateError, match=f"^unknown chat template '{value}': .* chatml, .*zephyr$"):
+            ChatTemplate.from_metadata(md, override=value)
 
 
 def test_no_jinja_uses_the_detected_builtin() -> None:

@@ -75,6 +75,29 @@ def test_usage_error_exit_1() -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_a_file_that_cannot_be_read_is_one_line_exit_1(tmp_path: Path) -> None:
+    """-f, -sysf, --chat-template-file naming no file: a usage error (was exit 2, the model/load
+    code), found before any model loads (the model does not exist either)."""
+    nope, model = str(tmp_path / "nope.txt"), str(tmp_path / "none.gguf")
+    for args, flag in ((["complete", "-f", nope], "--file"), (["chat", "-f", nope], "--file"),
+                       (["chat", "-sysf", nope, "-p", "x"], "--system-prompt-file"),
+                       (["chat", "--chat-template-file", nope, "-p", "x"], "--chat-template-file"),
+                       (["serve", "--chat-template-file", nope, "--port", "0"], "--chat-template-file")):
+        r = llama(*args, "-m", model, stdin="")
+        assert r.returncode == 1, (args, r.stderr)
+        assert r.stderr == f"error: {flag} {nope}: No such file or directory\n", r.stderr
+
+
+def test_complete_ends_the_prompt_echo_before_an_error(tmp_path: Path) -> None:
+    """The echoed prompt and the error were one line on a terminal (`hierror: ...`)."""
+    from tests.tiny_models import write_tiny_model
+
+    model = str(write_tiny_model("llama", "F32", tmp_path / "tiny.gguf"))
+    r = llama("complete", "-m", model, "-p", "hi", "-n", "2", "--grammar", "root ::= [")
+    assert r.returncode == 1 and r.stdout == "hi\n", (r.stdout, r.stderr)
+    assert r.stderr.startswith("error: failed to parse grammar") and r.stderr.count("\n") == 1, r.stderr
+
+
 def test_prompt_longer_than_context_exit_1(demo_model: str) -> None:
     r = llama("complete", "-m", demo_model, "-p", "word " * 100, "-c", "32", "-n", "1")
     assert r.returncode == 1 and "context" in r.stderr and "Traceback" not in r.stderr

@@ -81,10 +81,61 @@ def test_other_hubs_are_refused_clearly(tmp_path: Path) -> None:
     assert r.returncode == 1 and "--docker-repo" in r.stderr and "Usage" not in r.stdout
 
 
-def test_ctx_size_rejects_negatives() -> None:
-    for name in ("chat", "complete"):
-        r = llama(name, "-c", "-5", "-p", "x")
-        assert r.returncode == 1 and "ctx-size" in r.stderr, name
+def _parse(name: str, *args: str) -> Any:
+    """Parse `llama NAME ARGS` as the command line would be (the body does not run)."""
+    cmd = _command(name)
+    return cmd.make_context(name, list(args))
+
+
+# (args, the commands that take the option, what the error says): one declaration each
+# (llamacli/options/common.py, ...), so the same check on every command
+BAD_VALUES = [
+    (("-c", "-5"), COMMANDS, "'-c' / '--ctx-size': must be at least 0, got -5"),
+    (("-n", "-2"), COMMANDS, "'-n' / '--predict' / '--n-predict': must be at least -1, got -2"),
+    (("-b", "0"), COMMANDS, "'-b' / '--batch-size': must be at least 1, got 0"),
+    (("-np", "0"), ("chat", "serve"), "'-np' / '--parallel': must be -1 or at least 1, got 0"),
+    (("--numerics", "foo"), (*COMMANDS, "bench"), "'--numerics': must be ggml or f32, got 'foo'"),
+    (("--reasoning-budget", "-2"), ("chat", "serve"), "'--reasoning-budget': must be -1 or at least 0, got -2"),
+    (("--chat-template", "nosuchtemplate"), ("chat", "serve"), "'--chat-template': unknown chat template 'nosuchtemplate'"),
+    (("--port", "99999"), ("serve",), "'--port': must be from 0 to 65535, got 99999"),
+    (("--port", "-1"), ("serve",), "'--port': must be from 0 to 65535, got -1"),
+    (("-ub", "0"), ("serve",), "'-ub' / '--ubatch-size': must be at least 1, got 0"),
+    (("--keep", "-2"), ("serve",), "'--keep': must be at least -1, got -2"),
+]
+
+
+@pytest.mark.parametrize("args, names, message", BAD_VALUES)
+def test_option_values_are_checked_alike_while_parsing(args: tuple[str, ...], names: tuple[str, ...], message: str) -> None:
+    for name in names:
+        with pytest.raises(typer.BadParameter) as e:
+            _parse(name, *args)
+        assert e.value.format_message().startswith(f"Invalid value for {message}"), (name, e.value.format_message())
+
+
+def test_good_values_parse() -> None:
+    ctx = _parse("serve", "-c", "0", "-n", "-1", "-np", "-1", "--port", "0", "--numerics", "f32", "--chat-template", "chatml")
+    assert (ctx.params["port"], ctx.params["numerics"], ctx.params["parallel"]) == (0, "f32", -1)
+    ctx = _parse("chat", "-np", "3", "--chat-template", "{{ messages }}", "--reasoning-budget", "0")
+    assert (ctx.params["parallel"], ctx.params["chat_template"]) == (3, "{{ messages }}")
+
+
+@pytest.mark.parametrize("args", [
+    ("complete", "-p", "hi", "-n", "2", "--numerics", "foo"),
+    ("bench", "--numerics", "foo"),
+    ("serve", "--numerics", "foo", "--port", "0"),
+    ("serve", "--port", "99999"),
+    ("serve", "--port", "-1"),
+    ("serve", "-c", "-5", "--port", "0"),
+    ("chat", "--chat-template", "nosuchtemplate", "-p", "x"),
+    ("serve", "--chat-template", "nosuchtemplate", "--port", "0"),
+])
+def test_a_bad_value_is_one_line_and_exit_1_before_anything_runs(args: tuple[str, ...], tmp_path: Path) -> None:
+    """Was a traceback (--numerics), a port taken modulo 65536, or a server that listened first.
+    The model does not exist: a value that got past the parser would end in exit 2."""
+    r = llama(*args, "-m", str(tmp_path / "none.gguf"), stdin="")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("error: Invalid value for ") and r.stderr.count("\n") == 1, r.stderr
+    assert "listening" not in r.stderr and "Traceback" not in r.stderr and r.stdout == ""
 
 
 def test_stray_arguments_are_errors(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from llamacli.core.model.kernels import NUMERICS_MODES
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.model.state.batch import Batch
@@ -25,7 +26,6 @@ from llamacli.core.model.kernels.qmm.matrix import act_key
 from llamacli.core.model.kernels.qmm.tables import gelu_lookup
 from llamacli.core.model.weights.tensors import FusedLinear, Linear, OutputWeight
 
-NUMERICS_MODES = ("ggml", "f32")
 T = TypeVar("T")
 
 class Precision:

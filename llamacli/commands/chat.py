@@ -11,16 +11,16 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
+from llamacli.options import model_load, reasoning
 from llamacli.options.llama_flags import llama_cpp_flags
 from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.common import (
-    LoraOpt, LoraScaledOpt, NumericsOpt, ThreadsOpt, lora_specs, read_text_file, want_color,
+    CTX_SIZE, PARALLEL, BatchSizeOpt, LoraOpt, LoraScaledOpt, NPredictOpt, NumericsOpt, ThreadsOpt, lora_specs,
+    read_text_file, want_color,
 )
+from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, find, typer_option
 from llamacli.options.sampling import sampling_options
 from llamacli.options.speculative import SpecOptions, speculative_options
-
-S = "Sampling"
-P = "Scripting (stdin not a terminal)"
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -32,38 +32,38 @@ P = "Scripting (stdin not a terminal)"
 def chat(
     ctx: typer.Context,
     source: ModelSource,  # -m, -hf, -hff, -hft, --offline (@model_options)
-    ctx_size: int = typer.Option(0, "-c", "--ctx-size", min=0, help="Context size of the conversation (0: the model's training context)."),
-    n_predict: int = typer.Option(-1, "-n", "--n-predict", help="Most tokens per answer (-1: until end of turn or context)."),
-    batch_size: int = typer.Option(512, "-b", "--batch-size", help="Prompt tokens per forward pass."),
+    ctx_size: int = typer_option(CTX_SIZE.but(help="Context size of the conversation (0: the model's training context).")),
+    n_predict: int = NPredictOpt,
+    batch_size: int = BatchSizeOpt,
     system_prompt: Optional[str] = typer.Option(None, "-sys", "--system-prompt", help="System prompt."),
     system_prompt_file: Optional[str] = typer.Option(None, "-sysf", "--system-prompt-file", help="Read the system prompt from a file."),
     prompt: Optional[str] = typer.Option(None, "-p", "--prompt", help="First message (with piped stdin: put before the piped text)."),
     file: Optional[str] = typer.Option(None, "-f", "--file", help="Read the first message from a file."),
-    chat_template: Optional[str] = typer.Option(None, "--chat-template", help="Built-in template name or Jinja source (default: the model's)."),
-    chat_template_file: Optional[str] = typer.Option(None, "--chat-template-file", help="Read the Jinja chat template from a file."),
-    jinja: bool = typer.Option(True, "--jinja/--no-jinja", help="Run Jinja templates (--no-jinja: the built-in format they resemble)."),
+    chat_template: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template")),
+    chat_template_file: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template_file")),
+    jinja: bool = typer_option(find(model_load.OPTIONS, "jinja")),
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
     reverse_prompt: Optional[list[str]] = typer.Option(None, "-r", "--reverse-prompt", help="Stop the answer at this text (repeatable).", rich_help_panel=S),
     color: Optional[bool] = typer.Option(None, "-co", "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
     multiline_input: bool = typer.Option(False, "-mli", "--multiline-input", help="Start in multiline mode: Enter inserts a newline, Alt+Enter sends."),
     single_turn: bool = typer.Option(False, "-st", "--single-turn", help="Answer the first message (-p/-f) and exit."),
-    history_file: Optional[str] = typer.Option(None, "--history-file", help="Input history file (default: $XDG_STATE_HOME/llamacli/chat_history)."),
+    history_file: Optional[str] = typer.Option(None, "--history-file", help="Input history file (default: chat_history in $XDG_STATE_HOME/llamacli)."),
     no_history: bool = typer.Option(False, "--no-history", help="Keep input history in memory only."),
     show_timings: bool = typer.Option(True, "--show-timings/--no-show-timings", help="Stats line after each answer (on stderr in pipe mode)."),
     simple_io: bool = typer.Option(False, "--simple-io", help="Plain line input and plain output (no prompt-toolkit, no rich); stdin lines may be slash commands."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object: content, finish_reason, usage, timings.", rich_help_panel=P),
     as_jsonl: bool = typer.Option(False, "--jsonl", help="One prompt per input line, answered concurrently; one JSON line each, in input order.", rich_help_panel=P),
     batch_lines: bool = typer.Option(False, "--batch-lines", help="One prompt per input line, answered concurrently; one answer per line (\\n escaped).", rich_help_panel=P),
-    parallel: int = typer.Option(0, "-np", "--parallel", help="Most prompts run at once with --jsonl/--batch-lines (0: all lines, at most 8).", rich_help_panel=P),
+    parallel: int = typer_option(PARALLEL.but(help="Most prompts run at once with --jsonl/--batch-lines (-1: all lines, at most 8).", panel=P)),
     grammar: Optional[str] = typer.Option(None, "--grammar", help="GBNF grammar every answer must follow.", rich_help_panel=S),
     grammar_file: Optional[str] = typer.Option(None, "--grammar-file", help="File to read the GBNF grammar from.", rich_help_panel=S),
     json_schema: Optional[str] = typer.Option(None, "-j", "--json-schema", help="JSON schema (or @file.json) every answer must follow.", rich_help_panel=S),
     json_schema_file: Optional[str] = typer.Option(None, "-jf", "--json-schema-file", help="File with a JSON schema every answer must follow.", rich_help_panel=S),
     lora: list[str] = LoraOpt,
     lora_scaled: list[str] = LoraScaledOpt,
-    reasoning_budget: int = typer.Option(-1, "--reasoning-budget", help="Thinking tokens before the end tag is forced (-1: unrestricted, 0: end at once).", rich_help_panel=S),
-    reasoning_budget_message: str = typer.Option("", "--reasoning-budget-message", help="Text written before the forced end-of-thinking tag.", rich_help_panel=S),
+    reasoning_budget: int = typer_option(find(reasoning.OPTIONS, "reasoning_budget")),
+    reasoning_budget_message: str = typer_option(find(reasoning.OPTIONS, "reasoning_budget_message")),
     numerics: str = NumericsOpt,
     threads: int = ThreadsOpt,
 ) -> None:
@@ -85,25 +85,17 @@ def chat(
         raise InvalidRequest("give the first message with -p or -f, not both")
     if system_prompt is not None and system_prompt_file is not None:
         raise InvalidRequest("give the system prompt with -sys or -sysf, not both")
-    if chat_template is not None and chat_template_file is not None:
-        raise InvalidRequest("give --chat-template or --chat-template-file, not both")
     if as_json and as_jsonl:
         raise InvalidRequest("--json and --jsonl cannot be combined (--jsonl already prints JSON, one line per prompt)")
-    if parallel < 0:
-        raise InvalidRequest(f"--parallel must be 0 or more, got {parallel}")
-    if reasoning_budget < -1:
-        raise InvalidRequest(f"--reasoning-budget must be -1 (unrestricted) or a number of tokens, got {reasoning_budget}")
-    first = read_text_file(file) if file is not None else prompt
-    system = read_text_file(system_prompt_file) if system_prompt_file is not None else (system_prompt or "")
-    template_src = read_text_file(chat_template_file) if chat_template_file is not None else chat_template
+    first = read_text_file(file, "--file") if file is not None else prompt
+    system = read_text_file(system_prompt_file, "--system-prompt-file") if system_prompt_file is not None else (system_prompt or "")
+    template_src = model_load.template_source(chat_template, chat_template_file)
     by_lines = as_jsonl or batch_lines
     piped = not sys.stdin.isatty() and not simple_io
     if by_lines and not piped:
         raise InvalidRequest("--jsonl and --batch-lines read one prompt per line from stdin: pipe the prompts in")
     if (as_json or by_lines) and not piped:
         raise InvalidRequest("--json needs piped input (stdin is a terminal)")
-    if n_predict < -1:
-        raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=sampling.ignore_eos,
                             grammar=spec, reasoning_budget=reasoning_budget, reasoning_budget_message=reasoning_budget_message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -10,15 +11,14 @@ from typing import Any, Optional
 import typer
 
 from llamacli.cli import app, err, guarded
-from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling import SamplingParams
 from llamacli.options.llama_flags import llama_cpp_flags
 from llamacli.options.sampling import sampling_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.common import (
-    BatchInvariantOpt, LoraOpt, LoraScaledOpt, NumericsOpt,
-    ThreadsOpt, lora_specs, read_prompt,
+    BatchInvariantOpt, BatchSizeOpt, CtxSizeOpt, LoraOpt, LoraScaledOpt, NPredictOpt, NumericsOpt, ThreadsOpt, lora_specs,
+    read_prompt,
 )
 
 
@@ -37,19 +37,9 @@ def complete(
     file: Optional[str] = typer.Option(
         None, "-f", "--file", help="Read the prompt from a file."
     ),
-    n_predict: int = typer.Option(
-        -1,
-        "-n",
-        "--n-predict",
-        "--predict",
-        help="Tokens to generate (-1: until end of text or context).",
-    ),
-    ctx_size: int = typer.Option(
-        0, "-c", "--ctx-size", min=0, help="Context size (0: the model's training context)."
-    ),
-    batch_size: int = typer.Option(
-        512, "-b", "--batch-size", help="Prompt tokens per forward pass."
-    ),
+    n_predict: int = NPredictOpt,
+    ctx_size: int = CtxSizeOpt,
+    batch_size: int = BatchSizeOpt,
     display_prompt: bool = typer.Option(
         True, "--display-prompt/--no-display-prompt", help="Print the prompt before the continuation (as llama-completion does)."
     ),
@@ -82,8 +72,6 @@ def complete(
 
     from llamacli.options.grammar import grammar_from_cli
 
-    if n_predict < -1:
-        raise InvalidRequest(f"--n-predict must be -1 or more, got {n_predict}")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
     model = source.path()
@@ -105,17 +93,25 @@ def complete(
         rt.loras,
         draft_model=draft,
     )
-    final: Final | None = None
-    if display_prompt and not as_json:
+    echo = display_prompt and not as_json
+    if echo:
         sys.stdout.write(text)
         sys.stdout.flush()
-    if n_predict == 0:  # nothing to generate (llama-completion -n 0 prints only the prompt)
-        final = Final("", [], list(toks), "limit")
-    else:
-        final = _run(engine, Task(toks, params), as_json)
-    assert final is not None
-    if final.error is not None:
-        raise final.error
+    try:
+        if n_predict == 0:  # nothing to generate (llama-completion -n 0 prints only the prompt)
+            final = Final("", [], list(toks), "limit")
+        else:
+            final = _run(engine, Task(toks, params), as_json)
+        if final.error is not None:
+            raise final.error
+    except BrokenPipeError:
+        raise
+    except BaseException:
+        if echo:  # the error line goes on a line of its own, not after the prompt on a terminal
+            with contextlib.suppress(OSError):
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+        raise
     if as_json:
         obj = {
             "prompt_tokens": final.prompt_tokens,

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from llamacli.cli import app, err, guarded
+from llamacli.help_format import Command
 
 if TYPE_CHECKING:
     from llamacli.core.quantize import QuantizeOptions
 
+USAGE = "INPUT [OUTPUT] TYPE [NTHREADS]"  # llama-quantize's: model-f32.gguf [model-quant.gguf] type [nthreads]
+
+
+class _QuantizeCommand(Command):
+    """llama-quantize's usage line: OUTPUT may be left out (TYPE then comes second)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        return [self.options_metavar or "", *USAGE.split()]
+
 
 @app.command(
+    cls=_QuantizeCommand,
     epilog="Types: Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S, Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, "
     "Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, any case, or llama.cpp's "
     "numeric ids (e.g. 15 = Q4_K_M). Tensor types for the --*-type options: f32, f16, bf16, "
@@ -22,10 +33,10 @@ if TYPE_CHECKING:
 @guarded
 def quantize(
     input_path: str = typer.Argument(..., metavar="INPUT", help="GGUF model to quantize (F32/F16/BF16, or quantized with --allow-requantize)."),
-    output_or_type: str = typer.Argument(
-        ..., metavar="OUTPUT", help="Output GGUF path; if this is a type, the output is INPUT's folder/ggml-model-TYPE.gguf."
+    output_or_type: str | None = typer.Argument(
+        None, metavar="OUTPUT", help="Output GGUF path; left out, the output is INPUT's folder/ggml-model-TYPE.gguf."
     ),
-    type_name: str | None = typer.Argument(None, metavar="TYPE", help="Quantization type, e.g. Q4_K_M, Q8_0 (see below)."),
+    type_name: str | None = typer.Argument(None, metavar="TYPE", help="Quantization type, e.g. Q4_K_M, Q8_0 (see below); required."),
     nthreads: str | None = typer.Argument(None, metavar="NTHREADS", help="Threads (default: all CPUs)."),
     allow_requantize: bool = typer.Option(
         False, "--allow-requantize", help="Allow requantizing tensors that are already quantized (quality suffers)."
@@ -52,6 +63,8 @@ def quantize(
         try_parse_file_type,
     )
 
+    if output_or_type is None:
+        raise InvalidRequest(f"missing TYPE (e.g. Q4_K_M); usage: llama quantize {USAGE}")
     ftype = try_parse_file_type(output_or_type)
     if ftype is not None:  # INPUT TYPE [NTHREADS]
         if nthreads is not None:
@@ -59,7 +72,7 @@ def quantize(
         output, threads_arg = None, type_name
     else:  # INPUT OUTPUT TYPE [NTHREADS]
         if type_name is None:
-            raise InvalidRequest("missing TYPE (e.g. Q4_K_M); usage: llama quantize INPUT OUTPUT TYPE [NTHREADS]")
+            raise InvalidRequest(f"missing TYPE (e.g. Q4_K_M); usage: llama quantize {USAGE}")
         ftype = parse_file_type(type_name)
         output, threads_arg = output_or_type, nthreads
     if output is None:

@@ -10,10 +10,10 @@ from typing import Any, Optional
 import typer
 
 from llamacli.core.model.kernels.pooling import POOLING_TYPES
-from llamacli.options.groups import Opt
+from llamacli.options.groups import ENDPOINTS, Opt, in_panel
 from llamacli.options.llama_flags import note
 
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(ENDPOINTS, [
     Opt("alias", Optional[str], None, ("-a", "--alias"), "Model name(s) for the API, comma-separated (default: the model path)."),
     Opt("tags", Optional[str], None, ("--tags",), "Model tags, comma-separated (informational: listed by /v1/models)."),
     Opt("metrics", bool, False, ("--metrics",), "Enable GET /metrics (Prometheus)."),
@@ -36,7 +36,7 @@ OPTIONS: list[Opt] = [
     Opt("ui", bool, True, ("--ui/--no-ui", "--webui/--no-webui"), "Serve the chat page at /."),
     Opt("spm_infill", bool, False, ("--spm-infill",), "Suffix/prefix/middle order for /infill."),
     Opt("prefill_assistant", bool, True, ("--prefill-assistant/--no-prefill-assistant",), "A final assistant message is continued."),
-]
+])
 
 
 @dataclass(frozen=True)

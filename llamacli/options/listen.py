@@ -9,11 +9,11 @@ from typing import Any, Optional
 
 import typer
 
-from llamacli.options.groups import Opt
+from llamacli.options.groups import SERVER, Opt, in_panel, in_range
 
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(SERVER, [
     Opt("host", str, "127.0.0.1", ("--host",), "Address(es) to listen on, comma-separated; a path ending in .sock is a UNIX socket."),
-    Opt("port", int, 8080, ("--port",), "Port to listen on (0: any free port, printed at startup)."),
+    Opt("port", int, 8080, ("--port",), "Port to listen on (0: any free port, printed at startup).", check=in_range(0, 65535)),
     Opt("api_key", list[str], [], ("--api-key",),
         "API key (repeatable, or comma-separated); requests then need `Authorization: Bearer KEY`."),
     Opt("api_key_file", Optional[str], None, ("--api-key-file",), "File of API keys, one per line (# starts a comment)."),
@@ -34,7 +34,7 @@ OPTIONS: list[Opt] = [
     Opt("log_format", str, "text", ("--log-format",), "Request log lines: text or json."),
     Opt("verbose", bool, False, ("-v", "--verbose"),
         "Log /health requests too; responses carry __verbose (the prompt, the settings)."),
-]
+])
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def _build(values: dict[str, Any]) -> ModelSource:
 # Replace fn's `source` parameter with the OPTIONS, where it stands; call fn with a ModelSource.
 # The options keep their plain names (model, hf_repo, ...): the router reads them by name
 # (llamacli/options/router_args.py MODEL_PARAMS).
-model_options = option_group("source", OPTIONS, _build, None, in_place=True, prefixed=False)
+model_options = option_group("source", OPTIONS, _build, in_place=True, prefixed=False)
 
 
 # Two of the options alone, for a command that takes them without the others (`llama pull`).

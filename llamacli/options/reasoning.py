@@ -11,9 +11,9 @@ from typing import Any, Optional
 import typer
 
 from llamacli.core.text.reasoning import REASONING_FORMATS
-from llamacli.options.groups import Opt
+from llamacli.options.groups import TEMPLATE, Opt, at_least, in_panel
 
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(TEMPLATE, [
     Opt("chat_template_kwargs", Optional[str], None, ("--chat-template-kwargs",), "JSON object of extra template variables."),
     Opt("reasoning", str, "auto", ("-rea", "--reasoning"),
         "Reasoning of thinking models: on, off (the prompt ends with an empty thinking block) or auto."),
@@ -26,10 +26,10 @@ OPTIONS: list[Opt] = [
         "Where thoughts go: none (left in message.content), deepseek or auto (message.reasoning_content), "
         "deepseek-legacy (both)."),
     Opt("reasoning_budget", int, -1, ("--reasoning-budget",),
-        "Thinking tokens before the end tag is forced (-1: unrestricted, 0: end at once)."),
+        "Thinking tokens before the end tag is forced (-1: unrestricted, 0: end at once).", check=at_least(0, -1)),
     Opt("reasoning_budget_message", str, "", ("--reasoning-budget-message",),
         "Text written before the forced end-of-thinking tag when the budget runs out."),
-]
+])
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,6 @@ def build(values: dict[str, Any]) -> ReasoningOptions:
         raise typer.BadParameter("--reasoning must be on, off or auto")
     if values["reasoning_format"] not in REASONING_FORMATS:
         raise typer.BadParameter(f"--reasoning-format must be one of: {', '.join(REASONING_FORMATS)}")
-    if values["reasoning_budget"] < -1:
-        raise typer.BadParameter("--reasoning-budget must be -1 (unrestricted) or a number of tokens")
     kwargs = template_kwargs(values["chat_template_kwargs"], values["reasoning"], values["reasoning_effort"],
                              values["reasoning_preserve"])
     return ReasoningOptions(kwargs, values["reasoning_format"], values["reasoning_budget"], values["reasoning_budget_message"])

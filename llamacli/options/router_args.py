@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llamacli.core.errors import LlamaError
-from llamacli.options.groups import Opt
+from llamacli.options.groups import ROUTER, Opt, in_panel
 
 # Typer vendors its own copy of click (typer._click), so options are told apart by duck typing:
 # an option is a parameter whose param_type_name is "option" (opts, secondary_opts, is_flag, multiple).
@@ -37,16 +37,16 @@ TRUE = frozenset({"1", "true", "on", "yes", "enabled"})
 FALSE = frozenset({"0", "false", "off", "no", "disabled"})
 
 
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(ROUTER, [
     Opt("models_dir", Optional[str], None, ("--models-dir",),
-        "Router mode: serve the GGUF models in this folder (one server process per loaded model; see docs/http-api.md)."),
+        "Serve the GGUF models in this folder (one server process per loaded model; see docs/http-api.md)."),
     Opt("models_preset", Optional[str], None, ("--models-preset",),
-        "Router mode: an INI file of models and their settings (llama-server's preset format)."),
+        "An INI file of models and their settings (llama-server's preset format)."),
     Opt("models_max", int, 4, ("--models-max",),
-        "Router mode: most models loaded at once; loading another unloads the least recently used (0: no limit)."),
+        "Most models loaded at once; loading another unloads the least recently used (0: no limit)."),
     Opt("models_autoload", bool, True, ("--models-autoload/--no-models-autoload",),
-        "Router mode: load a model when a request names it (off: 400 until POST /models/load)."),
-]
+        "Load a model when a request names it (off: 400 until POST /models/load)."),
+])
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,10 @@ from typing import Any, Optional
 import typer
 
 from llamacli.core.sampling import DEFAULT_SEED, SamplingParams
-from llamacli.options.groups import Opt, option_group
-
-PANEL = "Sampling"
+from llamacli.options.groups import SAMPLING, Opt, in_panel, option_group
 
 _D = SamplingParams()
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(SAMPLING, [
     Opt("temperature", float, _D.temperature, ("--temp", "--temperature"), "Temperature; 0 = greedy."),
     Opt("top_k", int, _D.top_k, ("--top-k",), "Top-k (0 = off)."),
     Opt("top_p", float, _D.top_p, ("--top-p",), "Top-p (1.0 = off)."),
@@ -47,7 +45,7 @@ OPTIONS: list[Opt] = [
     Opt("logit_bias", list[str], [], ("-l", "--logit-bias"), "TOKEN_ID(+/-)BIAS, e.g. 15043+1 (repeatable)."),
     Opt("ignore_eos", bool, False, ("--ignore-eos",), "Keep generating past end-of-generation tokens."),
     Opt("seed", int, -1, ("-s", "--seed"), "RNG seed (-1: random)."),
-]
+])
 
 
 def parse_logit_bias(items: list[str]) -> list[tuple[int, float]]:
@@ -81,4 +79,4 @@ def build(values: dict[str, Any]) -> SamplingParams:
 
 
 # Replace fn's `sampling` parameter with the OPTIONS; call fn with the built SamplingParams.
-sampling_options = option_group("sampling", OPTIONS, build, PANEL)
+sampling_options = option_group("sampling", OPTIONS, build)

@@ -39,17 +39,26 @@ class ServeOptions:
     router: RouterOptions
 
 
-# The groups' options in the order --help has always listed them.
+# The groups' options in --help's order (each option is shown in its panel: Common, Server, ...).
 HELP_ORDER = (
-    "alias", "tags", "ctx_size", "parallel", "batch_size", "ubatch_size", "n_predict", "keep", "host", "port", "api_key",
-    "api_key_file", "metrics", "props", "slots", "slot_save_path", "chat_template", "chat_template_file",
-    "chat_template_kwargs", "jinja", "embeddings", "pooling", "rerank", "embd_normalize", "context_shift", "cache_prompt",
-    "cache_reuse", "kv_unified", "slot_prompt_similarity", "timeout", "sse_ping_interval", "max_body_size", "max_prompts",
-    "max_embd_inputs", "n_predict_max", "threads_http", "ssl_key_file", "ssl_cert_file", "cors_origins", "cors_methods",
-    "cors_headers", "tools", "tools_runtime", "ui_mcp_proxy", "ui", "spm_infill", "prefill_assistant", "warmup",
-    "log_format", "verbose", "models_dir", "models_preset", "models_max", "models_autoload", "sleep_idle_seconds",
-    "reasoning", "lora", "lora_scaled", "lora_init_without_apply", "reasoning_effort", "reasoning_preserve",
-    "reasoning_format", "reasoning_budget", "reasoning_budget_message", "numerics", "threads",
+    # Common
+    "ctx_size", "n_predict", "batch_size", "ubatch_size", "keep", "threads", "numerics", "lora", "lora_scaled",
+    "lora_init_without_apply",
+    # Server
+    "host", "port", "api_key", "api_key_file", "ssl_key_file", "ssl_cert_file", "timeout", "threads_http", "cors_origins",
+    "cors_methods", "cors_headers", "max_body_size", "max_prompts", "max_embd_inputs", "sse_ping_interval", "log_format",
+    "verbose", "warmup",
+    # Slots
+    "parallel", "kv_unified", "cache_prompt", "cache_reuse", "context_shift", "slot_prompt_similarity", "n_predict_max",
+    "sleep_idle_seconds",
+    # Endpoints
+    "alias", "tags", "metrics", "props", "slots", "slot_save_path", "embeddings", "pooling", "rerank", "embd_normalize", "ui",
+    "ui_mcp_proxy", "tools", "tools_runtime", "spm_infill", "prefill_assistant",
+    # Chat template and reasoning
+    "chat_template", "chat_template_file", "jinja", "chat_template_kwargs", "reasoning", "reasoning_format",
+    "reasoning_effort", "reasoning_preserve", "reasoning_budget", "reasoning_budget_message",
+    # Router mode
+    "models_dir", "models_preset", "models_max", "models_autoload",
 )
 OPTIONS = in_order(HELP_ORDER, listen.OPTIONS, endpoints.OPTIONS, slots.OPTIONS, reasoning.OPTIONS, model_load.OPTIONS,
                    router_args.OPTIONS)
@@ -68,7 +77,7 @@ def build(values: dict[str, Any]) -> ServeOptions:
 
 
 # Replace fn's `opts` parameter with the OPTIONS, where it stands; call fn with a ServeOptions.
-serve_options = option_group("opts", OPTIONS, build, None, in_place=True, prefixed=False)
+serve_options = option_group("opts", OPTIONS, build, in_place=True, prefixed=False)
 
 
 def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: SpecOptions) -> ServerConfig:

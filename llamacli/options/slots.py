@@ -7,20 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from llamacli.options.groups import Opt
+from llamacli.options.common import BATCH_SIZE, CTX_SIZE, N_PREDICT, PARALLEL
+from llamacli.options.groups import COMMON, SLOTS, Opt, at_least, in_panel
 from llamacli.options.llama_flags import note
 
 OPTIONS: list[Opt] = [
-    Opt("ctx_size", int, 0, ("-c", "--ctx-size"), "Context size shared by the slots (0: the model's training context)."),
-    Opt("parallel", int, -1, ("-np", "--parallel"), "Number of slots (-1: auto, 4 with a unified KV cache)."),
-    Opt("batch_size", int, 2048, ("-b", "--batch-size"), "Logical batch size (limits /infill context)."),
-    Opt("ubatch_size", int, 512, ("-ub", "--ubatch-size"), "Most tokens in one forward pass."),
-    Opt("n_predict", int, -1, ("-n", "--predict", "--n-predict"),
-        "Tokens per request when the request gives none or -1 (-1: no limit)."),
-    Opt("keep", int, 0, ("--keep",), "Prompt tokens kept by a context shift (-1: all)."),
+    CTX_SIZE.but(help="Context size shared by the slots (0: the model's training context)."),
+    BATCH_SIZE.but(default=2048, help="Logical batch size (limits /infill context)."),
+    Opt("ubatch_size", int, 512, ("-ub", "--ubatch-size"), "Most tokens in one forward pass.", panel=COMMON, check=at_least(1)),
+    N_PREDICT.but(help="Tokens per request when the request gives none or -1 (-1: no limit)."),
+    Opt("keep", int, 0, ("--keep",), "Prompt tokens kept by a context shift (-1: all).", panel=COMMON, check=at_least(-1)),
+] + in_panel(SLOTS, [
+    PARALLEL.but(help="Number of slots (-1: auto, 4 with a unified KV cache)."),
     Opt("n_predict_max", int, -1, ("--n-predict-max",),
         "Cap on any request's tokens to generate (-1: none; generation always stops when the slot's context is full, "
-        "unless --context-shift)."),
+        "unless --context-shift).", check=at_least(-1)),
     Opt("context_shift", bool, False, ("--context-shift/--no-context-shift",), "Shift the context instead of stopping when it fills."),
     Opt("cache_prompt", bool, True, ("--cache-prompt/--no-cache-prompt",), "Reuse cached prompt prefixes across requests."),
     Opt("cache_reuse", int, 0, ("--cache-reuse",), "Accepted; prefixes are reused, chunks after a difference are not."),
@@ -29,7 +30,7 @@ OPTIONS: list[Opt] = [
     Opt("slot_prompt_similarity", float, 0.10, ("-sps", "--slot-prompt-similarity"), "Prompt overlap needed to prefer a slot's cache."),
     Opt("sleep_idle_seconds", float, -1, ("--sleep-idle-seconds",),
         "Seconds with no task after which the model and its KV cache are released (the next task reloads it; -1: never)."),
-]
+])
 
 
 @dataclass(frozen=True)

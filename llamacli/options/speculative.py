@@ -12,12 +12,11 @@ from typing import Any, Optional
 
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.speculative.config import SUPPORTED_TYPES, DraftParams, SpecConfig, parse_types
-from llamacli.options.groups import Opt, option_group
+from llamacli.options.groups import SPECULATIVE, Opt, in_panel, option_group
 
-PANEL = "Speculative decoding"
 _D = SpecConfig()
 
-OPTIONS: list[Opt] = [
+OPTIONS: list[Opt] = in_panel(SPECULATIVE, [
     Opt("types", Optional[str], None, ("--spec-type",),
         f"Comma-separated drafters: {', '.join(SUPPORTED_TYPES)} (default: none; draft-simple when -md is given)."),
     Opt("model", Optional[str], None, ("-md", "--model-draft", "--spec-draft-model"),
@@ -28,7 +27,7 @@ OPTIONS: list[Opt] = [
         "Stop drafting after a token the draft model gives less than this probability."),
     Opt("size_n", int, _D.ngram_size_n, ("--spec-ngram-simple-size-n",), "ngram-simple: length of the looked-up n-gram."),
     Opt("size_m", int, _D.ngram_size_m, ("--spec-ngram-simple-size-m",), "ngram-simple: most tokens drafted after a match."),
-]
+])
 
 
 @dataclass(frozen=True)
@@ -54,4 +53,4 @@ def build(values: dict[str, Any]) -> SpecOptions:
     return SpecOptions(cfg, model)
 
 
-speculative_options = option_group("speculative", OPTIONS, build, PANEL)
+speculative_options = option_group("speculative", OPTIONS, build)

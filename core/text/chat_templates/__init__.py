@@ -4,7 +4,7 @@ from .builtin import BUILTIN_NAMES, format_builtin
 from .caps import TemplateCaps
 from .detect import default_builtin, detect_builtin
 from .messages import ChatTemplateError
-from .template import ChatTemplate, builtin_names
+from .template import ChatTemplate, builtin_names, check_override
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -12,6 +12,7 @@ __all__ = [
     "ChatTemplateError",
     "TemplateCaps",
     "builtin_names",
+    "check_override",
     "default_builtin",
     "detect_builtin",
     "format_builtin",

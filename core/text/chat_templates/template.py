@@ -1,7 +1,8 @@
 """``ChatTemplate``: pick a model's chat template as llama.cpp does, and render conversations.
 
 Selection (common_chat_templates_init + llama_model_chat_template in llama.cpp):
-``override`` (a built-in name or Jinja source, as ``--chat-template`` takes) wins; else the
+``override`` (a built-in name or Jinja source, as ``--chat-template`` takes; ``check_override``
+refuses anything else) wins; else the
 named variant ``tokenizer.chat_template.<name>`` when asked for; else ``tokenizer.chat_template``
 (with ``tokenizer.chat_template.tool_use`` used for requests that carry tools); else the
 ``tool_use`` variant alone; else a built-in default (see ``detect.default_builtin``).
@@ -34,6 +35,7 @@ from .messages import (
 )
 
 KEY = "tokenizer.chat_template"
+JINJA_MARKERS = ("{%", "{{")  # what makes an override Jinja source rather than a name
 
 # Source patches llama.cpp applies before compiling (common_chat_templates_init): they drop
 # checks that reject valid conversations (gpt-oss channel text, Mistral empty tool-call turns).
@@ -153,6 +155,7 @@ class ChatTemplate:
             )
 
         if override:
+            check_override(override)
             return compiled(override)
         if name is not None and name != "default":
             key = f"{KEY}.{name}"
@@ -237,6 +240,16 @@ class ChatTemplate:
         context.update(copy.deepcopy(dict(extra)))
         context["add_generation_prompt"] = add_generation_prompt
         return context
+
+
+def check_override(value: str) -> None:
+    """A --chat-template value must be a built-in name or Jinja source (it has ``{%`` or ``{{``),
+    as llama.cpp decides: a mistyped name is an error, not a template that prints the name."""
+    if value in BUILTIN_FORMATTERS or any(m in value for m in JINJA_MARKERS):
+        return
+    raise ChatTemplateError(
+        f"unknown chat template {value!r}: give Jinja source (with {{% or {{{{) or a built-in name: {', '.join(BUILTIN_NAMES)}"
+    )
 
 
 def builtin_names() -> tuple[str, ...]:
