@@ -25,7 +25,7 @@ from llamacli.core.tools.sandbox import Sandbox
 Result = dict[str, Any]
 
 
-@dataclass
+@dataclass(eq=False)  # compared (and hashed) by identity: a ToolBox keeps its running calls in a set
 class Call:
     sandbox: Sandbox
     cwd: Path  # inside the sandbox

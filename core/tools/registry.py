@@ -84,6 +84,7 @@ class ToolBox:
         self.log = log or (lambda msg: None)
         self._started = threading.Lock()
         self._mcp_listed = False
+        self._running: set[Call] = set()  # calls in progress, cancelled by close()
 
     @classmethod
     def build(cls, names: list[str], root: str | Path = ".", mcp: McpManager | None = None,
@@ -143,15 +144,21 @@ class ToolBox:
         t0 = time.perf_counter()
         shown = json.dumps(params, ensure_ascii=False)
         shown = shown if len(shown) <= LOG_PARAMS else shown[:LOG_PARAMS] + "..."
+        self._running.add(call)
         try:
             result = tool.invoke(params, call)
         except Exception as e:  # noqa: BLE001 - a tool's bug is the call's error, logged
             result = {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            self._running.discard(call)
         ms = (time.perf_counter() - t0) * 1e3
         outcome = f"error: {result['error']}" if "error" in result else "ok"
         self.log(f"tool {tool.name}({shown}) -> {outcome[:200]} in {ms:.0f} ms")
         return result
 
     def close(self) -> None:
+        """Cancel the calls in progress (their commands are killed) and stop the MCP servers."""
+        for call in list(self._running):
+            call.cancelled.set()
         if self.mcp is not None:
             self.mcp.close()

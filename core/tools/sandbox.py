@@ -54,12 +54,15 @@ class Sandbox:
         except ValueError:
             raise PathRefused(f"{shown}: outside the working directory") from None
         cur = self.root
-        for part in rel.parts:
-            cur = cur / part
-            if cur.is_symlink():
-                raise PathRefused(f"{shown}: symbolic links are refused ({cur.relative_to(self.root)} is one)")
-            if not cur.exists():
-                break  # nothing below a missing part can be a link
+        try:
+            for part in rel.parts:
+                cur = cur / part
+                if cur.is_symlink():
+                    raise PathRefused(f"{shown}: symbolic links are refused ({cur.relative_to(self.root)} is one)")
+                if not cur.exists():
+                    break  # nothing below a missing part can be a link
+        except OSError as e:  # a name too long, a folder we may not read
+            raise PathRefused(f"{shown}: {e.strerror or e}") from None
 
     def directory(self, header: str | None) -> Path:
         """The working directory of one call: the root, or the `x-tool-cwd` header's directory

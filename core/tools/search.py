@@ -119,7 +119,7 @@ class GrepSearch(AgentTool):
             pattern = re.escape(pattern)
         try:
             re.compile(pattern, re.IGNORECASE if params.get("ignore_case") else 0)
-        except re.error as e:
+        except (re.error, OverflowError, ValueError) as e:  # OverflowError: a repeat count too large
             return {"error": f"invalid regex: {e}"}
         except RecursionError:
             return {"error": "invalid regex: nested too deeply"}
