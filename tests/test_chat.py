@@ -262,9 +262,15 @@ def test_load_accepts_openai_message_lists_and_rejects_garbage(tmp_path: Path) -
     bad.write_text("{not json")
     _, out = run(ses, f"/load {bad}")
     assert "error: " in out and "not JSON" in out
+    bad.write_text(json.dumps({"messages": [{"role": "function", "content": "x"}]}))
+    _, out = run(ses, f"/load {bad}")
+    assert "role must be 'user', 'assistant' or 'tool'" in out
     bad.write_text(json.dumps({"messages": [{"role": "tool", "content": "x"}]}))
     _, out = run(ses, f"/load {bad}")
-    assert "role must be 'user' or 'assistant'" in out
+    assert "a tool message needs its 'tool_call_id'" in out
+    bad.write_text(json.dumps({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]}))
+    _, out = run(ses, f"/load {bad}")
+    assert "tool_calls must be OpenAI's" in out
     assert ses.conversation.system == "S"  # a failed /load keeps the conversation
 
 
