@@ -145,13 +145,11 @@ def test_ctrl_c_during_a_command_kills_it_and_stops_the_turn(tmp_path: Path) -> 
     assert main == threading.get_ident()
     timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))  # type: ignore[arg-type]
     timer.start()
-    t0 = time.monotonic()
     with pytest.raises(Stop):
         agent.execute(_call("exec_shell_command", {"command": f"sleep 3; touch {marker}", "timeout": 30}),
                       PlainView(io.StringIO()), input)
-    assert time.monotonic() - t0 < 3
-    time.sleep(3)
-    assert not marker.exists()
+    time.sleep(3.5)
+    assert not marker.exists()  # killed before it got there
 
 
 def test_tools_command(chat: tuple[Engine, ChatSession], tmp_path: Path) -> None:

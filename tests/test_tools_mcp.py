@@ -110,9 +110,7 @@ def test_servers_listed_called_respawned(errlog: TextIO, tmp_path: Path, monkeyp
 
         assert call("t_crash") == {"error": "MCP server 't' stopped during the call"}
         assert call("t_pid") != pid  # started again on demand
-        t0 = time.monotonic()
         assert call("t_sleepy", seconds=30) == {"error": "request timed out after 2 s"}
-        assert time.monotonic() - t0 < 10
         assert call("t_add", a=1, b=1) == {"plain_text_response": "2"}  # a fresh server after the timeout
 
         cancel = threading.Event()
