@@ -3,7 +3,7 @@
 Cross-cutting concerns live here and only here: 503 while the model loads, API-key auth,
 CORS (preflight and response headers), error responses, the request log. Endpoints are in
 routes_admin (health, models, props, slots, metrics), ui (the chat page and /static/), routes_native (/completion,
-/tokenize, /infill, /embedding, ...), routes_oai (/v1/...), routes_responses (/v1/responses) and routes_anthropic (/v1/messages).
+/tokenize, /infill, /embedding, ...), routes_oai (/v1/...), routes_responses (/v1/responses), routes_anthropic (/v1/messages) and routes_tools (/tools).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def create_app(
     state (every endpoint 503) until `app.extensions["llama"].set_ready(engine, model)`.
     `blueprints` replaces the endpoints (router mode: http/router_routes.py)."""
     from llamacli.http import routes_admin, routes_anthropic, routes_native, routes_oai, routes_proxy, ui, ui_assets
-    from llamacli.http import routes_lora, routes_rerank, routes_responses
+    from llamacli.http import routes_lora, routes_rerank, routes_responses, routes_tools
 
     st = state or ServerState(config)
     if engine is not None:
@@ -67,7 +67,7 @@ def create_app(
             m.bp
             for m in (
                 routes_admin, routes_native, routes_oai, routes_responses, routes_anthropic, routes_proxy, routes_rerank,
-                routes_lora, ui, ui_assets,
+                routes_lora, routes_tools, ui, ui_assets,
             )
         ]
     for bp in blueprints:

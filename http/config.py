@@ -30,7 +30,6 @@ class ServerConfig:
     cors_headers: str = "*"
     cors_credentials: bool = True
     ui_mcp_proxy: bool = False  # GET/POST /cors-proxy
-    tools: list[str] = field(default_factory=list)  # --tools (names; "all")
     sampling: SamplingParams = field(default_factory=SamplingParams)
     n_predict: int = -1
     n_keep: int = 0

@@ -111,6 +111,11 @@ OPS: dict[str, Op] = {
     "rerank.rerank": Op("Rerank documents by a query (--rerank)", rm.RERANK,
                         {"anyOf": [_obj("results", results={"type": "array", "items": _obj("index", "relevance_score")}),
                                    {"type": "array", "items": _obj("index", "score")}]}, errors=(400, 501)),
+    "tools.list_tools": Op("The server's tools (--tools, MCP servers; 403 without any)", ok={"type": "array", "items": _obj(
+        "tool", "display_name", "type", "permissions", "definition", tool=_STR, display_name=_STR, type=_STR,
+        permissions=_obj("write", write={"type": "boolean"}), definition={"type": "object"})}, errors=(403,)),
+    "tools.call_tool": Op("Call one of the server's tools (its result; SSE with stream: true)", rm.TOOL_INVOCATION,
+                          {"type": "object"}, stream=True, errors=(400, 403, 404, 501)),
     "lora.get_lora_adapters": Op("The loaded LoRA adapters and their scales",
                                  ok={"type": "array", "items": _obj("id", "path", "scale", id=_INT, path=_STR)}, errors=()),
     "lora.post_lora_adapters": Op("Set the LoRA adapters' global scales", rm.LORA_ADAPTERS,
@@ -120,7 +125,7 @@ LEFT_OUT = ("ui.", "ui_assets.", "proxy.", "static")
 # Every request may also be refused for its size, its key, while the model loads, or by the
 # HTTP layer (an unknown method on a known path).
 COMMON_ERRORS = (401, 405, 413, 503)
-_STATUS_TEXT = {400: "Invalid request", 401: "Invalid API key", 404: "No such route", 405: "Method not allowed",
+_STATUS_TEXT = {400: "Invalid request", 401: "Invalid API key", 403: "The feature is disabled", 404: "No such route or tool", 405: "Method not allowed",
                 409: "The slot is busy", 413: "The body is larger than --max-body-size", 501: "Not supported by this server",
                 503: "The model is loading, or no slot is free"}
 _PARAMS: dict[str, list[dict[str, Any]]] = {
@@ -139,8 +144,11 @@ def openapi_document(app: Any, title: str = "llama serve", version: str = "0.1.0
             continue
         op = OPS.get(rule.endpoint, Op(rule.endpoint))
         path = re.sub(r"<(?:(\w+):)?(\w+)>", r"{\2}", rule.rule)
+        body = None
+        if rule.endpoint == "tools.call_tool" and app.extensions["llama"].tools:
+            body = rm.tool_invocations(app.extensions["llama"].tools.listing())
         for method in sorted(m for m in rule.methods or () if m in ("GET", "POST")):
-            item = _operation(rule, op, method)
+            item = _operation(rule, op, method, body)
             paths.setdefault(path, {})[method.lower()] = item
     return {
         "openapi": "3.1.0",
@@ -151,7 +159,8 @@ def openapi_document(app: Any, title: str = "llama serve", version: str = "0.1.0
     }
 
 
-def _operation(rule: Any, op: Op, method: str) -> dict[str, Any]:
+def _operation(rule: Any, op: Op, method: str, body: Schema | None = None) -> dict[str, Any]:
+    """One operation; `body` replaces the request model's schema (the server's own tools)."""
     alias = rule.rule.strip("/").replace("/", "_").replace("-", "_").replace("<", "").replace(">", "").replace(":", "_")
     item: dict[str, Any] = {"summary": op.summary, "operationId": f"{method.lower()}_{alias or 'root'}"}
     params = [dict(p) for p in _PARAMS.get(rule.endpoint, [])]
@@ -161,7 +170,8 @@ def _operation(rule: Any, op: Op, method: str) -> dict[str, Any]:
     if params:
         item["parameters"] = params
     if method == "POST" and op.body is not None:
-        item["requestBody"] = {"required": True, "content": {"application/json": {"schema": op.body.json_schema()}}}
+        schema = body if body is not None else op.body.json_schema()
+        item["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
     ok: dict[str, Any] = {}
     if op.text:
         ok["text/plain"] = {"schema": {"type": "string"}}

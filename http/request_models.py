@@ -453,3 +453,20 @@ PROPS = RequestModel("SetProps", PROPS_SETTINGS.fields + (
 ), closed=True)
 
 SLOT_FILE = RequestModel("SlotFile", (string("filename", "a file name inside --slot-save-path", required=True),))
+
+TOOL_INVOCATION = RequestModel("ToolInvocation", (
+    string("tool", "the tool's name, as GET /tools lists it", required=True),
+    obj("params", "the tool's arguments (its definition's parameters)"),
+    boolean("stream", "stream the output as SSE (exec_shell_command)"),
+), doc="A call of one of the server's tools (--tools, MCP servers)")
+
+
+def tool_invocations(tools: list[dict[str, Any]]) -> Schema:
+    """TOOL_INVOCATION for the tools a server has (GET /tools rows): one shape per tool, its
+    name and its definition's parameters (what /openapi.json shows, so a client or a fuzzer
+    can build real calls)."""
+    one = TOOL_INVOCATION.json_schema()
+    shapes = [{**one, "properties": {**one["properties"], "tool": {"const": t["tool"]},
+                                     "params": t["definition"]["function"]["parameters"]}}
+              for t in tools]
+    return {"anyOf": shapes, "description": one["description"]} if shapes else one

@@ -142,6 +142,8 @@ def run_server(
         if not stopped and state.engine is not None:
             stopped.append(stop_engine(state.engine, ENGINE_STOP_WAIT))
         state.executor.shutdown(wait=False, cancel_futures=True)
+        if state.tools is not None:
+            state.tools.close()  # MCP servers stopped (running shell commands ended with their calls)
     if errors:
         raise errors[0]
     if stopped and not stopped[0]:
@@ -186,6 +188,8 @@ async def _serve(
 
     def loader() -> None:
         try:
+            if state.tools is not None:  # MCP servers list their tools before the model loads
+                state.tools.start()
             engine, info = load()
         except BaseException as e:  # noqa: BLE001 - reported by run_server
             errors.append(e)

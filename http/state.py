@@ -23,6 +23,7 @@ from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.config import ServerConfig
 
 if TYPE_CHECKING:
+    from llamacli.core.tools import ToolBox
     from llamacli.core.model.state.lora import LoraAdapter
     from llamacli.core.runtime.engine import EngineConfig, Metrics
     from llamacli.core.runtime.slot import Slot
@@ -70,8 +71,9 @@ class ServingEngine(Protocol):
 class ServerState:
     """The engine, the model and the settings behind one app."""
 
-    def __init__(self, config: ServerConfig | None = None) -> None:
+    def __init__(self, config: ServerConfig | None = None, tools: ToolBox | None = None) -> None:
         self.config = config or ServerConfig()
+        self.tools = tools  # --tools / MCP servers: GET/POST /tools (http/routes_tools.py); None: 403
         self.engine: ServingEngine | None = None
         self.model: ModelInfo | None = None
         n = self.config.threads_http if self.config.threads_http > 0 else min(8, (os.cpu_count() or 2) + 2)

@@ -30,9 +30,11 @@ URL_LINE = re.compile(r"listening on (https?://[^\s,]+)")
 
 class LlamaServer:
     def __init__(
-        self, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None, cafile: str | None = None
+        self, *args: str, timeout: float = 120.0, env: dict[str, str] | None = None, cafile: str | None = None,
+        cwd: str | os.PathLike[str] | None = None,
     ) -> None:
         self.args = list(args)
+        self.cwd = Path(cwd) if cwd is not None else ROOT  # the server's working directory (--tools' root)
         self.ssl = ssl.create_default_context(cafile=cafile) if cafile else None  # to trust a test certificate
         self.timeout = timeout
         self.env = env
@@ -44,7 +46,9 @@ class LlamaServer:
     def start(self, wait_ready: bool = True) -> "LlamaServer":
         cmd = [sys.executable, "-m", "llamacli", "serve", "--host", "127.0.0.1", "--port", "0", *self.args]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **(self.env or {}))
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        if self.cwd != ROOT:  # elsewhere, this checkout's llamacli must still be the one imported
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        self.proc = subprocess.Popen(cmd, cwd=self.cwd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + self.timeout
         while not self.url:
             m = URL_LINE.search(self.log())

@@ -262,9 +262,15 @@ def test_load_accepts_openai_message_lists_and_rejects_garbage(tmp_path: Path) -
     bad.write_text("{not json")
     _, out = run(ses, f"/load {bad}")
     assert "error: " in out and "not JSON" in out
+    bad.write_text(json.dumps({"messages": [{"role": "function", "content": "x"}]}))
+    _, out = run(ses, f"/load {bad}")
+    assert "role must be 'user', 'assistant' or 'tool'" in out
     bad.write_text(json.dumps({"messages": [{"role": "tool", "content": "x"}]}))
     _, out = run(ses, f"/load {bad}")
-    assert "role must be 'user' or 'assistant'" in out
+    assert "a tool message needs its 'tool_call_id'" in out
+    bad.write_text(json.dumps({"messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}]}))
+    _, out = run(ses, f"/load {bad}")
+    assert "tool_calls must be OpenAI's" in out
     assert ses.conversation.system == "S"  # a failed /load keeps the conversation
 
 
@@ -279,6 +285,29 @@ def test_conversation_undo_and_drop_answer() -> None:
         Conversation.from_dict({"messages": "nope"})
     with pytest.raises(ConversationFileError):
         Conversation.from_dict({"messages": [{"role": "user", "content": 3}]})
+
+
+def test_conversation_keeps_tool_turns(tmp_path: Path) -> None:
+    """The tool loop's turns: saved and loaded as OpenAI messages, given to the template, and
+    dropped by /retry and /undo with the answer they belong to."""
+    c = Conversation(system="S")
+    call = {"id": "call_1", "type": "function", "function": {"name": "get_info", "arguments": "{}"}}
+    c.add_user("where?")
+    c.add_assistant("", [call])
+    c.add_tool_result("call_1", "get_info", '{"cwd": "/x"}')
+    c.add_assistant("In /x.")
+    assert c.has_tool_turns and c.messages[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    assert c.for_template()[3] == {"role": "tool", "content": '{"cwd": "/x"}', "tool_call_id": "call_1", "name": "get_info"}
+    c.save(tmp_path / "c.json")
+    back, _ = Conversation.load(tmp_path / "c.json")
+    assert back == c
+    openai = [{"role": "user", "content": "q"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+              {"role": "tool", "tool_call_id": "call_1", "content": "r"}]
+    assert Conversation.from_dict(openai).messages[1] == {"role": "assistant", "content": "", "tool_calls": [call]}
+    assert c.drop_answer() and c.messages == [{"role": "user", "content": "where?"}]
+    c.add_assistant("", [call])
+    c.add_tool_result("call_1", "get_info", "r")
+    assert c.undo() == 3 and not c.messages
 
 
 def test_settings_parsing() -> None:

@@ -34,17 +34,24 @@ CHECKS = ("no_server_error,status_code_conformance,content_type_conformance,"
           "response_headers_conformance,response_schema_conformance")
 
 
+# /tools with every built-in tool but exec_shell_command (random shell commands are not a test);
+# its definitions are in /openapi.json, so the fuzzer makes real calls in the server's folder.
+FUZZ_TOOLS = "read_file,file_glob_search,grep_search,write_file,edit_file,get_info"
+
+
 def server_args(tmp_path: Path) -> tuple[str, ...]:
     model = write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf")
     (tmp_path / "slots").mkdir()
+    (tmp_path / "work").mkdir()  # the server's working directory: the tools' root
+    (tmp_path / "work" / "a.txt").write_text("alpha\nbeta\n")
     return ("-m", str(model), "-c", "256", "-np", "2", "--embeddings", "--props", "--metrics",
             "--slot-save-path", str(tmp_path / "slots"), "-n", "4", "--n-predict-max", "4",
-            "--max-prompts", "8", "--max-embd-inputs", "8", "--no-warmup")
+            "--max-prompts", "8", "--max-embd-inputs", "8", "--no-warmup", "--tools", FUZZ_TOOLS)
 
 
 def test_fuzz_every_endpoint_from_the_openapi_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("schemathesis")
-    with LlamaServer(*server_args(tmp_path)) as srv, HealthWatch(srv.url) as watch:
+    with LlamaServer(*server_args(tmp_path), cwd=tmp_path / "work") as srv, HealthWatch(srv.url) as watch:
         watch.label = "the schemathesis run"
         cmd = [sys.executable, "-m", "schemathesis.cli", "run", srv.url + "/openapi.json",
                "--phases", "examples,coverage,fuzzing", "--max-examples", "15", "--seed", "12",
@@ -109,7 +116,7 @@ def test_fuzz_hostile_shapes_on_every_route(tmp_path: Path, capsys: pytest.Captu
     """Each shape in each field of each route that takes it: an answer (never a crash, a
     dropped connection or a 5xx), llama-server's error object without a native backtrace,
     /health answering within a second during every case, the process alive after each."""
-    with LlamaServer(*server_args(tmp_path)) as srv, HealthWatch(srv.url) as watch:
+    with LlamaServer(*server_args(tmp_path), cwd=tmp_path / "work") as srv, HealthWatch(srv.url) as watch:
         status, doc = srv.get("/openapi.json")
         assert status == 200
         todo = list(hostile_cases(doc))

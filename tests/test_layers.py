@@ -30,6 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "core.quantize": {"core.errors", "core.model.kernels", "core.model.weights"},
     "core.speculative": _MODEL | {"core.sampling"},
     "core.runtime": _MODEL | {"core.sampling", "core.speculative"},
+    "core.tools": {"core.errors"},  # the agent's tools: files, shell, MCP; no engine
 }
 # The HTTP adapter may import the whole engine, never the CLI.
 ALLOWED["http"] = set(ALLOWED) | {"core"}

@@ -50,12 +50,38 @@ def test_values_become_config_fields(tmp_path: Path) -> None:
     cfg = server_config(opts, SamplingParams(), NO_SPEC)
     assert cfg.aliases == ["a", "b"] and cfg.api_keys == ["k1", "k2", "k3"] and cfg.max_body_size == 512 * 1024
     assert (cfg.embeddings, cfg.pooling) == (True, "rank")  # --rerank, as llama-server
-    assert cfg.cors_origins == "localhost" and cfg.tools == ["all"]  # --tools narrows the CORS default
+    assert cfg.cors_origins == "localhost" and opts.tools.names[0] == "read_file"  # --tools narrows the CORS default
     assert cfg.n_predict == 7 and cfg.chat_template_kwargs == {"enable_thinking": False}
     eng = engine_config(opts, 8192, NO_SPEC)
     assert (eng.n_ctx, eng.n_parallel, eng.kv_unified) == (1024, 2, False)
     assert opts.load.chat_template == "{{ messages }}" and opts.load.loras == [("x.gguf", 0.0)]
     assert server_config(_opts(tools="all", cors_origins="*"), SamplingParams(), NO_SPEC).cors_origins == "*"
+
+
+def test_tool_options_narrow_cors_and_agent_means_all(tmp_path: Path) -> None:
+    """Built-in tools, MCP servers or --agent each make localhost the CORS default; --agent
+    turns the CORS proxy on; --tools names are checked and --tools-runtime is refused."""
+    from llamacli.core.errors import InvalidRequest
+
+    mcp = '{"mcpServers": {"s": {"command": "x"}}}'
+    for given in ({"tools": "read_file"}, {"mcp_servers_json": mcp}, {"agent": True}):
+        opts = _opts(**given)
+        assert opts.tools_on and server_config(opts, SamplingParams(), NO_SPEC).cors_origins == "localhost", given
+    agent = _opts(agent=True)
+    assert agent.endpoints.ui_mcp_proxy and server_config(agent, SamplingParams(), NO_SPEC).ui_mcp_proxy
+    assert _opts(tools="get_info,read_file").tools.names == ["read_file", "get_info"]  # llama-server's order
+    assert [c.name for c in _opts(mcp_servers_json=mcp).tools.mcp] == ["s"]
+    with pytest.raises(InvalidRequest, match='unknown tool "cat". available tools: read_file'):
+        _opts(tools="read_file,cat")
+    for spec, msg in [("docker:alpine", "running tools in a new docker container is not supported"),
+                      ("podman-container:abc", "running tools in an existing podman container is not supported"),
+                      ("ssh:user@host", "running tools in a remote host over SSH is not supported"),
+                      ("docker:", "docker:<image> requires an image name"),
+                      ("docker-container:-rm", "invalid container id: -rm"),
+                      ("ssh:-oProxyCommand=x", "invalid ssh target"),
+                      ("lxc:x", "unknown --tools-runtime option: lxc:x")]:
+        with pytest.raises(InvalidRequest, match=__import__("re").escape(msg)):
+            _opts(tools="all", tools_runtime=spec)
 
 
 @pytest.mark.parametrize("given, message", [

@@ -172,6 +172,37 @@ def _thoughts(loop: ChatLoop, arg: str) -> None:
     loop.view.info("thoughts shown" + (":\n" + last.strip() if last.strip() else " (dimmed, before each reply)"))
 
 
+def _tools(loop: ChatLoop, arg: str) -> None:
+    """List the tools, or change how the loop uses them (on/off, confirm, choice, show)."""
+    from llamacli.chat.agent import CHOICES, describe_tools
+
+    agent = loop.agent
+    if agent is None:
+        raise InvalidRequest("no tools: start llama chat with --tools NAME,...|all or --mcp-servers-config FILE")
+    words = arg.split()
+    if not words:
+        loop.view.info("\n".join(describe_tools(agent)))
+        return
+    what, value = words[0].lower(), (words[1] if len(words) > 1 else "")
+    if what in ("on", "off") and len(words) == 1:
+        agent.enabled = what == "on"
+        loop.view.info(f"tools {what}")
+    elif what == "confirm" and value.lower() in ("on", "off"):
+        agent.confirm = value.lower() == "on"
+        agent.always.clear()
+        loop.view.info("write tools ask first" if agent.confirm else "write tools run without asking")
+    elif what == "choice" and value:
+        if value not in CHOICES:
+            agent.box.find(value)  # a tool's name, or UnknownTool
+        agent.choice = value
+        loop.view.info(f"the first step of each turn uses tool_choice {value}")
+    elif what == "show" and len(words) == 1:
+        loop.view.show_tools = not loop.view.show_tools
+        loop.view.info("tool results shown" if loop.view.show_tools else "tool results folded: one line per call")
+    else:
+        raise InvalidRequest("usage: /tools [on|off|confirm on|off|choice auto|required|none|TOOL|show]")
+
+
 def _exit(loop: ChatLoop, arg: str) -> str:
     return EXIT
 
@@ -189,6 +220,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("tokens", "", "how many tokens the conversation takes of the context", _tokens),
     Command("multiline", "", "swap Enter and Alt+Enter (send vs newline)", _multiline),
     Command("thoughts", "", "show or fold a reasoning model's thoughts", _thoughts),
+    Command("tools", "[on|off|confirm on|off|choice C|show]", "the tools the model may call (--tools), and how", _tools),
     Command("exit", "", "leave (also /quit, Ctrl-D)", _exit),
 )
 _BY_NAME = {c.name: c for c in COMMANDS}

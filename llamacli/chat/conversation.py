@@ -1,5 +1,7 @@
 """The conversation: an optional system prompt and the user/assistant turns, as OpenAI-style
-messages. Pure data; saved and loaded as JSON."""
+messages, with the tool loop's turns (`llama chat --tools`): an assistant message may carry
+`tool_calls`, and each result is a `tool` message naming its call. Pure data; saved and loaded
+as JSON."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from llamacli.core.errors import InvalidRequest
 
 FORMAT = "llamacli-chat"
 VERSION = 1
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "tool")
 
 
 class ConversationFileError(InvalidRequest):
@@ -22,14 +24,22 @@ class ConversationFileError(InvalidRequest):
 @dataclass
 class Conversation:
     system: str = ""
-    messages: list[dict[str, str]] = field(default_factory=list)  # {"role", "content"}
+    messages: list[dict[str, Any]] = field(default_factory=list)  # {"role", "content"[, "tool_calls" | "tool_call_id", "name"]}
 
     # ---- building ------------------------------------------------------------------------
     def add_user(self, content: str) -> None:
         self.messages.append({"role": "user", "content": content})
 
-    def add_assistant(self, content: str) -> None:
-        self.messages.append({"role": "assistant", "content": content})
+    def add_assistant(self, content: str, tool_calls: list[dict[str, Any]] | None = None) -> None:
+        """An answer; with tool_calls (OpenAI's {id, type, function: {name, arguments}}) the
+        calls it asked for."""
+        msg: dict[str, Any] = {"role": "assistant", "content": content}
+        if tool_calls:
+            msg["tool_calls"] = tool_calls
+        self.messages.append(msg)
+
+    def add_tool_result(self, call_id: str, name: str, content: str) -> None:
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
 
     def clear(self) -> None:
         """Drop every turn; the system prompt stays."""
@@ -48,9 +58,10 @@ class Conversation:
         return n
 
     def drop_answer(self) -> bool:
-        """For /retry: remove the trailing assistant turn so that the last message is a user
-        turn again. False when there is no user turn to answer."""
-        while self.messages and self.messages[-1]["role"] == "assistant":
+        """For /retry: remove the answer after the last user turn (tool calls and results
+        included) so that the last message is a user turn again. False when there is no user
+        turn to answer."""
+        while self.messages and self.messages[-1]["role"] != "user":
             self.messages.pop()
         return bool(self.messages) and self.messages[-1]["role"] == "user"
 
@@ -62,10 +73,14 @@ class Conversation:
     def n_turns(self) -> int:
         return sum(1 for m in self.messages if m["role"] == "user")
 
-    def for_template(self) -> list[dict[str, str]]:
+    @property
+    def has_tool_turns(self) -> bool:
+        return any(m["role"] == "tool" or m.get("tool_calls") for m in self.messages)
+
+    def for_template(self) -> list[dict[str, Any]]:
         """The messages a chat template renders: the system prompt first, when set."""
-        head = [{"role": "system", "content": self.system}] if self.system else []
-        return head + [{"role": m["role"], "content": m["content"]} for m in self.messages]
+        head: list[dict[str, Any]] = [{"role": "system", "content": self.system}] if self.system else []
+        return head + [{k: m[k] for k in _KEYS if k in m} for m in self.messages]
 
     # ---- JSON ----------------------------------------------------------------------------
     def to_dict(self, **extra: Any) -> dict[str, Any]:
@@ -82,8 +97,10 @@ class Conversation:
         system = data.get("system") or ""
         if not isinstance(system, str):
             raise ConversationFileError("'system' must be a string")
-        out: list[dict[str, str]] = []
+        out: list[dict[str, Any]] = []
         for i, m in enumerate(data.get("messages", [])):
+            if isinstance(m, dict) and m.get("content") is None and m.get("tool_calls"):
+                m = {**m, "content": ""}  # OpenAI's null content beside tool calls
             if not isinstance(m, dict) or not isinstance(m.get("content"), str):
                 raise ConversationFileError(f"message {i}: expected {{'role': ..., 'content': '...'}}")
             role = m.get("role")
@@ -91,8 +108,8 @@ class Conversation:
                 system = (system + "\n\n" if system else "") + m["content"]
                 continue
             if role not in ROLES:
-                raise ConversationFileError(f"message {i}: role must be 'user' or 'assistant', got {role!r}")
-            out.append({"role": role, "content": m["content"]})
+                raise ConversationFileError(f"message {i}: role must be 'user', 'assistant' or 'tool', got {role!r}")
+            out.append(_checked(i, role, m))
         return cls(system, out)
 
     def save(self, path: str | Path, **extra: Any) -> None:
@@ -117,3 +134,26 @@ class Conversation:
             raise ConversationFileError(f"{p}: {e}") from None
         extra = {k: v for k, v in data.items() if k not in ("system", "messages")} if isinstance(data, dict) else {}
         return conv, extra
+
+
+_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+def _checked(i: int, role: str, m: dict[str, Any]) -> dict[str, Any]:
+    """One message of a file, with only the keys a conversation keeps (tool calls checked)."""
+    out: dict[str, Any] = {"role": role, "content": m["content"]}
+    if role == "tool":
+        if not isinstance(m.get("tool_call_id"), str):
+            raise ConversationFileError(f"message {i}: a tool message needs its 'tool_call_id'")
+        out["tool_call_id"] = m["tool_call_id"]
+        if isinstance(m.get("name"), str):
+            out["name"] = m["name"]
+    calls = m.get("tool_calls")
+    if role == "assistant" and calls:
+        ok = isinstance(calls, list) and all(
+            isinstance(c, dict) and isinstance(c.get("function"), dict) and isinstance(c["function"].get("name"), str)
+            for c in calls)
+        if not ok:
+            raise ConversationFileError(f"message {i}: tool_calls must be OpenAI's [{{'id', 'function': {{'name', 'arguments'}}}}]")
+        out["tool_calls"] = calls
+    return out

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from rich.text import Text
 
 from llamacli.chat.conversation import Conversation
-from llamacli.chat.render import format_footer
+from llamacli.chat.agent import Agent
+from llamacli.chat.render import format_footer, tool_call_line, tool_outcome_line
 from llamacli.chat.session import ChatSession, Reply
 from llamacli.core.errors import LlamaError
 from llamacli.core.runtime.tasks import Task
@@ -70,10 +72,44 @@ class PipeOutput:
     show_timings: bool = True
 
 
-def answer_once(session: ChatSession, message: str, io: PipeOutput, as_json: bool) -> int:
-    """Answer one message. Ctrl-C cancels the task and re-raises KeyboardInterrupt (exit 130)."""
+class _ToolLines:
+    """The tool loop's view on a pipe: the answer's text through `write`, each call and its
+    outcome as a dim line on stderr. Nobody can answer a confirmation: write tools are declined
+    (unless --no-confirm-tools)."""
+
+    show_tools = False
+
+    def __init__(self, write: Callable[[str], None], err: Any) -> None:
+        self.stream = write
+        self.err = err
+
+    def begin_reply(self) -> None:
+        pass
+
+    def thought(self, text: str) -> None:
+        pass
+
+    def end_reply(self, reply: Reply | None) -> None:
+        pass
+
+    def info(self, text: str) -> None:
+        self.err.print(Text(text, style="dim"), soft_wrap=True)
+
+    def tool_start(self, name: str, arguments: str) -> None:
+        self.info(tool_call_line(name, arguments))
+
+    def tool_end(self, name: str, result: str, ok: bool) -> None:
+        self.info(tool_outcome_line(result, ok))
+
+    def ask(self, question: str) -> str:
+        self.info(f"{question.split('?')[0]}: declined (input is a pipe; --no-confirm-tools lets write tools run)")
+        return "n"
+
+
+def answer_once(session: ChatSession, message: str, io: PipeOutput, as_json: bool, agent: Agent | None = None) -> int:
+    """Answer one message (with `agent`, through the tool loop). Ctrl-C cancels the task and
+    re-raises KeyboardInterrupt (exit 130)."""
     session.conversation.add_user(message)
-    task = session.submit()
     written: list[str] = []
 
     def write(text: str) -> None:
@@ -82,7 +118,11 @@ def answer_once(session: ChatSession, message: str, io: PipeOutput, as_json: boo
             io.out.flush()
             written.append(text)
 
-    reply = session.stream(task, write)
+    if agent is not None:
+        view = _ToolLines(write, io.err)
+        reply = agent.run(session, view, view.ask)
+    else:
+        reply = session.stream(session.submit(), write)
     if as_json:
         io.out.write(json.dumps(reply_object(reply, session.info.path), ensure_ascii=False) + "\n")
     elif written and not written[-1].endswith("\n"):

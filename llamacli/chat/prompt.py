@@ -133,3 +133,15 @@ def _mono() -> Any:
     from prompt_toolkit.output import ColorDepth
 
     return ColorDepth.MONOCHROME
+
+
+def make_asker(*, color: bool = True, input: Any = None, output: Any = None) -> Callable[[str], str]:
+    """An `ask(question)` for the tool loop's confirmations: one line of prompt-toolkit input
+    (no history, no completion); Ctrl-C raises KeyboardInterrupt, Ctrl-D EOFError."""
+    session: PromptSession[str] = PromptSession(style=STYLE, include_default_pygments_style=False,
+                                                color_depth=None if color else _mono(), input=input, output=output)
+
+    def ask(question: str) -> str:
+        return session.prompt(FormattedText([("class:prompt", question)]))
+
+    return ask

@@ -6,11 +6,14 @@ screenful is redrawn, so nothing flickers or scrolls twice), then prints the fin
 as Markdown with highlighted code blocks, followed by the dim one-line footer.
 
 A reasoning model's thoughts stream dimmed; once the reply is done they are folded into one
-dim line (`/thoughts` unfolds them: the views' `show_thoughts` toggle).
+dim line (`/thoughts` unfolds them: the views' `show_thoughts` toggle). Tool calls (`--tools`)
+are folded the same way: one line for the call, one for its outcome; `/tools show` unfolds the
+results (`show_tools`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import IO, Any, Protocol
@@ -49,8 +52,31 @@ def folded_thoughts(text: str) -> str:
     return f"▸ thought for {n} word{'s' if n != 1 else ''} (/thoughts to show)"
 
 
+def _short(text: str, width: int = 100) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def tool_call_line(name: str, arguments: str) -> str:
+    """The line that stands for a call: `▸ read_file {"path": "a.txt"}`."""
+    return f"▸ {name} {_short(arguments)}".rstrip()
+
+
+def tool_outcome_line(result: str, ok: bool) -> str:
+    """The folded outcome of a call: its size, or its error."""
+    if not ok:
+        try:
+            msg = str(json.loads(result).get("error", result))
+        except (ValueError, AttributeError):
+            msg = result
+        return f"  ↳ error: {_short(msg)}"
+    n = len(result.splitlines())
+    return f"  ↳ ok · {n} line{'s' if n != 1 else ''} (/tools show to unfold)"
+
+
 class View(Protocol):
     show_thoughts: bool
+    show_tools: bool
 
     def begin_reply(self) -> None: ...
     def stream(self, text: str) -> None: ...
@@ -58,16 +84,19 @@ class View(Protocol):
     def end_reply(self, reply: Reply | None) -> None: ...
     def info(self, text: str) -> None: ...
     def error(self, text: str) -> None: ...
+    def tool_start(self, name: str, arguments: str) -> None: ...
+    def tool_end(self, name: str, result: str, ok: bool) -> None: ...
 
 
 class PlainView:
     """Plain text to one stream; replies appear as they are generated. Shown thoughts are
     written between `<think>` lines; folded ones become one bracketed line before the answer."""
 
-    def __init__(self, out: IO[str], show_stats: bool = True, show_thoughts: bool = False) -> None:
+    def __init__(self, out: IO[str], show_stats: bool = True, show_thoughts: bool = False, show_tools: bool = False) -> None:
         self.out = out
         self.show_stats = show_stats
         self.show_thoughts = show_thoughts
+        self.show_tools = show_tools
         self._last = ""
         self._thought = ""  # thoughts of this reply not yet closed or folded
         self._thinking = False  # a shown thought block is open
@@ -117,6 +146,15 @@ class PlainView:
     def error(self, text: str) -> None:
         self.out.write(f"error: {text}\n")
         self.out.flush()
+
+    def tool_start(self, name: str, arguments: str) -> None:
+        self.info(f"[{tool_call_line(name, arguments)}]")
+
+    def tool_end(self, name: str, result: str, ok: bool) -> None:
+        if self.show_tools and ok:
+            self.info(result.rstrip("\n"))
+        else:
+            self.info(f"[{tool_outcome_line(result, ok).strip()}]")
 
 
 class _Tail:
@@ -184,11 +222,13 @@ class _NoEcho:
 
 
 class RichView:
-    def __init__(self, console: Console, show_stats: bool = True, markdown: bool = True, show_thoughts: bool = False) -> None:
+    def __init__(self, console: Console, show_stats: bool = True, markdown: bool = True, show_thoughts: bool = False,
+                 show_tools: bool = False) -> None:
         self.console = console
         self.show_stats = show_stats
         self.markdown = markdown
         self.show_thoughts = show_thoughts
+        self.show_tools = show_tools
         self._tail = _Tail()
         self._live: Live | None = None
         self._no_echo = _NoEcho()
@@ -235,3 +275,12 @@ class RichView:
 
     def error(self, text: str) -> None:
         self.console.print(Text.assemble(("error: ", "bold red"), text), soft_wrap=True)
+
+    def tool_start(self, name: str, arguments: str) -> None:
+        self.console.print(Text(tool_call_line(name, arguments), style="dim cyan"), soft_wrap=True)
+
+    def tool_end(self, name: str, result: str, ok: bool) -> None:
+        if self.show_tools and ok:
+            self.console.print(Text(result.rstrip("\n"), style="dim"), soft_wrap=True)
+        else:
+            self.console.print(Text(tool_outcome_line(result, ok), style="dim" if ok else "dim red"), soft_wrap=True)

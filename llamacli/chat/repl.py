@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llamacli.chat import commands
+from llamacli.chat.agent import Agent
 from llamacli.chat.render import View
 from llamacli.chat.session import ChatSession, Reply
 from llamacli.core.errors import LlamaError
@@ -20,12 +21,15 @@ EXIT_HINT = "(Ctrl-C again or Ctrl-D to exit)"
 
 
 class ChatLoop:
-    def __init__(self, session: ChatSession, read: Callable[[], str], view: View, multiline: bool = False) -> None:
+    def __init__(self, session: ChatSession, read: Callable[[], str], view: View, multiline: bool = False,
+                 agent: Agent | None = None, ask: Callable[[str], str] = input) -> None:
         self.session = session
         self.read = read
         self.view = view
         self.multiline = multiline  # read by the prompt-toolkit input's key bindings
         self.last_reply: Reply | None = None
+        self.agent = agent  # --tools: the model's tool calls run (chat/agent.py)
+        self.ask = ask  # a yes/no question before a write tool runs
 
     def run(self, first: str | None = None, single_turn: bool = False) -> int:
         """Run until /exit, Ctrl-D or a second Ctrl-C at an empty prompt; returns the exit code.
@@ -77,16 +81,22 @@ class ChatLoop:
         A prompt that does not fit the context is an error; the user turn just typed is then
         taken back (new_turn) so that the conversation stays answerable.
         """
-        self.view.begin_reply()
+        conv = self.session.conversation
+        n_before = len(conv.messages)
         reply: Reply | None = None
         try:
-            reply = self.session.reply(self.view.stream, self.view.thought)
+            if self.agent is not None and self.agent.enabled:
+                reply = self.agent.run(self.session, self.view, self.ask)
+            else:
+                self.view.begin_reply()
+                try:
+                    reply = self.session.reply(self.view.stream, self.view.thought)
+                finally:
+                    self.view.end_reply(reply)
         except LlamaError:
-            if new_turn and self.session.conversation.awaiting_answer:
-                self.session.conversation.messages.pop()
+            if new_turn and len(conv.messages) == n_before and conv.awaiting_answer:
+                conv.messages.pop()
             raise
-        finally:
-            self.view.end_reply(reply)
         self.last_reply = reply
         return reply
 

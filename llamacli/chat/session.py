@@ -2,6 +2,11 @@
 
 No terminal code here: a reply is streamed through an `on_text` callback, and its outcome comes
 back as a `Reply` with the numbers for the stats footer.
+
+With tools (`llama chat --tools`, the loop in chat/agent.py) a step goes through core's tool
+calling instead (`submit_step`/`stream_step`): the prompt from `prepare_chat` with the tools'
+definitions, its grammar, and the answer read by the tool-call parser into content, thoughts
+and the calls the model asked for (`Reply.tool_calls`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from llamacli.chat.settings import ChatSettings
 from llamacli.core.errors import ContextOverflow, InvalidRequest
 from llamacli.core.model.loaded import ModelInfo
 from llamacli.core.text.reasoning import ReasoningBudgetSpec, ReasoningSplitter, prompt_opens_thinking, thinking_tags
-from llamacli.core.runtime.tasks import Final, Task
+from llamacli.core.runtime.tasks import Final, Task, TaskParams
+from llamacli.core.text.tool_calls import ChatSetup, ToolCall
 
 
 class EngineLike(Protocol):
@@ -81,6 +87,7 @@ class Reply:
     interrupted: bool = False
     stats: TurnStats = field(default_factory=TurnStats)
     reasoning: str = ""  # a reasoning model's thoughts (not kept in the conversation)
+    tool_calls: list[ToolCall] = field(default_factory=list)  # what the model asked to run (tool steps)
 
     @property
     def finish_reason(self) -> str:
@@ -107,7 +114,20 @@ class ChatSession:
     # ---- prompts -------------------------------------------------------------------------
     def render(self, conv: Conversation | None = None, add_generation_prompt: bool = True) -> str:
         conv = conv or self.conversation
+        if conv.has_tool_turns:  # tool calls and results, as the template can show them
+            return self.chat_setup(None, None, conv, add_generation_prompt).prompt
         return self.template.render(conv.for_template(), add_generation_prompt=add_generation_prompt)
+
+    def chat_setup(self, tools: list[dict[str, Any]] | None, tool_choice: Any, conv: Conversation | None = None,
+                   add_generation_prompt: bool = True) -> ChatSetup:
+        """core's tool-calling setup of the conversation: prompt, grammar, parser format."""
+        from llamacli.core.text.tool_calls import prepare_chat
+
+        conv = conv or self.conversation
+        return prepare_chat(self.template, conv.for_template(), tools=tools or None,  # type: ignore[arg-type]
+                            tool_choice=tool_choice if tools else None, grammar=self.settings.grammar,
+                            tokenizer=self.tokenizer, add_generation_prompt=add_generation_prompt,  # type: ignore[arg-type]
+                            reasoning_format="auto")
 
     def tokens(self, conv: Conversation | None = None, add_generation_prompt: bool = True) -> list[int]:
         return self.tokenizer.tokenize(self.render(conv, add_generation_prompt), add_special=True, parse_special=True)
@@ -121,9 +141,6 @@ class ChatSession:
     def submit(self, conv: Conversation | None = None) -> Task:
         """Start generating the answer to `conv` (default: the session's conversation)."""
         prompt = self.render(conv)
-        toks = self.tokenizer.tokenize(prompt, add_special=True, parse_special=True)
-        if len(toks) >= self.n_ctx:
-            raise ConversationTooLong(len(toks), self.n_ctx)
         tags = thinking_tags(getattr(self.template, "source", "") or "")
         splitter = ReasoningSplitter(tags, prompt_opens_thinking(prompt, tags))
         params = self.settings.task_params()
@@ -131,9 +148,25 @@ class ChatSession:
         if st.reasoning_budget >= 0:
             params.reasoning = ReasoningBudgetSpec(tags.start, tags.end, st.reasoning_budget, st.reasoning_budget_message,
                                                    splitter.forced_open)
-        task = self.engine.submit(Task(toks, params))
+        task = self._start(prompt, params)
         self.splitters[task.id] = splitter
         return task
+
+    def submit_step(self, tools: list[dict[str, Any]], tool_choice: Any = "auto") -> tuple[Task, ChatSetup]:
+        """Start one step of the tool loop: the conversation so far with the tools' definitions
+        (tool_choice: OpenAI's auto, none, required, or {"type": "function", ...})."""
+        setup = self.chat_setup(tools, tool_choice)
+        params = self.settings.task_params()
+        params.grammar = setup.grammar
+        params.preserved_tokens = setup.preserved_tokens
+        params.reasoning = setup.budget(self.settings.reasoning_budget, self.settings.reasoning_budget_message)
+        return self._start(setup.prompt, params), setup
+
+    def _start(self, prompt: str, params: TaskParams) -> Task:
+        toks = self.tokenizer.tokenize(prompt, add_special=True, parse_special=True)
+        if len(toks) >= self.n_ctx:
+            raise ConversationTooLong(len(toks), self.n_ctx)
+        return self.engine.submit(Task(toks, params))
 
     # ---- streaming -----------------------------------------------------------------------
     def stream(
@@ -146,11 +179,42 @@ class ChatSession:
         within one step, and the Reply comes back with `interrupted=True` and the text
         generated so far. Further Ctrl-Cs while the engine winds down are ignored.
         """
+        splitter = self.splitters.pop(task.id, ReasoningSplitter())
+        shown = _Shown(splitter, on_text, on_thought)
+        text, final, interrupted = self._read(task, shown.piece)
+        split = splitter.split(text, final=True)
+        if not interrupted:
+            shown.update(text, final=True)
+        return self._reply(final, interrupted, split.content, split.reasoning)
+
+    def stream_step(self, task: Task, setup: ChatSetup, on_text: Callable[[str], None],
+                    on_thought: Callable[[str], None] | None = None) -> Reply:
+        """Read one tool-loop step's results through the tool-call parser: content and
+        thoughts are passed on as they come, the calls come back in `Reply.tool_calls` (a call
+        still being written when the answer was cut is dropped)."""
+        parser = setup.parser()
+
+        def deliver(deltas: list[Any]) -> None:
+            for d in deltas:
+                if d.content:
+                    on_text(d.content)
+                if d.reasoning and on_thought is not None:
+                    on_thought(d.reasoning)
+
+        _text, final, interrupted = self._read(task, lambda piece: deliver(parser.feed(piece)))
+        if not interrupted and final is not None:
+            deliver(parser.finish(cut=final.stop_type != "eos"))
+        msg = parser.message
+        reply = self._reply(final, interrupted, msg.content or "", msg.reasoning_content)
+        reply.tool_calls = [] if interrupted else list(msg.tool_calls)
+        return reply
+
+    def _read(self, task: Task, on_piece: Callable[[str], None]) -> tuple[str, Final | None, bool]:
+        """The task's whole text, its Final and whether Ctrl-C interrupted it; each new piece
+        goes to on_piece until then."""
         parts: list[str] = []
         final: Final | None = None
         interrupted = False
-        splitter = self.splitters.pop(task.id, ReasoningSplitter())
-        shown = _Shown(splitter, on_text, on_thought)
         results = iter(task.results)
         while True:
             try:
@@ -160,7 +224,7 @@ class ChatSession:
                     elif r.content:
                         parts.append(r.content)
                         if not interrupted:
-                            shown.update("".join(parts), final=False)
+                            on_piece(r.content)
                 break
             except KeyboardInterrupt:
                 interrupted = True
@@ -169,12 +233,12 @@ class ChatSession:
         if final is not None and final.error is not None:
             raise final.error
         text = final.content if final is not None and final.content else "".join(parts)
-        split = splitter.split(text, final=True)
-        if not interrupted:
-            shown.update(text, final=True)
+        return text, final, interrupted
+
+    def _reply(self, final: Final | None, interrupted: bool, content: str, reasoning: str) -> Reply:
         stats = TurnStats.from_final(final, self.n_ctx) if final is not None else TurnStats(n_ctx=self.n_ctx)
         cancelled = interrupted or (final is not None and final.stop_type == "cancelled")
-        return Reply(split.content, final, cancelled, stats, split.reasoning)
+        return Reply(content, final, cancelled, stats, reasoning)
 
     def reply(self, on_text: Callable[[str], None], on_thought: Callable[[str], None] | None = None) -> Reply:
         """Answer the conversation's last user turn and append the answer to it.
@@ -201,6 +265,11 @@ class _Shown:
         self.on_thought = on_thought
         self.n_text = 0
         self.n_thought = 0
+        self.text = ""
+
+    def piece(self, piece: str) -> None:
+        self.text += piece
+        self.update(self.text, final=False)
 
     def update(self, text: str, final: bool) -> None:
         s = self.splitter.split(text, final)

@@ -4,7 +4,7 @@ is not a terminal. The logic lives in llamacli/chat/; this module parses options
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -18,9 +18,13 @@ from llamacli.options.common import (
     CTX_SIZE, PARALLEL, BatchSizeOpt, LoraOpt, LoraScaledOpt, NPredictOpt, NumericsOpt, ThreadsOpt, lora_specs,
     read_text_file, want_color,
 )
-from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, find, typer_option
+from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, TOOLS, find, typer_option
 from llamacli.options.sampling import sampling_options
 from llamacli.options.speculative import SpecOptions, speculative_options
+from llamacli.options.tools import ToolOptions, tool_options
+
+if TYPE_CHECKING:
+    from llamacli.chat.agent import Agent
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -28,6 +32,7 @@ from llamacli.options.speculative import SpecOptions, speculative_options
 @llama_cpp_flags("chat")
 @sampling_options
 @speculative_options
+@tool_options
 @model_options
 def chat(
     ctx: typer.Context,
@@ -44,6 +49,7 @@ def chat(
     jinja: bool = typer_option(find(model_load.OPTIONS, "jinja")),
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
+    tools: ToolOptions = None,  # type: ignore[assignment]  # set by @tool_options
     reverse_prompt: Optional[list[str]] = typer.Option(None, "-r", "--reverse-prompt", help="Stop the answer at this text (repeatable).", rich_help_panel=S),
     color: Optional[bool] = typer.Option(None, "-co", "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
     multiline_input: bool = typer.Option(False, "-mli", "--multiline-input", help="Start in multiline mode: Enter inserts a newline, Alt+Enter sends."),
@@ -66,6 +72,8 @@ def chat(
     reasoning_budget_message: str = typer_option(find(reasoning.OPTIONS, "reasoning_budget_message")),
     numerics: str = NumericsOpt,
     threads: int = ThreadsOpt,
+    tool_choice: str = typer.Option("auto", "--tool-choice", help="tool_choice of each turn's first step with --tools: auto, required, none, or a tool's name (a small model then calls it for sure; later steps are auto).", rich_help_panel=TOOLS),
+    confirm_tools: bool = typer.Option(True, "--confirm-tools/--no-confirm-tools", help="Ask before a write tool (exec_shell_command, write_file, edit_file, MCP tools not read-only) runs; piped input cannot answer, so there they are refused unless --no-confirm-tools.", rich_help_panel=TOOLS),
 ) -> None:
     """Chat with a model in the terminal (like llama-cli), or answer piped text.
 
@@ -96,6 +104,9 @@ def chat(
         raise InvalidRequest("--jsonl and --batch-lines read one prompt per line from stdin: pipe the prompts in")
     if (as_json or by_lines) and not piped:
         raise InvalidRequest("--json needs piped input (stdin is a terminal)")
+        raise InvalidRequest("--tools answers one conversation at a time: not with --jsonl or --batch-lines")
+    if tool_choice != "auto" and not tools.enabled:
+        raise InvalidRequest("--tool-choice needs --tools (or --mcp-servers-config/--mcp-servers-json)")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     settings = ChatSettings(sampling=sampling, n_predict=n_predict, stop=list(reverse_prompt or []), ignore_eos=sampling.ignore_eos,
                             grammar=spec, reasoning_budget=reasoning_budget, reasoning_budget_message=reasoning_budget_message)
@@ -135,22 +146,51 @@ def chat(
         rt, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system,
         speculative=speculative.config, draft_model=draft,
     )
+    agent = None
     try:
+        agent = _agent(tools, confirm_tools, tool_choice, interactive and use_color)
         if piped:
             io = pipes.PipeOutput(sys.stdout, err, show_timings)
             if by_lines:
                 code = pipes.answer_lines(session, messages, io, as_json=as_json or as_jsonl)
             else:
-                code = pipes.answer_once(session, messages[0], io, as_json=as_json)
+                code = pipes.answer_once(session, messages[0], io, as_json=as_json, agent=agent)
         else:
-            code = _interactive(session, first, use_color, multiline_input, single_turn, history_file, no_history, show_timings, simple_io)
+            code = _interactive(session, first, use_color, multiline_input, single_turn, history_file, no_history,
+                                show_timings, simple_io, agent)
     finally:
         engine.stop()
+        if agent is not None:
+            agent.box.close()
     if code:
         raise typer.Exit(code)
 
 
-def _interactive(session, first, use_color, multiline, single_turn, history_file, no_history, show_timings, simple_io) -> int:  # type: ignore[no-untyped-def]
+def _agent(tools: ToolOptions, confirm: bool, choice: str, spinner: bool) -> Agent | None:
+    """The tool loop over --tools/--mcp-servers-*, its MCP servers' tools listed (or None)."""
+    import os
+
+    from llamacli.chat.agent import CHOICES, Agent
+    from llamacli.options.tools import open_toolbox
+
+    if not tools.enabled:
+        return None
+    box = open_toolbox(tools, lambda _msg: None, errlog=open(os.devnull, "w"))  # the view shows every call
+    assert box is not None
+    if tools.mcp:
+        if spinner:
+            with err.status("starting MCP servers…", spinner="dots"):
+                box.start()
+        else:
+            box.start()
+    if choice not in CHOICES and choice not in {t.name for t in box.tools}:
+        box.close()
+        raise InvalidRequest(f"--tool-choice {choice}: not auto, required, none or one of the tools "
+                             f"({', '.join(t.name for t in box.tools)})")
+    return Agent(box, confirm=confirm, choice=choice)
+
+
+def _interactive(session, first, use_color, multiline, single_turn, history_file, no_history, show_timings, simple_io, agent) -> int:  # type: ignore[no-untyped-def]
     from llamacli.chat.render import PlainView, RichView
     from llamacli.chat.repl import ChatLoop
 
@@ -162,18 +202,18 @@ def _interactive(session, first, use_color, multiline, single_turn, history_file
             sys.stdout.flush()
             return input()
 
-        loop = ChatLoop(session, read, view, multiline=False)
+        loop = ChatLoop(session, read, view, multiline=False, agent=agent)
     else:
         from rich.console import Console
 
-        from llamacli.chat.prompt import default_history_path, make_reader
+        from llamacli.chat.prompt import default_history_path, make_asker, make_reader
 
         if use_color:
             view = RichView(Console(highlight=False), show_stats=show_timings)  # type: ignore[assignment]
         else:
             view = PlainView(sys.stdout, show_stats=show_timings)
         hist = None if no_history else (history_file or default_history_path())
-        loop = ChatLoop(session, lambda: "", view, multiline=multiline)
+        loop = ChatLoop(session, lambda: "", view, multiline=multiline, agent=agent, ask=make_asker(color=use_color))
         loop.read = make_reader(lambda: loop.multiline, hist, color=use_color)
     info = session.info
     if not single_turn:
@@ -181,5 +221,8 @@ def _interactive(session, first, use_color, multiline, single_turn, history_file
             f"llama chat · {info.name or info.file_name} ({info.architecture}) · context {session.n_ctx} · "
             f"template {session.template.name}\n/help for commands · Alt+Enter inserts a newline · Ctrl-C stops a reply · Ctrl-D exits"
         )
+        if agent is not None:
+            view.info(f"tools: {', '.join(t.name for t in agent.box.tools) or 'none'} (working directory "
+                      f"{agent.box.sandbox.root}) · /tools lists them")
     return loop.run(first, single_turn=single_turn)
 

@@ -14,11 +14,12 @@ import typer
 
 from llamacli.cli import app, guarded
 from llamacli.core.sampling import SamplingParams
-from llamacli.options.llama_flags import llama_cpp_flags
+from llamacli.options.llama_flags import llama_cpp_flags, note
 from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
 from llamacli.options.speculative import SpecOptions, speculative_options
+from llamacli.options.tools import open_toolbox
 
 if TYPE_CHECKING:
     from llamacli.core.model.loaded import ModelInfo
@@ -57,14 +58,20 @@ def serve(
     if router.enabled:
         from llamacli.router_models import serve_router
 
+        if opts.tools_on:
+            note("--tools/--agent/--mcp-servers-*: router mode serves no tools (its models' servers have no web page); ignored")
         serve_router(ctx, config, listen, router.models_dir, router.models_preset, router.models_max, router.models_autoload, log)
         return
 
     def load() -> tuple[ServingEngine, ModelInfo]:
         return _load(model, opts, speculative, log)
 
+    tools = open_toolbox(opts.tools, log, all_builtin=opts.endpoints.agent)
+    if tools is not None:
+        log(f"tools on: {', '.join(t.name for t in tools.tools) or 'MCP servers only'} (working directory {tools.sandbox.root}); "
+            "do not expose this server to untrusted clients")
     watch_router()
-    run_server(ServerState(config), listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
+    run_server(ServerState(config, tools), listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
 
 
 def _logger(log_format: str) -> Callable[[str], None]:

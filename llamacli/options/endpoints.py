@@ -10,10 +10,14 @@ from typing import Any, Optional
 import typer
 
 from llamacli.core.model.kernels.pooling import POOLING_TYPES
-from llamacli.options.groups import ENDPOINTS, Opt, in_panel
-from llamacli.options.llama_flags import note
+from llamacli.options.groups import ENDPOINTS, TOOLS, Opt, in_panel
 
-OPTIONS: list[Opt] = in_panel(ENDPOINTS, [
+# -ag is shown with the tools it turns on
+AGENT = Opt("agent", bool, False, ("-ag/-no-ag", "--agent/--no-agent"),
+            "Agent mode: every built-in tool (--tools all) and the /cors-proxy of --ui-mcp-proxy. Do not enable in "
+            "untrusted environments; limits --cors-origins to localhost by default.", panel=TOOLS)
+
+OPTIONS: list[Opt] = [*in_panel(ENDPOINTS, [
     Opt("alias", Optional[str], None, ("-a", "--alias"), "Model name(s) for the API, comma-separated (default: the model path)."),
     Opt("tags", Optional[str], None, ("--tags",), "Model tags, comma-separated (informational: listed by /v1/models)."),
     Opt("metrics", bool, False, ("--metrics",), "Enable GET /metrics (Prometheus)."),
@@ -27,16 +31,12 @@ OPTIONS: list[Opt] = in_panel(ENDPOINTS, [
         "Enable the reranking endpoints (/rerank, /v1/rerank): embeddings with rank pooling."),
     Opt("embd_normalize", int, 2, ("--embd-normalize",),
         "Embedding normalization for /embedding (-1 none, 0 max-abs, 1 taxicab, 2 Euclidean, >2 p-norm)."),
-    Opt("tools", Optional[str], None, ("--tools",),
-        "llama-server's built-in web-UI tools (names or all): not provided here; only limits --cors-origins to localhost "
-        "by default, as llama-server does."),
-    Opt("tools_runtime", Optional[str], None, ("--tools-runtime",), "Runtime for --tools (accepted; there are no built-in tools to run)."),
     Opt("ui_mcp_proxy", bool, False, ("--ui-mcp-proxy/--no-ui-mcp-proxy", "--webui-mcp-proxy/--no-webui-mcp-proxy"),
         "Enable GET/POST /cors-proxy?url=... for the web UI's MCP client (forwards only x-llama-server-proxy-header-* headers)."),
     Opt("ui", bool, True, ("--ui/--no-ui", "--webui/--no-webui"), "Serve the chat page at /."),
     Opt("spm_infill", bool, False, ("--spm-infill",), "Suffix/prefix/middle order for /infill."),
     Opt("prefill_assistant", bool, True, ("--prefill-assistant/--no-prefill-assistant",), "A final assistant message is continued."),
-])
+]), AGENT]
 
 
 @dataclass(frozen=True)
@@ -50,29 +50,25 @@ class EndpointOptions:
     embeddings: bool  # on with --rerank too
     pooling: str | None  # None: the model's; rank with --rerank
     embd_normalize: int
-    tools: list[str]  # --tools names (no tools are provided: they only narrow the CORS default)
-    ui_mcp_proxy: bool
+    agent: bool  # -ag: every built-in tool and the CORS proxy
+    ui_mcp_proxy: bool  # on with --agent too
     ui: bool
     spm_infill: bool
     prefill_assistant: bool
 
 
 def build(values: dict[str, Any]) -> EndpointOptions:
-    """EndpointOptions from the options' values; validated, with a note for the --tools flags."""
+    """EndpointOptions from the options' values; validated."""
     embeddings, pooling = values["embeddings"], values["pooling"]
     if pooling is not None and pooling not in POOLING_TYPES:
         raise typer.BadParameter("--pooling must be none, mean, cls, last or rank")
     if values["rerank"]:  # as llama-server: embeddings on, rank pooling
         embeddings, pooling = True, "rank"
-    tools = _names(values["tools"])
-    if tools:
-        note("--tools: llama-server's built-in tools are not provided; the flag limits --cors-origins to localhost by default")
-    if values["tools_runtime"]:
-        note("--tools-runtime has no effect here (no built-in tools); ignored")
     return EndpointOptions(
         aliases=_names(values["alias"]), tags=_names(values["tags"]), metrics=values["metrics"], props=values["props"],
         slots=values["slots"], slot_save_path=values["slot_save_path"], embeddings=embeddings, pooling=pooling,
-        embd_normalize=values["embd_normalize"], tools=tools, ui_mcp_proxy=values["ui_mcp_proxy"], ui=values["ui"],
+        embd_normalize=values["embd_normalize"], agent=values["agent"],
+        ui_mcp_proxy=values["ui_mcp_proxy"] or values["agent"], ui=values["ui"],
         spm_infill=values["spm_infill"], prefill_assistant=values["prefill_assistant"],
     )
 

@@ -112,8 +112,6 @@ FLAGS: list[Flag] = [
     F(("--reasoning-effort",), True, "the template's default effort is used (`llama serve` takes the flag)"),
     F(("--reasoning-preserve",), False, "earlier turns' reasoning is not kept (`llama serve` takes the flag)"),
     F(("--no-reasoning-preserve",), False, "earlier turns' reasoning is not kept (`llama serve` takes the flag)"),
-    F(("-ag", "--agent"), False, "no agent mode"),
-    F(("-no-ag", "--no-agent"), False, "no agent mode"),
     F(("-cl", "--cache-list"), False, "`llama list` lists the cached models"),
     F(("-bf", "--binary-file"), True, "no binary task files"),
     F(("-sp", "--special"), False, "special tokens are always printed as text"),
@@ -129,6 +127,8 @@ FLAGS: list[Flag] = [
     F(("--sleep-idle-seconds",), True, "the model stays loaded"),
     # implemented by some commands, accepted (with a note) by the others
     F(("-md", "--spec-draft-model", "--model-draft"), True, None),
+    F(("-ag", "--agent"), False, None),
+    F(("-no-ag", "--no-agent"), False, None),
     F(("-np", "--parallel"), True, None),
     F(("-sys", "--system-prompt"), True, None),
     F(("-sysf", "--system-prompt-file"), True, None),

@@ -27,7 +27,8 @@ Option = Any
 # `llama serve` parameters the router keeps for itself: children never get them
 ROUTER_PARAMS = frozenset({
     "host", "port", "api_key", "api_key_file", "ssl_key_file", "ssl_cert_file", "cors_origins", "cors_methods",
-    "cors_headers", "ui", "ui_mcp_proxy", "tools", "tools_runtime", "models_dir", "models_preset", "models_max",
+    "cors_headers", "ui", "ui_mcp_proxy", "tools", "tools_runtime", "agent", "mcp_servers_config", "mcp_servers_json",
+    "models_dir", "models_preset", "models_max",
     "models_autoload",
 })
 # parameters that say which model a child serves (set per model, never inherited)

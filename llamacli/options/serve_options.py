@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.sampling import SamplingParams
-from llamacli.options import endpoints, listen, model_load, reasoning, router_args, slots
+from llamacli.options import endpoints, listen, model_load, reasoning, router_args, slots, tools
 from llamacli.options.endpoints import EndpointOptions
 from llamacli.options.groups import in_order, option_group, values_of
 from llamacli.options.listen import ListenOptions
@@ -23,6 +23,7 @@ from llamacli.options.reasoning import ReasoningOptions
 from llamacli.options.router_args import RouterOptions
 from llamacli.options.slots import SlotOptions
 from llamacli.options.speculative import SpecOptions
+from llamacli.options.tools import ToolOptions
 
 if TYPE_CHECKING:
     from llamacli.http.config import ServerConfig
@@ -37,6 +38,12 @@ class ServeOptions:
     reasoning: ReasoningOptions
     load: LoadOptions
     router: RouterOptions
+    tools: ToolOptions
+
+    @property
+    def tools_on(self) -> bool:
+        """Whether any tool is served (built-in, MCP, or all with --agent)."""
+        return self.tools.enabled or self.endpoints.agent
 
 
 # The groups' options in --help's order (each option is shown in its panel: Common, Server, ...).
@@ -53,7 +60,9 @@ HELP_ORDER = (
     "sleep_idle_seconds",
     # Endpoints
     "alias", "tags", "metrics", "props", "slots", "slot_save_path", "embeddings", "pooling", "rerank", "embd_normalize", "ui",
-    "ui_mcp_proxy", "tools", "tools_runtime", "spm_infill", "prefill_assistant",
+    "ui_mcp_proxy", "spm_infill", "prefill_assistant",
+    # Tools
+    "tools", "tools_runtime", "agent", "mcp_servers_config", "mcp_servers_json",
     # Chat template and reasoning
     "chat_template", "chat_template_file", "jinja", "chat_template_kwargs", "reasoning", "reasoning_format",
     "reasoning_effort", "reasoning_preserve", "reasoning_budget", "reasoning_budget_message",
@@ -61,7 +70,7 @@ HELP_ORDER = (
     "models_dir", "models_preset", "models_max", "models_autoload",
 )
 OPTIONS = in_order(HELP_ORDER, listen.OPTIONS, endpoints.OPTIONS, slots.OPTIONS, reasoning.OPTIONS, model_load.OPTIONS,
-                   router_args.OPTIONS)
+                   router_args.OPTIONS, tools.OPTIONS)
 
 
 def build(values: dict[str, Any]) -> ServeOptions:
@@ -73,6 +82,7 @@ def build(values: dict[str, Any]) -> ServeOptions:
         reasoning=reasoning.build(values_of(values, reasoning.OPTIONS)),
         load=model_load.build(values_of(values, model_load.OPTIONS)),
         router=router_args.build(values_of(values, router_args.OPTIONS)),
+        tools=tools.build(values_of(values, tools.OPTIONS)),
     )
 
 
@@ -87,12 +97,12 @@ def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: Spe
     net, api, slot, thinking = opts.listen, opts.endpoints, opts.slots, opts.reasoning
     cors_origins = net.cors_origins
     if cors_origins is None:
-        cors_origins = "localhost" if api.tools else "*"
+        cors_origins = "localhost" if opts.tools_on else "*"
     return ServerConfig(
         aliases=api.aliases, tags=api.tags, api_keys=net.api_keys, metrics=api.metrics, slots=api.slots, props=api.props,
         slot_save_path=api.slot_save_path, embeddings=api.embeddings, pooling=api.pooling, embd_normalize=api.embd_normalize,
         ui=api.ui, cors_origins=cors_origins, cors_methods=net.cors_methods, cors_headers=net.cors_headers,
-        ui_mcp_proxy=api.ui_mcp_proxy, tools=api.tools, sampling=sampling, n_predict=slot.n_predict, n_keep=slot.keep,
+        ui_mcp_proxy=api.ui_mcp_proxy, sampling=sampling, n_predict=slot.n_predict, n_keep=slot.keep,
         cache_prompt=slot.cache_prompt, spm_infill=api.spm_infill, prefill_assistant=api.prefill_assistant,
         chat_template_kwargs=thinking.template_kwargs, reasoning_format=thinking.reasoning_format,
         reasoning_budget=thinking.reasoning_budget, reasoning_budget_message=thinking.reasoning_budget_message,
