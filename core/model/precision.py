@@ -233,7 +233,7 @@ class GGMLPrecision(Precision):
 
     def router_probs(self, logits: np.ndarray) -> np.ndarray:
         """ggml_soft_max: ggml's exp and float64 sum, then one float32 scale (qmm/router.py)."""
-        return softmax_rows(np.ascontiguousarray(logits, dtype=np.float32))  # type: ignore[no-any-return]
+        return softmax_rows(np.ascontiguousarray(logits, dtype=np.float32))
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         assert ow.q is not None
