@@ -491,7 +491,7 @@ def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | Non
             qt = retype[1]
             bs, ts = gguf.GGML_QUANT_SIZES[qt]
             ne = [int(x) for x in t.shape]  # ggml order: ne[0] is the row length
-            raw = np.zeros((int(np.prod(ne[1:])), ne[0] // bs * ts), dtype=np.uint8)
+            raw = np.zeros(tuple(reversed(ne[1:])) + (ne[0] // bs * ts,), dtype=np.uint8)
             w.add_tensor(t.name, raw, raw_dtype=qt)
             continue
         w.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)
