@@ -2,7 +2,8 @@
 
 Architectures: llama, qwen2, qwen3, gemma3; variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
-llama3-style `rope_freqs.weight` frequency factors.
+llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
+with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
