@@ -69,6 +69,28 @@ def test_bad_hyperparameters_are_one_line_exit_2(tmp_path: Path) -> None:
             assert len(errors) == 1 and str(bad) in errors[0] and repr(key) in errors[0], r.stderr
 
 
+def test_unsupported_architecture_or_type_is_one_line_exit_2(tmp_path: Path) -> None:
+    """An architecture we do not run, or a weight type we cannot multiply (here in a 3-D expert
+    tensor), is one line naming it, exit 2, in `complete` and `serve` (the server never starts)."""
+    import gguf
+
+    from tests.tiny_models import rewrite_gguf, write_tiny_model
+
+    src = write_tiny_model("qwen3moe", "F32", tmp_path / "moe.gguf")
+    cases = {
+        "'gpt-oss'": rewrite_gguf(src, tmp_path / "arch.gguf", arch="gpt-oss"),
+        "IQ2_XXS": rewrite_gguf(src, tmp_path / "type.gguf",
+                                retype=("blk.1.ffn_down_exps.weight", gguf.GGMLQuantizationType.IQ2_XXS)),
+    }
+    for what, bad in cases.items():
+        for cmd in (["complete", "-p", "hi", "-n", "1"], ["serve", "--port", "0", "--no-warmup"]):
+            r = llama(*cmd, "-m", str(bad))
+            errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+            assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+            assert len(errors) == 1 and str(bad) in errors[0] and what in errors[0], r.stderr
+    assert "blk.1.ffn_down_exps.weight" in r.stderr
+
+
 def test_usage_error_exit_1() -> None:
     r = llama("complete", "--n-predict", "many")
     assert r.returncode == 1

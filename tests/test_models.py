@@ -199,3 +199,17 @@ def test_batch_invariant_mode_is_bit_exact_across_batches(model_dir: Path, arch:
         model.forward(Batch.single(s), c)
         one = model.forward(Batch.single([nxt[i]], start_pos=len(s)), c, return_hidden=True)[0]
         assert np.array_equal(step[i], one)
+
+
+def test_docs_list_every_supported_architecture() -> None:
+    """docs/models.md's table and README's architectures line name exactly the registry's keys."""
+    import re
+
+    from llamacli.core.model.families import ARCHITECTURES
+
+    root = Path(__file__).resolve().parent.parent
+    table = (root / "docs" / "models.md").read_text().split("## Supported architectures", 1)[1]
+    assert set(re.findall(r"^\| `([\w-]+)` \|", table, re.M)) == set(ARCHITECTURES)
+    readme = (root / "README.md").read_text()
+    line = readme[readme.index("Architectures:") : readme.index("Weight types:")]
+    assert set(re.findall(r"`([\w-]+)`", line)) == set(ARCHITECTURES)

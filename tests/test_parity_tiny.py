@@ -19,7 +19,7 @@ from llamacli.core.model.load import load_model
 from tests.tiny_models import ALL_MODELS, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
-TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
+TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F32_TIE": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
 
 
 @pytest.mark.parametrize("arch,variant", ALL_MODELS)
@@ -57,7 +57,9 @@ def test_logits_and_greedy_match_llama_cpp(tmp_path: Path, arch: str, variant: s
 
 @pytest.mark.parametrize("arch,variant", [m for m in ALL_MODELS if m[1] in ("F32", "F16")])
 def test_f32_numerics_close_on_float_weights(tmp_path: Path, arch: str, variant: str) -> None:
-    """Plain float32 maths is close too where the weights are float (no activation rounding)."""
+    """Plain float32 maths is close too where the weights are float (no activation rounding).
+    Not F32_TIE: BLAS may give two equal router rows different last bits, so f32 numerics break
+    an exact router tie by those bits, not by ggml's sort order (docs/numerics.md)."""
     z = np.load(FIXTURES / f"{arch}-{variant}.npz")
     model, _, _ = load_model(write_tiny_model(arch, variant, tmp_path / "m.gguf"), numerics="f32")
     logits = model.forward(Batch.single(z["tokens"].tolist(), all_logits=True), model.new_cache(1, int(z["n_ctx"])))

@@ -2,7 +2,8 @@
 
 Architectures: llama, qwen2, qwen3, gemma3; variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
-llama3-style `rope_freqs.weight` frequency factors.
+llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
+with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -42,9 +43,14 @@ from gguf import TokenType
 ARCHES = ("llama", "qwen2", "qwen3", "gemma3")
 VARIANTS = ("F32", "F16", "Q8_0", "Q4_K")
 EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
-ALL_MODELS: list[tuple[str, str]] = [(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS)
+# Mixture of experts: 8 experts, top 2; F32_TIE: 32 experts, top 4, four pairs of experts with
+# the same router row (so equal router probabilities for every token: ties at the top-k edge)
+MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"))
+ALL_MODELS: list[tuple[str, str]] = [(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
+TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
-_WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32}
+_WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
+                "F32_TIE": QT.F32}
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,10 @@ class TinyConfig:
     qkv_bias: bool = False             # qwen2
     qk_norm: bool = False              # qwen3, gemma3
     rope_freqs: bool = False           # llama3-style frequency factors
+    n_expert: int = 0                  # qwen3moe: experts, used per token, rows per expert
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    tied_experts: tuple = ()           # pairs of experts given the same router row
     spm: bool = True                   # SPM vocab (else GPT-2 BPE)
     seed: int = 0
     extra: dict = field(default_factory=dict)
@@ -71,9 +81,16 @@ class TinyConfig:
 
 def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
+    if arch == "qwen3moe":
+        if (arch, variant) not in MOE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        tie = variant == "F32_TIE"
+        return TinyConfig(arch, n_layer=2, rope_base=1000000.0, rms_eps=1e-6, qk_norm=True, spm=False,
+                          n_expert=32 if tie else 8, n_expert_used=4 if tie else 2, n_ff_exp=256,
+                          tied_experts=TIED_EXPERTS if tie else (), seed=900 + list(_WEIGHT_TYPE).index(variant))
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
-    if variant not in _WEIGHT_TYPE or (variant == "F32_ROPE_FREQS" and arch != "llama"):
+    if variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama"):
         raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
     seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
     if arch == "llama":
@@ -266,6 +283,22 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
         raise ValueError(qtype)
 
 
+def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expert: int, n_out: int, n_in: int,
+                 std: float, qtype: QT) -> None:
+    """A 3-D expert tensor, GGUF ne = [n_in, n_out, n_expert] (numpy (n_expert, n_out, n_in))."""
+    if qtype == QT.Q4_K:
+        raw = _random_q4_k(rng, n_expert * n_out, n_in, std)
+        w.add_tensor(name, raw.reshape(n_expert, n_out, -1), raw_dtype=QT.Q4_K)
+        return
+    x = (rng.standard_normal((n_expert, n_out, n_in)) * std).astype(np.float32)
+    if qtype == QT.F32:
+        w.add_tensor(name, x)
+    elif qtype == QT.Q8_0:
+        w.add_tensor(name, gguf.quants.quantize(x, QT.Q8_0), raw_dtype=QT.Q8_0)
+    else:  # pragma: no cover
+        raise ValueError(qtype)
+
+
 def _add_norm(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n: int, scale: float = 1.0) -> None:
     w.add_tensor(name, (scale * (1.0 + 0.1 * rng.standard_normal(n))).astype(np.float32))
 
@@ -293,9 +326,13 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         w.add_rope_dimension_count(cfg.head_dim)
     if cfg.sliding_window:
         w.add_sliding_window(cfg.sliding_window)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
-             "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32}[variant]
+             "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
@@ -362,9 +399,20 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if arch == "gemma3":
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
         _add_norm(w, p + "ffn_norm.weight", rng, E)
-        _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
+        if cfg.n_expert:
+            # the router stays F32 (llama-quantize keeps ffn_gate_inp unquantized)
+            router = (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32)
+            for a, b in cfg.tied_experts:
+                router[b] = router[a]
+            w.add_tensor(p + "ffn_gate_inp.weight", router)
+            XF = cfg.n_ff_exp
+            _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
         if arch == "gemma3":
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
@@ -444,7 +492,7 @@ def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | Non
             qt = retype[1]
             bs, ts = gguf.GGML_QUANT_SIZES[qt]
             ne = [int(x) for x in t.shape]  # ggml order: ne[0] is the row length
-            raw = np.zeros((int(np.prod(ne[1:])), ne[0] // bs * ts), dtype=np.uint8)
+            raw = np.zeros(tuple(reversed(ne[1:])) + (ne[0] // bs * ts,), dtype=np.uint8)
             w.add_tensor(t.name, raw, raw_dtype=qt)
             continue
         w.add_tensor(t.name, np.array(t.data), raw_shape=tuple(reversed([int(x) for x in t.shape])), raw_dtype=t.tensor_type)

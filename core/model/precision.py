@@ -24,7 +24,8 @@ from llamacli.core.model.kernels.matmul import MatmulPool, RowLayout, limit_blas
 from llamacli.core.model.kernels.qmm.attention import attention as qmm_attention
 from llamacli.core.model.kernels.qmm.matrix import act_key
 from llamacli.core.model.kernels.qmm.tables import gelu_lookup
-from llamacli.core.model.weights.tensors import FusedLinear, Linear, OutputWeight
+from llamacli.core.model.kernels.qmm.router import softmax_rows
+from llamacli.core.model.weights.tensors import ExpertLinear, FusedLinear, Linear, OutputWeight
 
 T = TypeVar("T")
 
@@ -112,6 +113,46 @@ class Precision:
             a += n
         return outs
 
+    def expert_linears(self, x: np.ndarray, exs: list[ExpertLinear], selected: np.ndarray) -> list[np.ndarray]:
+        """ggml's mul_mat_id: y[t, j] = x_tj @ W_e.T for e = selected[t, j], for each expert
+        tensor in exs (all of the same input). x (T, n_in): the same row for every slot
+        (gate/up); or (T, k, n_in): one row per slot (down). selected (T, k) -> [(T, k, n_out)].
+
+        The (token, slot) pairs are grouped by expert: one matmul per active expert over its
+        rows, reading only that expert's weights. Each row is rounded for the matmul once, as
+        ggml converts src1 once."""
+        t, k = selected.shape
+        x2 = x.reshape(-1, x.shape[-1])  # (T or T*k, n_in)
+        row_of_pair = np.repeat(np.arange(t), k) if x.ndim == 2 else np.arange(t * k)
+        acts: dict[object, object] = {}
+        outs = [np.empty((t * k, ex.n_out), dtype=np.float32) for ex in exs]
+        flat = selected.reshape(-1)
+        order = np.argsort(flat, kind="stable")  # pairs grouped by expert
+        experts, starts = np.unique(flat[order], return_index=True)
+        ends = np.append(starts[1:], flat.shape[0])
+        for e, a, b in zip(experts.tolist(), starts.tolist(), ends.tolist()):
+            pairs = order[a:b]
+            rows = row_of_pair[pairs]
+            for ex, out in zip(exs, outs):
+                key = act_key(ex.qtype)
+                if key not in acts:
+                    acts[key] = self.prepare_rows(x2, ex.qtype)
+                out[pairs] = self.expert_matmul(acts[key], rows, ex, e)
+        return [o.reshape(t, k, -1) for o in outs]
+
+    def prepare_rows(self, x: np.ndarray, qtype: object) -> object:
+        """x (N, n_in) as the matmuls with weights of this type take it."""
+        return self.act(x, qtype)
+
+    def expert_matmul(self, xa: object, rows: np.ndarray, ex: ExpertLinear, e: int) -> np.ndarray:
+        """xa[rows] @ W_e.T, xa from prepare_rows."""
+        assert ex.w is not None and isinstance(xa, np.ndarray)
+        return self.mm.linear(xa[rows], ex.w[e])
+
+    def router_probs(self, logits: np.ndarray) -> np.ndarray:
+        """Soft max over each token's expert logits (T, n_expert)."""
+        return K.softmax(logits)
+
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
         y = self.mm.project(self.act(x, ow.qtype), ow.w)  # type: ignore[arg-type]
@@ -180,6 +221,19 @@ class GGMLPrecision(Precision):
                     y += lins[i].b
                 outs[i] = y
         return outs
+
+    def prepare_rows(self, x: np.ndarray, qtype: object) -> object:
+        return qmm.prepare(x, qtype)  # type: ignore[arg-type]
+
+    def expert_matmul(self, xa: object, rows: np.ndarray, ex: ExpertLinear, e: int) -> np.ndarray:
+        """On expert e's blocks (a view of its rows in the mapped file)."""
+        assert ex.q is not None
+        sub = xa[rows] if isinstance(xa, np.ndarray) else xa.rows(rows)  # type: ignore[attr-defined]
+        return qmm.matmul(sub, ex.q[e])
+
+    def router_probs(self, logits: np.ndarray) -> np.ndarray:
+        """ggml_soft_max: ggml's exp and float64 sum, then one float32 scale (qmm/router.py)."""
+        return softmax_rows(np.ascontiguousarray(logits, dtype=np.float32))
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         assert ow.q is not None

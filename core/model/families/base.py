@@ -19,6 +19,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.families.moe import MoEArgs, MoEWeights, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import FusedLinear, Linear, WeightLoader, fuse_f32
@@ -49,6 +50,7 @@ class ModelArgs:
     final_softcap: float | None = None
     activation: str = "silu"  # gated FFN activation: "silu" or "gelu"
     scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
+    moe: MoEArgs | None = None  # a mixture-of-experts FFN in every layer instead of a dense one
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -146,9 +148,10 @@ class LayerWeights:
     wv: Linear
     wo: Linear
     ffn_norm: np.ndarray
-    w_gate: Linear
-    w_up: Linear
-    w_down: Linear
+    w_gate: Linear | None = None  # the dense FFN (None where the layer has experts instead)
+    w_up: Linear | None = None
+    w_down: Linear | None = None
+    moe: MoEWeights | None = None
     q_norm: np.ndarray | None = None
     k_norm: np.ndarray | None = None
     post_attn_norm: np.ndarray | None = None
@@ -261,10 +264,13 @@ class DecoderModel:
             wv=ld.linear(p + "attn_v", a.n_embd, a.n_head_kv * a.head_dim_v),
             wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
             ffn_norm=ld.vector(p + "ffn_norm.weight"),
-            w_gate=ld.linear(p + "ffn_gate", a.n_embd, a.n_ff),
-            w_up=ld.linear(p + "ffn_up", a.n_embd, a.n_ff),
-            w_down=ld.linear(p + "ffn_down", a.n_ff, a.n_embd),
         )
+        if a.moe is not None:
+            lw.moe = load_moe(ld, p, a.n_embd, a.moe)
+        else:
+            lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
+            lw.w_up = ld.linear(p + "ffn_up", a.n_embd, a.n_ff)
+            lw.w_down = ld.linear(p + "ffn_down", a.n_ff, a.n_embd)
         if self.has_qk_norm:
             lw.q_norm = ld.vector(p + "attn_q_norm.weight")
             lw.k_norm = ld.vector(p + "attn_k_norm.weight")
@@ -280,7 +286,8 @@ class DecoderModel:
             return
         for lw in self.layers:
             lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
-            lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
+            if lw.w_gate is not None and lw.w_up is not None:
+                lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
 
     def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
         a = self.args
@@ -296,8 +303,12 @@ class DecoderModel:
         return x
 
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
-        """Gated FFN: down(act(gate(h)) * up(h)); h (T, n_embd)."""
+        """Gated FFN: down(act(gate(h)) * up(h)), or the mixture of experts; h (T, n_embd)."""
         pr = self.precision
+        if lw.moe is not None:
+            assert self.args.moe is not None
+            return moe_ffn(pr, lw.moe, h, self.args.moe, self.args.activation)
+        assert lw.w_gate is not None and lw.w_up is not None and lw.w_down is not None
         g, u = pr.linears(h, [lw.w_gate, lw.w_up], lw.gate_up)
         act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
         return pr.linear(act * u, lw.w_down)

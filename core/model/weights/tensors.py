@@ -68,6 +68,22 @@ class FusedLinear:
 
 
 @dataclass
+class ExpertLinear:
+    """The n_expert matrices of a mixture-of-experts layer, W[e] (n_out, n_in), stored as one 3-D
+    GGUF tensor (ggml ne = [n_in, n_out, n_expert]): `q[e]` a view of expert e's rows in the
+    mapped file (ggml numerics: a step reads only the experts it routes to), or `w` float32
+    (n_expert, n_in, n_out) (f32 numerics)."""
+
+    qtype: GGMLQuantizationType
+    n_expert: int
+    n_in: int
+    n_out: int
+    q: list[QuantMatrix] | None = None
+    w: np.ndarray | None = None
+    name: str = ""
+
+
+@dataclass
 class Embedding:
     """The token embedding (n_vocab, n_embd): GGUF bytes (ggml numerics) or float32 (f32)."""
 
@@ -117,13 +133,14 @@ class WeightLoader:
         except UnsupportedTensorType as e:
             raise UnsupportedTensorType(self.gguf.path, f"tensor {name!r}: {e.problem}") from None
 
-    def _matrix(self, name: str) -> QuantMatrix:
-        """A 2-D tensor as a view of the mapped file."""
+    def _matrix(self, name: str, n_rows: int | None = None) -> QuantMatrix:
+        """A 2-D tensor (or a 3-D one as n_rows rows) as a view of the mapped file."""
         t = self.gguf.tensor(name)
         self.loaded_names.add(name)
         if not supports(t.qtype):
             raise UnsupportedTensorType(self.gguf.path, f"tensor {name!r}: no matmul for ggml type {t.qtype.name}")
-        n_out, n_in = t.shape
+        n_in = t.shape[-1]
+        n_out = n_rows if n_rows is not None else t.shape[0]
         data = np.asarray(self.gguf.raw(name)).reshape(-1).view(np.uint8).reshape(n_out, -1)  # a view
         return QuantMatrix(data, t.qtype, int(n_in))
 
@@ -175,6 +192,25 @@ class WeightLoader:
         self.futures.append(self.pool.submit(work))
         self.nbytes += lin.w.nbytes
         return lin
+
+    def experts(self, name: str, n_expert: int, n_in: int, n_out: int) -> ExpertLinear:
+        """The 3-D expert tensor `name` (GGUF shape (n_expert, n_out, n_in))."""
+        self._check_shape(name, (n_expert, n_out, n_in))
+        t = self.gguf.tensor(name)
+        ex = ExpertLinear(t.qtype, n_expert, n_in, n_out, name=name)
+        if self.quantized:
+            whole = self._matrix(name, n_expert * n_out)  # (n_expert * n_out, row bytes), a view
+            ex.q = [QuantMatrix(whole.data[e * n_out : (e + 1) * n_out], t.qtype, n_in) for e in range(n_expert)]
+            return ex
+        ex.w = np.empty((n_expert, n_in, n_out), dtype=np.float32)
+
+        def work() -> None:
+            d = self._deq(name).reshape(n_expert, n_out, n_in)
+            ex.w[...] = d.transpose(0, 2, 1)  # type: ignore[index]  # (E, out, in) -> (E, in, out)
+
+        self.futures.append(self.pool.submit(work))
+        self.nbytes += ex.w.nbytes
+        return ex
 
     def output(self, name: str, tied_to: Embedding) -> OutputWeight:
         """`name` if the file has it, else the tied embedding's matrix."""

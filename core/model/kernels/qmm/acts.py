@@ -30,6 +30,11 @@ class QActs:
     s: np.ndarray  # (T, K // 32) float32: Q8_1 block sums (empty otherwise)
     bsums: np.ndarray  # (T, K // 16) int32: sums of codes per 16 (Q8_K; empty otherwise)
 
+    def rows(self, idx: np.ndarray) -> "QActs":
+        """These rows only (a row's quantization does not depend on the others)."""
+        return QActs(self.codes[idx], self.d[idx], self.s[idx] if self.s.size else self.s,
+                     self.bsums[idx] if self.bsums.size else self.bsums)
+
 
 _EMPTY_F = np.zeros((0, 0), dtype=np.float32)
 _EMPTY_I = np.zeros((0, 0), dtype=np.int32)
