@@ -261,8 +261,12 @@ def test_reasoning_folded_and_tool_calls_shown(page: Any, stub: StubServer) -> N
     assert not page.is_visible(f"{ASSISTANT} .reasoning-text")
     page.click(f"{ASSISTANT} details.reasoning summary")
     assert page.inner_text(f"{ASSISTANT} .reasoning-text") == "Let me think about the weather."
-    tool = page.inner_text(f"{ASSISTANT} .tool-call")
-    assert "get_weather" in tool and '{"city": "Paris"}' in tool
+    # a tool call is folded as reasoning is: its name shows, its arguments once unfolded
+    assert page.inner_text(f"{ASSISTANT} .tool-call summary") == "Tool call: get_weather"
+    assert not page.is_visible(f"{ASSISTANT} .tool-call .tool-args")
+    page.click(f"{ASSISTANT} .tool-call summary")
+    assert page.inner_text(f"{ASSISTANT} .tool-call .tool-args") == '{\n  "city": "Paris"\n}'
+    assert stub.tool_calls == []  # not a tool of this server: shown, never run
 
 
 def test_failed_request_shows_the_error_not_an_empty_turn(page: Any, stub: StubServer) -> None:
