@@ -46,13 +46,15 @@ class Reply:
 
 @dataclass
 class StubModel:
-    """A router's model: its status, modalities and how long a load takes."""
+    """A router's model: its status, modalities and how long a load takes (`fail`: the load
+    fails, with this as the child's last log line)."""
 
     id: str
     status: str = "unloaded"
     vision: bool = False
     audio: bool = False
     load_time: float = 0.3
+    fail: str = ""
 
 
 STUB_TOOLS = [
@@ -212,9 +214,14 @@ class StubServer:
     def model_list(self) -> list[dict[str, Any]]:
         if not self.router:
             return [{"id": self.model, "object": "model"}]
-        return [{"id": m.id, "object": "model", "status": {"value": m.status},
-                 "architecture": {"input_modalities": ["text"] + (["image"] if m.vision else []) + (["audio"] if m.audio else [])}}
-                for m in self.models.values()]
+        out = []
+        for m in self.models.values():
+            status: dict[str, Any] = {"value": m.status}
+            if m.fail and m.status == "unloaded" and m.id in self.loads:
+                status.update(failed=True, exit_code=1, log=["loading...", m.fail])
+            inputs = ["text"] + (["image"] if m.vision else []) + (["audio"] if m.audio else [])
+            out.append({"id": m.id, "object": "model", "status": status, "architecture": {"input_modalities": inputs}})
+        return out
 
     def props(self, model: str) -> dict[str, Any]:
         if self.router and not model:
@@ -238,7 +245,7 @@ class StubServer:
         m.status = "loading"
 
         def loaded() -> None:
-            m.status = "loaded"
+            m.status = "unloaded" if m.fail else "loaded"
 
         threading.Timer(m.load_time, loaded).start()
         return {"success": True}, 200

@@ -46,7 +46,7 @@ async function loadServerInfo() {
     setModelName(baseName(server.props.model_alias || server.props.model_path));
     showFacts(server.props);
   }
-  await tools.load();
+  if (!server.router) await tools.load();  // a router serves no tools (its models do not either)
   $("open-tools").hidden = !tools.list.length;
   renderLog();
 }
