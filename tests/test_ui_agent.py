@@ -18,9 +18,8 @@ import pytest
 
 from tests.http_server import LlamaServer
 from tests.tiny_models import write_tiny_model
-from tests.ui_stub import STUB_TOOLS, Reply, StubServer
+from tests.ui_stub import ASSISTANT, STUB_TOOLS, Reply, StubServer, send, wait_idle
 
-ASSISTANT = ".msg.assistant"
 DECLINED = '{"error":"the user declined to run this tool"}'
 
 
@@ -32,17 +31,9 @@ def stub() -> Iterator[StubServer]:
 
 
 def open_page(page: Any, url: str) -> None:
+    """The page, once it has read the server's tools."""
     page.goto(url)
     page.wait_for_selector("#open-tools:not([hidden])")
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def wait_idle(page: Any, timeout: float = 20_000) -> None:
-    page.wait_for_selector("#send:not([hidden])", state="visible", timeout=timeout)
 
 
 def call(name: str, args: dict[str, Any]) -> dict[str, str]:

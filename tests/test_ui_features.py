@@ -6,36 +6,18 @@ mobile layout and the web-app manifest."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.ui_files import make_pdf, make_png
-from tests.ui_stub import Reply, StubServer
-
-ASSISTANT = ".msg.assistant"
-
-
-@pytest.fixture()
-def stub() -> Iterator[StubServer]:
-    with StubServer() as s:
-        yield s
-
-
-def open_page(page: Any, stub: StubServer) -> Any:
-    page.goto(stub.url)
-    page.wait_for_selector("#model-meta:has-text('slots')")
-    return page
+from tests.ui_stub import ASSISTANT, Reply, StubServer, open_page, send, stub, wait_idle  # noqa: F401 (stub: a fixture)
 
 
 def chat(page: Any, stub: StubServer, text: str, answer: str) -> None:
     stub.replies.append(Reply([answer]))
-    page.fill("#input", text)
-    page.press("#input", "Enter")
+    send(page, text)
     page.wait_for_selector(f"{ASSISTANT} >> nth=-1 >> .content:has-text('{answer}')")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    wait_idle(page)
 
 
 def listed(page: Any) -> list[str]:
@@ -114,11 +96,10 @@ def test_keyboard_shortcuts(page: Any, stub: StubServer) -> None:
     assert page.is_visible("#sidebar")
     # Escape stops an answer
     stub.replies.append(Reply([f"w{i} " for i in range(200)], delay=0.1))
-    page.fill("#input", "long one")
-    page.press("#input", "Enter")
+    send(page, "long one")
     page.wait_for_selector(f"{ASSISTANT} >> nth=-1 >> .content:has-text('w2')")
     page.keyboard.press("Escape")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    wait_idle(page)
     assert "stopped" in page.inner_text(f"{ASSISTANT} >> nth=-1 >> .stats")
     # delete the open conversation (after the confirmation)
     page.keyboard.press("Control+Shift+D")
@@ -151,9 +132,8 @@ def test_pdf_text_and_dropped_files(page: Any, stub: StubServer, tmp_path: Path)
     }""")
     page.wait_for_selector("#attachments .chip:has-text('dropped.txt')")
     stub.replies.append(Reply(["read it"]))
-    page.fill("#input", "What does it say?")
-    page.press("#input", "Enter")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    send(page, "What does it say?")
+    wait_idle(page)
     content = stub.requests[-1]["messages"][-1]["content"]
     assert "report.pdf:\n```\nThe secret number is 1234\n\nPage two says hello\n```" in content
     assert "notes.md:\n```\n# Notes\nremember the milk\n\n```" in content and "dropped.txt:\n```\ndropped text\n```" in content
@@ -197,15 +177,14 @@ def test_progress_from_slots_and_prompt_progress(page: Any, stub: StubServer) ->
 
     def ask(text: str, reply: Reply) -> None:
         stub.replies.append(reply)
-        page.fill("#input", text)
-        page.press("#input", "Enter")
+        send(page, text)
 
     # every slot busy generating for others: queued
     stub.slots = [{"id": i, "is_processing": True, "n_prompt_tokens": 9, "next_token": [{"n_decoded": 5}]} for i in range(2)]
     ask("one", Reply(["done one"], wait=2.0))
     page.wait_for_selector(f"{stats}:has-text('Waiting for a free slot (2/2 busy)')")
     page.wait_for_selector(f"{ASSISTANT} .content:has-text('done one')")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    wait_idle(page)
     assert "Waiting" not in page.inner_text(stats) and "TTFT" in page.inner_text(stats)
     assert stub.requests[-1]["return_progress"] is True
     # a slot evaluating a prompt (nothing decoded yet): its progress
@@ -213,13 +192,13 @@ def test_progress_from_slots_and_prompt_progress(page: Any, stub: StubServer) ->
                    "next_token": [{"n_decoded": 0}]}, {"id": 1, "is_processing": False}]
     ask("two", Reply(["done two"], wait=2.0))
     page.wait_for_selector(f"{stats}:has-text('Processing prompt 40% (40/100 tokens)')")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    wait_idle(page)
     # the request's own prompt_progress chunks win over what /slots says
     ask("three", Reply(["done three"], wait=2.4, progress=[
         {"total": 200, "cache": 50, "processed": 125, "time_ms": 10}, {"total": 200, "cache": 50, "processed": 200, "time_ms": 20}]))
     page.wait_for_selector(f"{stats}:has-text('Processing prompt 50% (125/200 tokens, 50 cached)')")
     page.wait_for_selector(f"{stats}:has-text('Processing prompt 100%')")
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+    wait_idle(page)
     # no /slots (--no-slots): the page just waits, without errors of its own
     stub.slots = None
     ask("four", Reply(["done four"], wait=0.8))

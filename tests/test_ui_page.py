@@ -4,36 +4,10 @@ canned replies (tests/ui_stub.py): what the page renders and sends never depends
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.ui_stub import Reply, StubServer
-
-ASSISTANT = ".msg.assistant"
-
-
-@pytest.fixture()
-def stub() -> Iterator[StubServer]:
-    with StubServer() as s:
-        yield s
-
-
-def open_page(page: Any, stub: StubServer) -> Any:
-    page.goto(stub.url)
-    page.wait_for_selector("#model-meta:has-text('slots')")
-    return page
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def wait_idle(page: Any) -> None:
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+from tests.ui_stub import ASSISTANT, Reply, StubServer, open_page, send, stub, wait_idle  # noqa: F401 (stub: a fixture)
 
 
 def test_markdown_streams_in_rendered(page: Any, stub: StubServer) -> None:

@@ -17,9 +17,7 @@ import pytest
 from tests.http_server import LlamaServer
 from tests.tiny_models import write_tiny_model
 from tests.ui_files import make_png
-from tests.ui_stub import Reply, StubModel, StubServer
-
-ASSISTANT = ".msg.assistant"
+from tests.ui_stub import ASSISTANT, Reply, StubModel, StubServer, send, wait_idle
 
 
 @pytest.fixture()
@@ -39,15 +37,6 @@ def select(page: Any, model: str) -> None:
     page.select_option("#model-select", model)
     page.wait_for_selector(f"#model-meta:has-text('slots')")
     assert page.input_value("#model-select") == model
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def wait_idle(page: Any, timeout: float = 20_000) -> None:
-    page.wait_for_selector("#send:not([hidden])", state="visible", timeout=timeout)
 
 
 def test_selector_loads_on_select(page: Any, stub: StubServer) -> None:

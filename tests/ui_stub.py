@@ -19,12 +19,17 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from llamacli.http import ui, ui_assets
+
+ASSISTANT = ".msg.assistant"  # the answers on the page
 
 
 @dataclass
@@ -257,3 +262,29 @@ class StubServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+# ---- what the browser tests share (import the fixture: `from tests.ui_stub import stub`) ----------
+
+
+@pytest.fixture()
+def stub() -> Iterator[StubServer]:
+    with StubServer() as s:
+        yield s
+
+
+def open_page(page: Any, stub: StubServer) -> Any:
+    """The page, once it has read the server's /props."""
+    page.goto(stub.url)
+    page.wait_for_selector("#model-meta:has-text('slots')")
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#input", text)
+    page.press("#input", "Enter")
+
+
+def wait_idle(page: Any, timeout: float = 20_000) -> None:
+    """Until the answer (and its tool calls) are over: Send is back."""
+    page.wait_for_selector("#send:not([hidden])", state="visible", timeout=timeout)
