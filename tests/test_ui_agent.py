@@ -161,11 +161,12 @@ def test_streamed_output_and_stop(page: Any, stub: StubServer) -> None:
 
 
 def test_bad_arguments_and_the_turn_limit(page: Any, stub: StubServer) -> None:
-    """Arguments that are not JSON go back as an error without a call; after N rounds of calls
-    (Tools: "rounds before asking") the page asks whether the model may go on."""
+    """Arguments that are not JSON, and a tool that was not offered, go back as errors without a
+    call; after N rounds of calls (Tools: "rounds before asking") the page asks whether the
+    model may go on."""
     asked: list[str] = []
     page.on("dialog", lambda d: asked.append(d.message))  # accepted by the fixture
-    stub.replies.extend([Reply([], tool_calls=[{"name": "read_file", "arguments": "{not json"}]),
+    stub.replies.extend([Reply([], tool_calls=[{"name": "write_file", "arguments": "{not json"}, call("rm_rf", {"path": "/"})]),
                          Reply([], tool_calls=[call("read_file", {"path": "b"})]), Reply(["three"])])
     open_page(page, stub.url)
     page.click("#open-tools")
@@ -176,6 +177,8 @@ def test_bad_arguments_and_the_turn_limit(page: Any, stub: StubServer) -> None:
     wait_idle(page)
     tool_msgs = [m for m in stub.requests[1]["messages"] if m["role"] == "tool"]
     assert json.loads(tool_msgs[0]["content"])["error"].startswith("the arguments are not a JSON object")
+    assert json.loads(tool_msgs[1]["content"]) == {"error": 'unknown tool "rm_rf"'}
+    assert not page.is_visible("#tool-confirm")  # a write tool with bad arguments is not even asked about
     assert stub.tool_calls == [{"tool": "read_file", "params": {"path": "b"}}]
     assert asked == ["The model called tools 2 times in a row. Let it go on?"]
 

@@ -7,7 +7,7 @@ import { streamChat, applyDelta } from "./stream.js";
 import { readAttachment, pastedAttachment, PASTE_LIMIT, formatUserContent, missingModality } from "./attachments.js";
 import { Server, baseName } from "./server.js";
 import { watchSlots } from "./progress.js";
-import { Tools, runTool, assistantMessages, DECLINED, STOPPED } from "./tools.js";
+import { Tools, runTool, parseArguments, assistantMessages, errorResult, DECLINED, STOPPED } from "./tools.js";
 import { renderToolList, confirmTool, allowed, maxTurns } from "./toolui.js";
 import { searchConversations } from "./search.js";
 import { installShortcuts, SHORTCUTS } from "./shortcuts.js";
@@ -450,6 +450,14 @@ async function runCalls(conv, msg, signal) {
       Object.assign(tc, { state: "stopped", result: JSON.stringify({ error: STOPPED }) });
       continue;
     }
+    // a name the model made up (or one switched off), or arguments that are no JSON object:
+    // the error goes back, nothing runs and nobody is asked
+    const { params, error } = tools.offered(tc.name, settings.tools_disabled)
+      ? parseArguments(tc) : { error: errorResult(`unknown tool "${tc.name}"`) };
+    if (error) {
+      Object.assign(tc, { state: "error", result: error.text });
+      continue;
+    }
     if (tools.writes(tc.name) && !allowed(settings, tc.name)) {
       tc.state = "asking";
       paint();
@@ -463,7 +471,7 @@ async function runCalls(conv, msg, signal) {
     tc.state = "running";
     paint();
     try {
-      const r = await runTool(tc, signal, (text) => { tc.output = text; paint(); });
+      const r = await runTool(tc.name, params, signal, (text) => { tc.output = text; paint(); });
       Object.assign(tc, { state: r.error ? "error" : "done", result: r.text });
     } catch (e) {
       if (e.name !== "AbortError") throw e;

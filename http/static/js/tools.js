@@ -33,29 +33,37 @@ export class Tools {
 
   writes(name) {
     const t = this.find(name);
-    return !t || !!(t.permissions && t.permissions.write);  // an unknown tool is never run unasked
+    return !!(t && t.permissions && t.permissions.write);
+  }
+
+  // Whether `name` was offered to the model: listed, and not switched off.
+  offered(name, disabled) {
+    return !!this.find(name) && !(disabled || []).includes(name);
   }
 
   // The definitions for a chat request: the listed tools the user did not switch off.
   definitions(disabled) {
-    const off = new Set(disabled || []);
-    return this.list.filter((t) => !off.has(t.tool)).map((t) => t.definition);
+    return this.list.filter((t) => this.offered(t.tool, disabled)).map((t) => t.definition);
   }
 }
 
-// Run one call {name, arguments}; `onChunk(text)` sees streamed output. Returns the result
-// text for the model and whether it is an error.
-export async function runTool(call, signal, onChunk) {
-  let params;
+// A call's arguments as an object, or the error result that goes back instead of running it.
+export function parseArguments(call) {
   try {
-    params = call.arguments.trim() ? JSON.parse(call.arguments) : {};
+    const params = call.arguments.trim() ? JSON.parse(call.arguments) : {};
     if (!params || typeof params !== "object" || Array.isArray(params)) throw new Error("not an object");
+    return { params };
   } catch (e) {
-    return errorResult(`the arguments are not a JSON object: ${e.message}`);
+    return { error: errorResult(`the arguments are not a JSON object: ${e.message}`) };
   }
+}
+
+// Run tool `name` with `params`; `onChunk(text)` sees streamed output. Returns the result text
+// for the model and whether it is an error.
+export async function runTool(name, params, signal, onChunk) {
   try {
-    if (STREAMED.has(call.name)) return await streamed(call.name, params, signal, onChunk);
-    const resp = await request("tools", { method: "POST", body: { tool: call.name, params }, signal });
+    if (STREAMED.has(name)) return await streamed(name, params, signal, onChunk);
+    const resp = await request("tools", { method: "POST", body: { tool: name, params }, signal });
     const result = await resp.json();
     if (typeof result.plain_text_response === "string") return { text: result.plain_text_response, error: false };
     return { text: JSON.stringify(result), error: "error" in result };
