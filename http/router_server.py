@@ -9,6 +9,9 @@ import signal
 import socket
 from collections.abc import Callable
 
+from quart import Quart
+
+from llamacli.http import ui, ui_assets
 from llamacli.http.app import create_app
 from llamacli.http.header_case import ASGIApp
 from llamacli.http.router import Supervisor
@@ -23,11 +26,17 @@ def run_router(state: RouterState, listen: Listen, log: Callable[[str], None]) -
     sup = state.supervisor
     names = ", ".join(sup.instances) or "none"
     log(f"listening on {', '.join(socket_url(s, tls) for s in socks)} (router; models: {names})")
-    app = create_app(state=state, blueprints=[bp])
+    app = router_app(state)
     try:
         asyncio.run(_serve(app, sup, socks, listen, log))
     finally:
         state.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def router_app(state: RouterState) -> Quart:
+    """The router's app: its own endpoints, forwarding by model, and the chat page (whose model
+    selector lists /models and loads a model on select; --no-ui: 404 as in single-model mode)."""
+    return create_app(state=state, blueprints=[ui.bp, ui_assets.bp, bp])
 
 
 async def _serve(app: ASGIApp, sup: Supervisor, socks: list[socket.socket], listen: Listen, log: Callable[[str], None]) -> None:

@@ -161,6 +161,9 @@ async def chat_completions() -> Response:
                     deltas = [{"content": ""}]
                 for k, delta in enumerate(deltas):
                     yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
+            case Piece(i, r) if r.progress is not None:  # return_progress: llama-server's progress chunk
+                yield chunk([oai.chat_delta(i, {"role": "assistant", "content": None})],
+                            prompt_progress=dict(r.progress), **_timings(r.timings))
 
     def usage(finals: list[Final]) -> bytes:
         return chunk([], usage=oai.usage_json(finals), **_timings(finals[-1].timings if finals else None))
@@ -240,6 +243,8 @@ async def completions() -> Response:
             case Piece(i, r) if r.content or (n_top is not None and r.probs):
                 lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
                 yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
+            case Piece(i, r) if r.progress is not None:
+                yield data(chunk(i, "", prompt_progress=dict(r.progress), **_timings(r.timings)))
 
     def usage(finals: list[Final]) -> bytes:
         return data(chunk(0, "", usage=oai.usage_json(finals)) | {"choices": []})

@@ -24,12 +24,14 @@ STATIC_PREFIX = "/static/"
 # Scripts, styles and fonts from this server only; images only inline (data:) or from this
 # server, so that a Markdown image in model output cannot call anywhere; KaTeX positions its
 # glyphs with style attributes, hence 'unsafe-inline' for style attributes (never for scripts).
+# Workers (PDF.js reads PDFs in one) and the web-app manifest come from this server too.
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; "
-    "font-src 'self'; img-src 'self' data: blob:; connect-src 'self'; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'none'"
+    "font-src 'self'; img-src 'self' data: blob:; connect-src 'self'; worker-src 'self'; "
+    "manifest-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-_TYPES = {".js": "text/javascript", ".css": "text/css", ".woff2": "font/woff2", ".json": "application/json"}
+_TYPES = {".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css", ".woff2": "font/woff2",
+          ".json": "application/json", ".png": "image/png", ".svg": "image/svg+xml"}
 
 
 def _ui_response(body: bytes, content_type: str, cache: bool) -> Response:
@@ -57,12 +59,16 @@ async def index() -> Response:
 async def static_file(name: str) -> Response:
     _require_ui()
     body = read_static(name)
-    ext = os.path.splitext(name)[1]
-    ctype = _TYPES.get(ext) or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    # vendored files are pinned by version: cache them; the page's own files may change
+    return _ui_response(body, content_type(name), cache=name.startswith("vendor/"))
+
+
+def content_type(name: str) -> str:
+    """The Content-Type of a file under http/static (module scripts need a JavaScript type)."""
+    ctype = _TYPES.get(os.path.splitext(name)[1]) or mimetypes.guess_type(name)[0] or "application/octet-stream"
     if ctype.startswith("text/") or ctype.endswith("javascript"):
         ctype += "; charset=utf-8"
-    # vendored files are pinned by version: cache them; the page's own files may change
-    return _ui_response(body, ctype, cache=name.startswith("vendor/"))
+    return ctype
 
 
 def read_static(name: str) -> bytes:

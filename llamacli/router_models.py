@@ -136,5 +136,4 @@ def serve_router(
         supervisor = Supervisor(specs, [sys.executable, "-m", "llamacli", "serve"], models_max, log)
     except ValueError as e:
         raise PresetError(str(e)) from None
-    config.ui = False  # the chat page talks to one model; a router serves the API only
     run_router(RouterState(config, supervisor, autoload, rediscover), listen, log)

@@ -61,6 +61,11 @@ PINS: list[Pin] = [
         {"dist/katex.min.js": "katex/katex.min.js", "dist/katex.min.css": "katex/katex.min.css",
          "LICENSE": "katex/LICENSE",
          **{f"dist/fonts/KaTeX_{f}.woff2": f"katex/fonts/KaTeX_{f}.woff2" for f in KATEX_FONTS}}),
+    # PDF attachments: text extraction in the browser (the worker does the parsing)
+    Pin("pdfjs-dist", "6.5.438",
+        "sha512-vg8Pw1x+AFKy4AMDvhuWl5cOYV8d698UoEANoFFhc79hqXDnZQqnOXoxw3HG907WHOg1JYOvLhP756boddFxpA==",
+        {"build/pdf.min.mjs": "pdfjs/pdf.min.mjs", "build/pdf.worker.min.mjs": "pdfjs/pdf.worker.min.mjs",
+         "LICENSE": "pdfjs/LICENSE"}),
 ]
 
 

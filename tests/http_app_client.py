@@ -34,8 +34,11 @@ class Client:
             if data is not None:
                 kw["data"] = data
             r = await c.open(path, method=method, **kw)
-            text = await r.get_data(as_text=True)
+            raw = await r.get_data(as_text=False)
             ctype = r.headers.get("Content-Type", "")
+            if ctype.startswith("image/png"):
+                return r.status_code, raw, r.headers  # binary: the bytes
+            text = raw.decode()
             body = json.loads(text) if "json" in ctype and text else text
             return r.status_code, body, r.headers
 

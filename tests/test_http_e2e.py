@@ -343,3 +343,27 @@ def test_timings_per_token_and_prompt_progress(srv: LlamaServer) -> None:
     _, events = sse_stream(srv, "/v1/chat/completions", chat)
     content = [e for e in events[1:] if e != "[DONE]" and e["choices"] and e["choices"][0]["delta"].get("content")]
     assert "timings" not in events[0] and content and all("timings" in e for e in content)
+
+
+def test_prompt_progress_on_the_openai_streams(srv: LlamaServer) -> None:
+    """return_progress on /v1/chat/completions and /v1/completions: llama-server's progress chunks
+    (a chat chunk's delta is {role, content: null}) before the first token, the last one at 100%;
+    the web page reads them while the prompt is processed."""
+    chat = {"messages": [{"role": "user", "content": "the quick brown fox " * 8}], "max_tokens": 2, "stream": True,
+            "return_progress": True}
+    _, events = sse_stream(srv, "/v1/chat/completions", chat)
+    events = [e for e in events if e != "[DONE]"]
+    progress = [e for e in events if "prompt_progress" in e]
+    assert progress, events
+    assert all(e["choices"][0]["delta"] == {"role": "assistant", "content": None} for e in progress)
+    last = progress[-1]["prompt_progress"]
+    assert last["processed"] == last["total"] > 0 and set(last) == {"total", "cache", "processed", "time_ms"}
+    first_token = next(i for i, e in enumerate(events) if e["choices"] and e["choices"][0]["delta"].get("content"))
+    assert events.index(progress[-1]) < first_token
+    _, plain = sse_stream(srv, "/v1/chat/completions", {**chat, "return_progress": False})
+    assert not any("prompt_progress" in e for e in plain if e != "[DONE]")
+    _, text = sse_stream(srv, "/v1/completions", {"prompt": "the quick brown fox " * 8, "max_tokens": 2, "stream": True,
+                                                  "return_progress": True})
+    text_progress = [e for e in text if e != "[DONE]" and "prompt_progress" in e]
+    assert text_progress and text_progress[-1]["prompt_progress"]["processed"] == text_progress[-1]["prompt_progress"]["total"]
+    assert all(e["choices"][0]["text"] == "" for e in text_progress)

@@ -71,6 +71,34 @@ def test_router_checks_api_keys_itself() -> None:
     assert s3 == 200
 
 
+def test_a_router_serves_the_chat_page() -> None:
+    """The page (with its files and web-app manifest) on a router too, public as in single-model
+    mode; its model selector then talks to /models. --no-ui: 404, never forwarded to a model."""
+    from llamacli.http.router_server import router_app
+
+    def calls(config: ServerConfig, paths: list[str]) -> list[tuple[int, str, str]]:
+        specs = [ModelSpec("m1", ["-m", "/x/m1.gguf"], "/x/m1.gguf", "models_dir")]
+        app = router_app(RouterState(config, Supervisor(specs, ["llama", "serve"]), autoload=False))
+
+        async def go() -> list[tuple[int, str, str]]:
+            c = app.test_client()
+            out = []
+            for path in paths:
+                r = await c.get(path)
+                out.append((r.status_code, r.headers.get("Content-Type", ""), r.headers.get("Content-Security-Policy", "")))
+            return out
+
+        return asyncio.run(go())
+
+    paths = ["/", "/static/js/app.js", "/static/vendor/pdfjs/pdf.min.mjs", "/manifest.webmanifest", "/models"]
+    page, js, mjs, manifest, models = calls(ServerConfig(api_keys=["secret"]), paths)
+    assert page[0] == 200 and page[1].startswith("text/html") and "script-src 'self'" in page[2]
+    assert js[:2] == mjs[:2] == (200, "text/javascript; charset=utf-8")
+    assert manifest[:2] == (200, "application/manifest+json")
+    assert models[0] == 401  # the API still needs the key
+    assert [c for c, _, _ in calls(ServerConfig(ui=False), paths[:4])] == [404, 404, 404, 404]
+
+
 def test_a_body_nested_too_deep_is_a_400_on_every_route() -> None:
     """As the single-model server answers it (it was a 500 RecursionError)."""
     deep = ('{"model": "m1", "x": ' + "[" * 100_000 + "]" * 100_000 + "}").encode()

@@ -4,36 +4,10 @@ canned replies (tests/ui_stub.py): what the page renders and sends never depends
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.ui_stub import Reply, StubServer
-
-ASSISTANT = ".msg.assistant"
-
-
-@pytest.fixture()
-def stub() -> Iterator[StubServer]:
-    with StubServer() as s:
-        yield s
-
-
-def open_page(page: Any, stub: StubServer) -> Any:
-    page.goto(stub.url)
-    page.wait_for_selector("#model-meta:has-text('slots')")
-    return page
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.press("#input", "Enter")
-
-
-def wait_idle(page: Any) -> None:
-    page.wait_for_selector("#send:not([hidden])", state="visible")
+from tests.ui_stub import ASSISTANT, Reply, StubServer, open_page, send, stub, wait_idle  # noqa: F401 (stub: a fixture)
 
 
 def test_markdown_streams_in_rendered(page: Any, stub: StubServer) -> None:
@@ -261,8 +235,12 @@ def test_reasoning_folded_and_tool_calls_shown(page: Any, stub: StubServer) -> N
     assert not page.is_visible(f"{ASSISTANT} .reasoning-text")
     page.click(f"{ASSISTANT} details.reasoning summary")
     assert page.inner_text(f"{ASSISTANT} .reasoning-text") == "Let me think about the weather."
-    tool = page.inner_text(f"{ASSISTANT} .tool-call")
-    assert "get_weather" in tool and '{"city": "Paris"}' in tool
+    # a tool call is folded as reasoning is: its name shows, its arguments once unfolded
+    assert page.inner_text(f"{ASSISTANT} .tool-call summary") == "Tool call: get_weather"
+    assert not page.is_visible(f"{ASSISTANT} .tool-call .tool-args")
+    page.click(f"{ASSISTANT} .tool-call summary")
+    assert page.inner_text(f"{ASSISTANT} .tool-call .tool-args") == '{\n  "city": "Paris"\n}'
+    assert stub.tool_calls == []  # not a tool of this server: shown, never run
 
 
 def test_failed_request_shows_the_error_not_an_empty_turn(page: Any, stub: StubServer) -> None:

@@ -2,8 +2,11 @@
 //
 // A conversation: {id, name, created, updated, messages: {id: Message}, roots: [id], leaf: id|null}.
 // A message: {id, parent, children: [id], role, content, reasoning, toolCalls, attachments,
-// stats, error, stopped}. Editing a user message or regenerating an answer adds a sibling, so
-// every earlier version stays reachable (branch navigation); `leaf` is the end of the branch shown.
+// stats, error, stopped, model}. A tool call: {id, name, arguments, state, result} (result: the
+// text the model got back). An answer that called tools is followed by the assistant message
+// that goes on from their results (its child). Editing a user message or regenerating an
+// answer adds a sibling, so every earlier version stays reachable (branch navigation); `leaf`
+// is the end of the branch shown.
 
 const KEY = "llamacli.conversations.v1";
 
@@ -17,8 +20,14 @@ export class Store {
     this.conversations = load(storage);
   }
 
+  // A full storage (images and audio fill it fastest) is reported to onError, once per save.
   save() {
-    this.storage.setItem(KEY, JSON.stringify(this.conversations));
+    try {
+      this.storage.setItem(KEY, JSON.stringify(this.conversations));
+    } catch (e) {
+      if (this.onError) this.onError(e);
+      else throw e;
+    }
   }
 
   list() {
