@@ -16,7 +16,7 @@ from llamacli.core.model.weights.gguf_file import read_metadata
 from llamacli.core.text.tokenizer import Tokenizer, Vocab, load_tokenizer
 from llamacli.core.text.tokenizer import unicode as U
 from llamacli.core.text.tokenizer.bpe import BpeEncoder
-from llamacli.core.text.tokenizer.merge import KeyTable, split_ids, spm_order
+from llamacli.core.text.tokenizer.merge import FragmentCache, KeyTable, split_ids, spm_order
 from llamacli.core.text.tokenizer.pretokenize import pretokenizer_for
 from llamacli.core.text.tokenizer.spm import SPACE, SpmEncoder
 from test_tokenizer_unit import bpe_metadata, spm_metadata
@@ -151,6 +151,34 @@ def test_spm_order_is_descending_score_with_equal_scores_tied() -> None:
     order = spm_order(scores)
     assert list(np.argsort(order, kind="stable")) == [5, 3, 0, 1, 2, 4]
     assert order[0] == order[1]
+
+
+def test_fragment_cache_sends_only_new_fragments_and_stays_bounded() -> None:
+    seen: list[list[bytes]] = []
+
+    def encode(frags: list[bytes]) -> list[list[int]]:
+        seen.append(frags)
+        return [[len(f)] for f in frags]
+
+    cache = FragmentCache(max_bytes=10, max_len=6)
+    assert cache.encode([b"ab", b"cd", b"ab"], encode) == [[2], [2], [2]]
+    assert cache.encode([b"cd", b"efg", b"ab"], encode) == [[2], [3], [2]]
+    assert seen == [[b"ab", b"cd"], [b"efg"]]
+    cache.encode([b"1234567"], encode)  # longer than max_len: not kept
+    cache.encode([b"1234567", b"hijkl"], encode)  # 7 + 5 bytes kept would pass max_bytes: cleared first
+    assert seen[2:] == [[b"1234567"], [b"1234567", b"hijkl"]]
+    cache.encode([b"ab"], encode)
+    assert seen[-1] == [b"ab"]
+
+
+def test_a_repeated_text_costs_no_merge_work(llama_bpe: Tokenizer) -> None:
+    enc = llama_bpe._encoder
+    assert isinstance(enc, BpeEncoder)
+    text = "<|start_header_id|>user<|end_header_id|>\n\nhello there, general" * 3
+    first = llama_bpe.tokenize(text, parse_special=True)
+    before = enc.work.copy()
+    assert llama_bpe.tokenize(text, parse_special=True) == first
+    assert (enc.work == before).all()
 
 
 def test_split_ids() -> None:

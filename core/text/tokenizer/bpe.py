@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from llamacli.core.text.tokenizer.merge import BPE, IGNORE_MERGES, NEWLINE_WORDS, KeyTable, encode_words, split_ids
+from llamacli.core.text.tokenizer.merge import (
+    BPE,
+    IGNORE_MERGES,
+    NEWLINE_WORDS,
+    FragmentCache,
+    KeyTable,
+    encode_words,
+    split_ids,
+)
 from llamacli.core.text.tokenizer.pretokenize import PreTokenizer
 from llamacli.core.text.tokenizer.unicode import BYTE_TO_CHAR, decode_utf8, encode_utf8, utf8_ends
 from llamacli.core.text.tokenizer.vocab import Vocab
@@ -56,9 +64,14 @@ class BpeEncoder:
         self._byte_ids = np.array([-1 if t is None else t for t in byte_ids], np.int32)
         self._no_order = np.zeros(0, np.uint32)
         self.work = np.zeros(2, np.int64)  # merge.encode_words' counters, summed over calls
+        self._cache = FragmentCache()
 
     def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
-        """The words of every fragment merged in one call; each fragment's ids apart."""
+        """The words of every fragment merged in one call; each fragment's ids apart (the
+        lists are shared with the cache of recent fragments)."""
+        return self._cache.encode(fragments, self._encode)
+
+    def _encode(self, fragments: list[bytes]) -> list[list[int]]:
         parts: list[np.ndarray] = []
         ends: list[np.ndarray] = []
         last_word: list[int] = []  # per fragment, the index of its last word + 1

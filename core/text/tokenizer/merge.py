@@ -29,7 +29,7 @@ quadratic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +45,7 @@ _FNV_PRIME = np.uint64(0x100000001B3)
 _PAIR_MARK = np.uint64(0x100)  # hashed between a and b: no byte has this value
 _LEFT_BITS = np.uint64(32)
 _LEFT_MASK = np.uint64(0xFFFFFFFF)
+_TAG_SHIFT = np.uint64(33)
 
 SPM, BPE = 0, 1  # merge rules
 IGNORE_MERGES = 2  # BPE: a word that is a token as a whole stays one token
@@ -64,36 +65,51 @@ def _hash(buf: np.ndarray, a0: int, a1: int, b0: int, b1: int) -> np.uint64:
 
 
 @njit(cache=True, nogil=True)
-def _build(data: np.ndarray, start: np.ndarray, alen: np.ndarray, n_slots: int) -> tuple[np.ndarray, np.ndarray]:
-    """(slots, hashes): key k is (data[s:s+alen], data[s+alen:e]) with s, e = start[k:k+2];
-    the first of equal keys wins (std::map::emplace)."""
-    n = start.shape[0] - 1
-    hashes = np.empty(n, np.uint64)
-    slots = np.full(n_slots, -1, np.int32)
-    mask = np.uint64(n_slots - 1)
-    for k in range(n):
-        s, e = start[k], start[k + 1]
-        m = s + alen[k]
-        h = _hash(data, s, m, m, e)
-        hashes[k] = h
-        i = np.int64(h & mask)
-        while slots[i] >= 0:
-            j = slots[i]
-            if hashes[j] == h and _same(data, start, alen, j, data, s, m, e):
-                break
-            i = (i + 1) & (n_slots - 1)
-        if slots[i] < 0:
-            slots[i] = k
-    return slots, hashes
+def _slot_entry(h: np.uint64, k: int) -> np.int64:
+    """A slot's value: 31 high bits of the key's hash (a tag that rejects most other keys
+    without reading them) above the key's index."""
+    return np.int64((h >> _TAG_SHIFT) << _LEFT_BITS) | np.int64(k)
 
 
 @njit(cache=True, nogil=True)
-def _same(data: np.ndarray, start: np.ndarray, alen: np.ndarray, k: int, buf: np.ndarray, s: int, m: int, e: int) -> bool:
-    """Whether key k is (buf[s:m], buf[m:e])."""
+def _build(data: np.ndarray, start: np.ndarray, alen: np.ndarray, n_slots: int) -> np.ndarray:
+    """The slots (int64, -1 empty): key k is (data[s:s+alen], data[s+alen:e]) with
+    s, e = start[k:k+2]; the first of equal keys wins (std::map::emplace)."""
+    slots = np.full(n_slots, -1, np.int64)
+    for k in range(start.shape[0] - 1):
+        s, e = start[k], start[k + 1]
+        m = s + alen[k]
+        i = _probe(slots, start, alen, data, data, s, m, e)
+        if slots[i] < 0:
+            slots[i] = _slot_entry(_hash(data, s, m, m, e), k)
+    return slots
+
+
+@njit(cache=True, nogil=True)
+def _probe(slots: np.ndarray, start: np.ndarray, alen: np.ndarray, data: np.ndarray, buf: np.ndarray,
+           s: int, m: int, e: int) -> int:
+    """The slot that holds key (buf[s:m], buf[m:e]), or the empty slot where it would go."""
+    h = _hash(buf, s, m, m, e)
+    tag = np.int64(h >> _TAG_SHIFT)
+    mask = slots.shape[0] - 1
+    i = np.int64(h & np.uint64(mask))
+    n, a = e - s, m - s
+    while True:
+        v = slots[i]
+        if v < 0 or (v >> 32) == tag and _same(data, start, alen, v & 0xFFFFFFFF, buf, s, n, a):
+            return i
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _same(data: np.ndarray, start: np.ndarray, alen: np.ndarray, k: int, buf: np.ndarray, s: int, n: int, a: int) -> bool:
+    """Whether key k is buf[s:s+n] split after a bytes."""
     ks = start[k]
-    if start[k + 1] - ks != e - s or alen[k] != m - s:
+    if start[k + 1] - ks != n or (a != 0 and alen[k] != a):
         return False
-    for i in range(e - s):
+    if a == 0 and alen.shape[0] and alen[k] != 0:
+        return False
+    for i in range(n):
         if data[ks + i] != buf[s + i]:
             return False
     return True
@@ -101,20 +117,12 @@ def _same(data: np.ndarray, start: np.ndarray, alen: np.ndarray, k: int, buf: np
 
 @njit(cache=True, nogil=True)
 def _find(table: tuple, buf: np.ndarray, s: int, m: int, e: int) -> int:  # type: ignore[type-arg]
-    """The value of key (buf[s:m], buf[m:e]), -1 when absent."""
-    data, start, alen, hashes, value, slots, max_len = table
+    """The index of key (buf[s:m], buf[m:e]), -1 when absent."""
+    data, start, alen, slots, max_len = table
     if e - s > max_len:
         return -1
-    h = _hash(buf, s, m, m, e)
-    mask = slots.shape[0] - 1
-    i = np.int64(h & np.uint64(mask))
-    while True:
-        k = slots[i]
-        if k < 0:
-            return -1
-        if hashes[k] == h and _same(data, start, alen, k, buf, s, m, e):
-            return value[k]
-        i = (i + 1) & mask
+    v = slots[_probe(slots, start, alen, data, buf, s, m, e)]
+    return -1 if v < 0 else np.int64(v & 0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
@@ -262,7 +270,7 @@ _borrow: Any = intrinsic(_borrow_typing)  # typed as compiled code calls it: _bo
 
 @njit(cache=True, nogil=True)
 def _borrow_table(t: tuple) -> tuple:  # type: ignore[type-arg]
-    return (_borrow(t[0]), _borrow(t[1]), _borrow(t[2]), _borrow(t[3]), _borrow(t[4]), _borrow(t[5]), t[6])
+    return (_borrow(t[0]), _borrow(t[1]), _borrow(t[2]), _borrow(t[3]), t[4])
 
 
 @njit(cache=True, nogil=True)
@@ -333,6 +341,34 @@ def encode_words(units: np.ndarray, ends: np.ndarray, flags: int, tokens: KeyTab
     return out[: out_ends[-1] if len(ends) else 0], out_ends
 
 
+class FragmentCache:
+    """The ids of fragments tokenized lately, so that only new ones go to the kernel: a chat's
+    earlier messages come back at every turn, each between the same special tokens. Bounded
+    in bytes (cleared when full); fragments longer than `max_len` are not kept. The lists it
+    returns are shared with the cache: read them, do not change them."""
+
+    def __init__(self, max_bytes: int = 8 << 20, max_len: int = 1 << 16) -> None:
+        self._ids: dict[bytes, list[int]] = {}
+        self._bytes = 0
+        self._max_bytes = max_bytes
+        self._max_len = max_len
+
+    def encode(self, fragments: list[bytes], encode_new: Callable[[list[bytes]], list[list[int]]]) -> list[list[int]]:
+        got = [self._ids.get(f) for f in fragments]
+        new = list(dict.fromkeys(f for f, ids in zip(fragments, got) if ids is None))
+        if not new:
+            return got  # type: ignore[return-value]  # no None left
+        fresh = dict(zip(new, encode_new(new)))
+        for frag, ids in fresh.items():
+            if len(frag) <= self._max_len:
+                if self._bytes + len(frag) > self._max_bytes:
+                    self._ids.clear()
+                    self._bytes = 0
+                self._ids[frag] = ids
+                self._bytes += len(frag)
+        return [ids if ids is not None else fresh[f] for f, ids in zip(fragments, got)]
+
+
 def split_ids(ids: np.ndarray, ends: np.ndarray) -> list[list[int]]:
     """ids cut at `ends` (each part ends where the next starts) as lists."""
     flat = ids.tolist()
@@ -377,7 +413,7 @@ def _split_merges(data: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.n
 class KeyTable:
     """Byte-string keys (a, b) -> int values, as the kernels read it (`arrays`)."""
 
-    arrays: tuple  # type: ignore[type-arg]  # (data, start, alen, hashes, value, slots, max_len)
+    arrays: tuple  # type: ignore[type-arg]  # (data, start, alen, slots, max_len); a key's value: its index
 
     @classmethod
     def of_tokens(cls, tokens: Sequence[str]) -> KeyTable:
@@ -393,11 +429,12 @@ class KeyTable:
     @classmethod
     def _make(cls, data: np.ndarray, start: np.ndarray, alen: np.ndarray) -> KeyTable:
         n = len(alen)
-        n_slots = 1 << max(4, (2 * n).bit_length())  # load factor at most 1/2
-        slots, hashes = _build(data, start, alen, n_slots)
+        n_slots = 1 << max(4, (2 * n - 1).bit_length())  # load factor at most 1/2
+        slots = _build(data, start, alen, n_slots)
         max_len = int(np.diff(start).max()) if n else 0
-        value = np.arange(n, dtype=np.int32)
-        return cls((data, start, alen, hashes, value, slots, max_len))
+        if not alen.any():
+            alen = alen[:0]  # no pairs (a token table): _same need not read it
+        return cls((data, start, alen, slots, max_len))
 
 
 def _concat(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

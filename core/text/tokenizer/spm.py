@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llamacli.core.errors import TokenizerError
-from llamacli.core.text.tokenizer.merge import SPM, KeyTable, encode_words, split_ids, spm_order
+from llamacli.core.text.tokenizer.merge import SPM, FragmentCache, KeyTable, encode_words, split_ids, spm_order
 from llamacli.core.text.tokenizer.vocab import Vocab
 
 SPACE = "\u2581"
@@ -40,9 +40,14 @@ class SpmEncoder:
         self._order = spm_order(vocab.scores)
         self._byte_ids = _byte_token_ids(vocab)
         self.work = np.zeros(2, np.int64)  # merge.encode_words' counters, summed over calls
+        self._cache = FragmentCache()
 
     def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
-        """Each fragment merged on its own (llama.cpp runs one session per fragment)."""
+        """Each fragment merged on its own (llama.cpp runs one session per fragment); the
+        lists are shared with the cache of recent fragments."""
+        return self._cache.encode(fragments, self._encode)
+
+    def _encode(self, fragments: list[bytes]) -> list[list[int]]:
         units = np.frombuffer(b"".join(fragments), np.uint8)
         ends = np.cumsum(np.fromiter(map(len, fragments), np.int64, len(fragments)))
         ids, out_ends = encode_words(units, ends, SPM, self._tokens, self._no_pairs, self._order, self._byte_ids,
