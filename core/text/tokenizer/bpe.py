@@ -19,6 +19,7 @@ from llamacli.core.text.tokenizer.merge import (
     KeyTable,
     encode_words,
     split_ids,
+    warm,
 )
 from llamacli.core.text.tokenizer.pretokenize import PreTokenizer
 from llamacli.core.text.tokenizer.unicode import BYTE_TO_CHAR, decode_utf8, encode_utf8, utf8_ends
@@ -65,6 +66,7 @@ class BpeEncoder:
         self._no_order = np.zeros(0, np.uint32)
         self.work = np.zeros(2, np.int64)  # merge.encode_words' counters, summed over calls
         self._cache = FragmentCache()
+        warm()  # compiled now, not at the first request
 
     def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
         """The words of every fragment merged in one call; each fragment's ids apart (the

@@ -445,6 +445,16 @@ def _concat(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(encode_utf8(joined), np.uint8), start
 
 
+def warm() -> None:
+    """Compile (or load from numba's disk cache) the three kernels, on tiny inputs. The
+    encoders call it when they are built, so that a model's loading, not its first request,
+    pays for a first compilation (about 8 CPU seconds, once per machine; it holds the GIL)."""
+    tokens, pairs = KeyTable.of_tokens(["a", "b", "ab"]), KeyTable.of_merges(["a b"])
+    units = np.frombuffer(b"ab", np.uint8)
+    encode_words(units, np.array([2], np.int64), BPE, tokens, pairs, np.zeros(3, np.uint32),
+                 np.full(256, -1, np.int32), np.zeros(2, np.int64))
+
+
 def spm_order(scores: np.ndarray) -> np.ndarray:
     """Per token, a uint32 that orders like -score (so the highest score pops first):
     float32 bits mapped so that unsigned order is numeric order."""

@@ -13,7 +13,15 @@ from __future__ import annotations
 import numpy as np
 
 from llamacli.core.errors import TokenizerError
-from llamacli.core.text.tokenizer.merge import SPM, FragmentCache, KeyTable, encode_words, split_ids, spm_order
+from llamacli.core.text.tokenizer.merge import (
+    SPM,
+    FragmentCache,
+    KeyTable,
+    encode_words,
+    split_ids,
+    spm_order,
+    warm,
+)
 from llamacli.core.text.tokenizer.vocab import Vocab
 
 SPACE = "\u2581"
@@ -41,6 +49,7 @@ class SpmEncoder:
         self._byte_ids = _byte_token_ids(vocab)
         self.work = np.zeros(2, np.int64)  # merge.encode_words' counters, summed over calls
         self._cache = FragmentCache()
+        warm()  # compiled now, not at the first request
 
     def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
         """Each fragment merged on its own (llama.cpp runs one session per fragment); the
