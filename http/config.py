@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.sampling import SamplingParams
+from llamacli.core.sampling import SamplingLimits, SamplingParams
 from llamacli.core.speculative.config import DraftParams
+from llamacli.http.limits import StopLimits
 
 
 @dataclass
@@ -49,6 +50,8 @@ class ServerConfig:
     max_body_size: int = 10 * 1024 * 1024  # bytes; a larger body is a 413 before it is parsed
     max_prompts: int = 128  # completion tasks per request (prompts x n)
     max_embd_inputs: int = 2048  # inputs per embeddings request (OpenAI's limit)
+    sampling_limits: SamplingLimits = field(default_factory=SamplingLimits)  # --max-dry-breakers, ...
+    stop_limits: StopLimits = field(default_factory=StopLimits)  # --max-stop-strings, --max-stop-length
     verbose: bool = False
     log_format: str = "text"
     build_info: str = "llamacli-0.1.0"

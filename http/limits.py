@@ -1,18 +1,27 @@
-"""Per-request limits (`llama serve --max-prompts`, `--max-embd-inputs`, and fixed bounds where
-llama-server has none): a request over one is a 400 before any work is queued. The body size
-limit is Quart's MAX_CONTENT_LENGTH (app.py); grammars and schemas are bounded where they
-compile (core/text/grammar/limits.py), sampling lists where they are checked (core/sampling)."""
+"""Per-request limits (`llama serve --max-prompts`, `--max-embd-inputs`, `--max-stop-strings`,
+`--max-stop-length`, and bounds where llama-server has none): a request over one is a 400
+before any work is queued. The body size limit is Quart's MAX_CONTENT_LENGTH (app.py);
+grammars and schemas are bounded where they compile (core/text/grammar/limits.py), sampling
+parameters where they are checked (core/sampling/limits.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llamacli.http.errors import bad_request
 
-# Stop strings are searched for after every token: bound how many and how long.
-MAX_STOP_STRINGS = 1000
-MAX_STOP_CHARS = 1000
+
+@dataclass(frozen=True)
+class StopLimits:
+    """Stop strings are searched for after every token: how many and how long."""
+
+    max_strings: int = 1000
+    max_chars: int = 1000
+
+
+DEFAULT_STOP_LIMITS = StopLimits()
 
 
 def check_count(n: int, limit: int, what: str, flag: str) -> None:
@@ -21,9 +30,9 @@ def check_count(n: int, limit: int, what: str, flag: str) -> None:
         raise bad_request(f"the request has {n} {what}; this server takes at most {limit} per request ({flag})")
 
 
-def check_stop_strings(stops: Sequence[str], what: str = "stop") -> None:
-    """400 for more than MAX_STOP_STRINGS stop strings or one longer than MAX_STOP_CHARS."""
-    check_strings(stops, what, MAX_STOP_STRINGS, MAX_STOP_CHARS)
+def check_stop_strings(stops: Sequence[str], limits: StopLimits = DEFAULT_STOP_LIMITS, what: str = "stop") -> None:
+    """400 for more stop strings than the limits allow, or one longer."""
+    check_strings(stops, what, limits.max_strings, limits.max_chars)
 
 
 def check_strings(values: Sequence[str], what: str, max_items: int | None, max_len: int | None) -> None:
@@ -37,8 +46,8 @@ def check_strings(values: Sequence[str], what: str, max_items: int | None, max_l
 
 def text_limit(n_ctx: int, tokenizer: Any) -> int:
     """The most characters of text one request may have tokenized: what the server's whole
-    context could hold at the vocabulary's longest token. Tokenizing costs time that grows
-    faster than the text; past this no prompt could fit anyway."""
+    context could hold at the vocabulary's longest token. Past this no prompt could fit, and
+    tokenizing costs time in proportion to the text (about 0.5 us a character)."""
     return n_ctx * max(1, int(getattr(tokenizer, "max_token_chars", 1)))
 
 

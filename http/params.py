@@ -19,11 +19,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from llamacli.core.sampling import SamplingParams, resolve_logit_bias
+from llamacli.core.sampling import DEFAULT_SAMPLING_LIMITS, SamplingLimits, SamplingParams, resolve_logit_bias
 from llamacli.core.speculative.config import DraftParams
 from llamacli.core.runtime.tasks import TaskParams
 from llamacli.http.errors import ApiError, bad_request
-from llamacli.http.limits import check_stop_strings
+from llamacli.http.limits import DEFAULT_STOP_LIMITS, StopLimits, check_stop_strings
 
 _MISSING: Any = object()
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -192,7 +192,9 @@ def _field_default(f: dataclasses.Field[Any]) -> Any:
 SAMPLING_FIELDS: dict[str, Any] = {f.name: _field_default(f) for f in dataclasses.fields(SamplingParams)}
 
 
-def sampling_params(body: Body, defaults: SamplingParams, tokenizer: Any, n_vocab: int) -> SamplingParams:
+def sampling_params(
+    body: Body, defaults: SamplingParams, tokenizer: Any, n_vocab: int, limits: SamplingLimits = DEFAULT_SAMPLING_LIMITS
+) -> SamplingParams:
     """The request's sampling options over the server defaults (llama-server's field names)."""
     kw: dict[str, Any] = {}
     for name, default in SAMPLING_FIELDS.items():
@@ -224,7 +226,7 @@ def sampling_params(body: Body, defaults: SamplingParams, tokenizer: Any, n_voca
         raw = body.raw("logit_bias")
         if not isinstance(raw, (list, dict)):
             raise bad_request("'logit_bias' must be an array of [token, bias] pairs or an object")
-        kw["logit_bias"] = resolve_logit_bias(raw, tokenizer, n_vocab)
+        kw["logit_bias"] = resolve_logit_bias(raw, tokenizer, n_vocab, limits)
     return dataclasses.replace(defaults, **kw)
 
 
@@ -249,10 +251,13 @@ def grammar_spec(data: Mapping[str, Any]) -> Any:
     return None
 
 
-def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> TaskParams:
+def task_params(
+    body: Body, base: TaskParams, tokenizer: Any, n_vocab: int,
+    sampling_limits: SamplingLimits = DEFAULT_SAMPLING_LIMITS, stop_limits: StopLimits = DEFAULT_STOP_LIMITS,
+) -> TaskParams:
     """llama-server's /completion options (n_predict, stop, n_probs, ...) plus sampling, over
-    the server's defaults `base`."""
-    sp = sampling_params(body, base.sampling, tokenizer, n_vocab)
+    the server's defaults `base`, within the server's limits."""
+    sp = sampling_params(body, base.sampling, tokenizer, n_vocab, sampling_limits)
     n_predict = body.int("n_predict", base.n_predict)
     if n_predict < -1:
         raise bad_request(f"'n_predict' must be -1 (no limit) or a number of tokens >= 0, got {n_predict}")
@@ -277,7 +282,7 @@ def task_params(body: Body, base: TaskParams, tokenizer: Any, n_vocab: int) -> T
     if spec is not None:
         extra["grammar"] = spec
     stop = body.str_list("stop", list(base.stop), allow_str=True)
-    check_stop_strings(stop)
+    check_stop_strings(stop, stop_limits)
     return TaskParams(
         **extra,
         n_predict=n_predict,

@@ -18,12 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llamacli.core.sampling.logit_bias import MAX_LOGIT_BIAS
-from llamacli.core.sampling.params import MAX_DRY_BREAKERS
-from llamacli.core.text.grammar.limits import DEFAULT_LIMITS
 from llamacli.core.text.reasoning import REASONING_FORMATS
 from llamacli.http.errors import bad_request
-from llamacli.http.limits import MAX_STOP_CHARS, MAX_STOP_STRINGS, check_strings
+from llamacli.http.limits import check_strings
 from llamacli.http.params import INT32_MAX, INT32_MIN, SAMPLING_FIELDS, Body
 
 Schema = dict[str, Any]
@@ -218,10 +215,9 @@ def _sampling_fields() -> tuple[Field, ...]:
         "seed": integer("seed", -1, 0xFFFFFFFF, "RNG seed; -1: random"),
         "samplers": shaped("samplers", {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
                            "sampler order: names, or a string of sampler letters"),
-        "dry_sequence_breakers": strings("dry_sequence_breakers", max_items=MAX_DRY_BREAKERS),
-        "logit_bias": shaped("logit_bias", {"anyOf": [{"type": "array", "maxItems": MAX_LOGIT_BIAS},
-                                                      {"type": "object", "maxProperties": MAX_LOGIT_BIAS}]},
-                             "[[token or text, bias or false], ...] or {token or text: bias}"),
+        "dry_sequence_breakers": strings("dry_sequence_breakers", "at most --max-dry-breakers of them"),
+        "logit_bias": shaped("logit_bias", {"anyOf": [{"type": "array"}, {"type": "object"}]},
+                             "[[token or text, bias or false], ...] or {token or text: bias}; at most --max-logit-bias"),
     }
     out = []
     for name, default in SAMPLING_FIELDS.items():
@@ -243,11 +239,11 @@ SAMPLING = _sampling_fields()
 # What task_params reads (llama-server's /completion options), checked before it runs.
 GENERATION = RequestModel("Generation", SAMPLING + (
     integer("n_predict", -1, doc="tokens to generate (-1: the server's -n)"),
-    strings("stop", allow_str=True, max_items=MAX_STOP_STRINGS, max_len=MAX_STOP_CHARS),
+    strings("stop", "at most --max-stop-strings, each at most --max-stop-length characters", allow_str=True),
     boolean("stream"),
     boolean("cache_prompt"),
     integer("n_keep", -1),
-    integer("n_probs", 0),
+    integer("n_probs", 0, doc="top tokens' probabilities per generated token (at most --max-n-probs)"),
     boolean("post_sampling_probs"),
     boolean("ignore_eos"),
     integer("id_slot", -1),
@@ -256,7 +252,7 @@ GENERATION = RequestModel("Generation", SAMPLING + (
     boolean("return_progress"),
     number("sse_ping_interval", "seconds of stream silence before a ping; <= 0: none"),
     boolean("verbose"),
-    shaped("grammar", {"type": "string", "maxLength": DEFAULT_LIMITS.max_bytes}, "GBNF or Lark grammar"),
+    shaped("grammar", {"type": "string"}, "GBNF or Lark grammar (bounded by --max-grammar-bytes, -rules, -depth)"),
     shaped("json_schema", {"type": "object"}),
     shaped("response_format", {"type": "object", "properties": {"type": {"type": "string"}}}),
     shaped("lora", {"type": "array", "items": {"type": "object", "properties": {
@@ -403,7 +399,7 @@ MESSAGES = GENERATION.extend(
     "Messages",
     *_ANTHROPIC_PROMPT,
     integer("max_tokens", 1, doc="required, as in Anthropic's API", required=True),
-    strings("stop_sequences", max_items=MAX_STOP_STRINGS, max_len=MAX_STOP_CHARS),
+    strings("stop_sequences", "at most --max-stop-strings, each at most --max-stop-length characters"),
     obj("metadata"),
 )
 

@@ -126,7 +126,7 @@ async def set_props() -> Response:
         params = rm.PROPS_DGS.parse(dgs, "default_generation_settings.").obj("params", {})
         body = rm.PROPS_SETTINGS.parse(params, "default_generation_settings.params.")
     params = await st.task_params(body)
-    params.sampling.validate()
+    params.sampling.validate(st.config.sampling_limits)
     st.config.sampling = params.sampling
     st.config.n_predict = params.n_predict
     st.config.n_keep = params.n_keep

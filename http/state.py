@@ -176,7 +176,10 @@ class ServerState:
 
         engine, model = self.require()
         base = self.base_params()
-        params = await self.blocking(lambda: task_params(body, base, model.tokenizer, model.n_vocab))
+        c = self.config
+        params = await self.blocking(
+            lambda: task_params(body, base, model.tokenizer, model.n_vocab, c.sampling_limits, c.stop_limits)
+        )
         if "lora" in body and body.raw("lora"):  # [] (or null): the server's current scales
             params.lora = lora_scales(body.raw("lora"), len(engine.loras))
         return params

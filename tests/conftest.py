@@ -21,8 +21,11 @@ from tests.ui_browser import browser, page  # noqa: E402, F401
 
 @pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels() -> None:
-    """Compile (or load) the matmul kernels once before any test, into numba's disk cache, so
-    that a `llama` subprocess never compiles (and never prints that it does) mid-test."""
+    """Compile (or load) the matmul and tokenizer kernels once before any test, into numba's
+    disk cache, so that a `llama` subprocess never compiles (and never prints that it does)
+    mid-test."""
     from llamacli.core.model.kernels import warmup as kernel_warmup
+    from llamacli.core.text.tokenizer import merge
 
     kernel_warmup.warmup()
+    merge.warm()

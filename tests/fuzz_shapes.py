@@ -1,12 +1,11 @@
 """Hostile request shapes for the fuzzer (tests/test_http_fuzz.py) and the request-bounds tests:
 long rule chains, deep nesting, huge alternations and huge lists, put in every field of every
-route that takes them (read from /openapi.json), with the crash and stall checks.
+route that takes them (read from /openapi.json; through a router, the child's document and
+the router's own routes), with the crash and stall checks.
 
-    with HealthWatch(srv.url) as watch:       # GET /health from a thread, all along
-        for case in hostile_cases(openapi):   # (route, body, what) for each shape x field x route
-            status, body = srv.post(case.path, case.body)
-            problems += check_answer(case, status, body)
-    assert not watch.stalls
+    with HealthWatch(srv.url) as watch, httpx2.Client() as client:   # /health from a thread
+        problems = run_cases(client, srv, hostile_cases(openapi), watch)  # one keep-alive connection
+    assert not problems and not watch.stalls
 
 A shape is only as large as it must be to have crashed or stalled the server once (issue #30:
 a 4,000-rule chain, a 3,000-link $ref chain, 10,000 DRY breakers, 100,000 alternatives, a
@@ -20,7 +19,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,9 +65,34 @@ def schema_alternation(n: int) -> dict[str, Any]:
     return {"anyOf": [{"const": f"w{i}"} for i in range(n)]}
 
 
+@dataclass(frozen=True)
+class Nested:
+    """A JSON value nested `depth` lists deep, written by `encode_body` (json.dumps itself
+    would overflow Python's stack; a server's JSON parser once did: a 500 RecursionError)."""
+
+    depth: int
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """The body as JSON text, each `Nested` value spelled out."""
+    nested: list[Nested] = []
+
+    def default(v: Any) -> str:
+        if isinstance(v, Nested):
+            nested.append(v)
+            return f"\x00nested{len(nested) - 1}\x00"
+        raise TypeError(type(v).__name__)
+
+    text = json.dumps(body, default=default)
+    for i, n in enumerate(nested):
+        text = text.replace(json.dumps(f"\x00nested{i}\x00"), "[" * n.depth + "]" * n.depth)
+    return text.encode()
+
+
 # ---- shapes per field ---------------------------------------------------------------------------
 
 DRY = {"dry_multiplier": 0.8}  # DRY on, so that the breakers are used
+ANY = "(any route)"  # a shape sent to every route, in a field of its own
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape("prompt", "2M characters", lambda: {"prompt": "a" * 2_000_000}),
     Shape("content", "2M characters", lambda: {"content": "a" * 2_000_000}),
     Shape("input", "2M characters", lambda: {"input": "a" * 2_000_000}),
+    Shape(ANY, "a value nested 5000 lists deep", lambda: {"nested": Nested(5000)}),
 )
 
 # What a route's base body puts in its required fields (a route needing another is skipped).
@@ -142,8 +167,9 @@ def _schema(doc: dict[str, Any], op: dict[str, Any]) -> dict[str, Any] | None:
     return s if isinstance(s, dict) and s.get("type") == "object" else None
 
 
-def hostile_cases(openapi: dict[str, Any]) -> Iterator[Case]:
-    """Every shape in every field of every POST route whose body takes that field."""
+def hostile_cases(openapi: dict[str, Any], model: str | None = None) -> Iterator[Case]:
+    """Every shape in every field of every POST route whose body takes that field (ANY: in
+    every route), each body naming `model` when given (a router's routes need it)."""
     for path, ops in sorted(openapi.get("paths", {}).items()):
         op = ops.get("post")
         if op is None or "{" in path or path.startswith(_SKIP):
@@ -153,12 +179,58 @@ def hostile_cases(openapi: dict[str, Any]) -> Iterator[Case]:
             continue
         props = schema.get("properties", {})
         required = schema.get("required", [])
-        if any(r not in _REQUIRED for r in required):
+        if any(r not in _REQUIRED and not (r == "model" and model) for r in required):
             continue
-        base = {r: _REQUIRED[r] for r in required}
+        base = {r: _REQUIRED[r] for r in required if r in _REQUIRED}
+        if model:
+            base["model"] = model
         for shape in SHAPES:
-            if shape.field in props:
+            if shape.field in props or shape.field == ANY:
                 yield Case(path, {**base, **shape.make()}, f"{shape.field}: {shape.name}")
+
+
+ROUTER_OWN = ("/models/load", "/models/unload")  # POST routes a router answers itself
+
+
+def router_cases(child_openapi: dict[str, Any], model: str) -> Iterator[Case]:
+    """Through a router: every hostile case of its child's routes, naming `model`, and every
+    shape sent to the router's own POST routes (naming no model it has: the body must be read
+    and refused, never load or unload anything)."""
+    yield from hostile_cases(child_openapi, model)
+    for path in ROUTER_OWN:
+        for shape in SHAPES:
+            yield Case(path, {"model": "no-such-model", **shape.make()}, f"{shape.field}: {shape.name}")
+
+
+def send(client: Any, url: str, case: Case) -> tuple[int, Any]:
+    """POST one case on `client` (an httpx client: one keep-alive connection for them all);
+    (0, None) when no answer came (a crash, a stall past the client's timeout, a dropped
+    connection)."""
+    import httpx2
+
+    try:
+        r = client.post(url + case.path, content=encode_body(case.body), headers={"Content-Type": "application/json"})
+    except httpx2.HTTPError:
+        return 0, None
+    try:
+        return r.status_code, r.json()
+    except ValueError:
+        return r.status_code, r.text
+
+
+def run_cases(client: Any, srv: Any, cases: Iterable[Case], *watches: HealthWatch) -> list[str]:
+    """Send each case (labelling the watches with it) and check its answer and that the
+    server process still runs; the problems found."""
+    problems: list[str] = []
+    for case in cases:
+        for w in watches:
+            w.label = str(case)
+        status, body = send(client, srv.url, case)
+        problems += check_answer(case, status, body)
+        if srv.proc is None or srv.proc.poll() is not None:
+            problems.append(f"{case}: the server exited ({srv.proc.returncode if srv.proc else None})")
+            break
+    return problems
 
 
 # ---- the checks ----------------------------------------------------------------------------------
@@ -186,12 +258,12 @@ def check_answer(case: Case, status: int, body: Any) -> list[str]:
 
 
 class HealthWatch:
-    """GET /health from a thread while a block runs. A stall is /health not answering 200
-    within `limit` seconds twice in a row (a single slow answer on a busy machine is not one);
+    """GET /health (or `path`) from a thread while a block runs. A stall is no 200 within
+    `limit` seconds twice in a row (a single slow answer on a busy machine is not one);
     `stalls` says when each happened, `label` (set by the caller) what was being sent."""
 
-    def __init__(self, url: str, limit: float = 1.0, every: float = 0.1) -> None:
-        self.url = url + "/health"
+    def __init__(self, url: str, limit: float = 1.0, every: float = 0.1, path: str = "/health") -> None:
+        self.url = url + path
         self.limit = limit
         self.every = every
         self.label = ""
@@ -219,5 +291,5 @@ class HealthWatch:
         while not self._stop.is_set():
             self.probes += 1
             if not self._ok() and not self._ok():
-                self.stalls.append(f"/health gave no 200 within {self.limit:g} s, twice, during: {self.label}")
+                self.stalls.append(f"{self.url} gave no 200 within {self.limit:g} s, twice, during: {self.label}")
             time.sleep(self.every)

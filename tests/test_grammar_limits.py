@@ -158,3 +158,33 @@ def test_each_task_gets_its_own_copy_of_the_matcher(tok) -> None:  # type: ignor
     assert all(one.accept(t) for t in a)
     assert not two.allowed()[tok.tokenize("b", add_special=False)[0]]  # `two` still at the start
     assert two.allowed()[a[0]]
+
+
+# ---- llguidance's parser limits, said as such (issue #30 item d) -------------------------------
+def _alternatives(n: int, prefix: str = "") -> str:
+    return " | ".join(f'"{prefix}w{i}"' for i in range(n))
+
+
+def test_a_start_rule_over_the_parsers_row_limit_is_refused_when_compiled(tok) -> None:  # type: ignore[no-untyped-def]
+    """More than 2,000 alternatives in the start rule fail at the first token whatever it is:
+    that is a 400 naming llguidance's limit before any work, not the engine's 'logit_bias or
+    ignore_eos removed every allowed token' after the first step."""
+    compile_grammar(tok, GrammarSpec.gbnf(f"root ::= {_alternatives(1999)}"))
+    with pytest.raises(GrammarError) as e:
+        compile_grammar(tok, GrammarSpec.gbnf(f"root ::= {_alternatives(2001)}"))
+    msg = str(e.value)
+    assert msg.startswith("the grammar cannot start: the parser would hold 2002 items at one point")
+    assert "llguidance's limit of 2000 (max_items_in_row)" in msg and "logit_bias" not in msg
+    compile_grammar(tok, GrammarSpec.gbnf(f"root ::= word\nword ::= {_alternatives(2001)}"))  # one lexeme: fine
+
+
+def test_a_row_limit_met_after_some_output_is_named_too(tok) -> None:  # type: ignore[no-untyped-def]
+    """When the limit is met on one path only (here on "a", not on "ok") the grammar compiles,
+    and the token the mask allowed puts the matcher in error with the limit's explanation
+    (the engine's message: tests/test_slot_update.py)."""
+    g = compile_grammar(tok, GrammarSpec.gbnf(f'root ::= "ok" | "a" ({_alternatives(2001, "a")})'))
+    c = GrammarConstraint(g)
+    a = tok.vocab.token_to_id["a"]
+    assert c.allowed()[a] and c.allowed_last(a)
+    assert not c.accept(a) and c.failed
+    assert "over llguidance's limit of 2000 (max_items_in_row)" in c.error()

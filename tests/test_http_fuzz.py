@@ -9,9 +9,11 @@ afterwards, and within a second all along: tests/fuzz_shapes.HealthWatch). The s
 generation (`-n 4 --n-predict-max 4`, a 128-token slot context) and the per-request limits are
 small, so several thousand cases take a minute or two.
 
-The second test sends the shapes that once crashed or stalled the server (issue #30: long rule
-chains, deep nesting, huge alternations, huge lists; tests/fuzz_shapes.py) in every field of
-every route that takes them, with the same crash and stall checks.
+The hostile-shape tests send the shapes that once crashed or stalled the server (issue #30:
+long rule chains, deep nesting, huge alternations, huge lists; tests/fuzz_shapes.py) in every
+field of every route that takes them, on one keep-alive httpx connection, with the same crash
+and stall checks: to a server, and through a router (`--models-dir`) to its child and to the
+router's own routes.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuzz_shapes import SHAPES, HealthWatch, check_answer, hostile_cases
+from tests.fuzz_shapes import ROUTER_OWN, SHAPES, HealthWatch, hostile_cases, router_cases, run_cases
 from tests.http_server import ROOT, LlamaServer
 from tests.tiny_models import write_tiny_model
 
@@ -113,21 +115,17 @@ def test_keep_alive_client_across_early_answers(tmp_path: Path) -> None:
 
 
 def test_fuzz_hostile_shapes_on_every_route(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Each shape in each field of each route that takes it: an answer (never a crash, a
-    dropped connection or a 5xx), llama-server's error object without a native backtrace,
-    /health answering within a second during every case, the process alive after each."""
-    with LlamaServer(*server_args(tmp_path), cwd=tmp_path / "work") as srv, HealthWatch(srv.url) as watch:
+    """Each shape in each field of each route that takes it, on one keep-alive connection:
+    an answer (never a crash, a dropped connection or a 5xx), llama-server's error object
+    without a native backtrace, /health answering within a second during every case, the
+    process alive after each."""
+    import httpx2
+
+    with LlamaServer(*server_args(tmp_path), cwd=tmp_path / "work") as srv, HealthWatch(srv.url) as watch, httpx2.Client(timeout=120) as http:
         status, doc = srv.get("/openapi.json")
         assert status == 200
         todo = list(hostile_cases(doc))
-        problems: list[str] = []
-        for case in todo:
-            watch.label = str(case)
-            status, body = srv.post(case.path, case.body)
-            problems += check_answer(case, status, body)
-            if srv.proc is None or srv.proc.poll() is not None:
-                problems.append(f"{case}: the server exited ({srv.proc.returncode if srv.proc else None})")
-                break
+        problems = run_cases(http, srv, todo, watch)
         with capsys.disabled():
             print(f"\nsent {len(todo)} hostile shapes to {len({c.path for c in todo})} routes")
         assert not problems, "\n".join(problems[:20]) + "\n" + srv.log()[-3000:]
@@ -138,3 +136,40 @@ def test_fuzz_hostile_shapes_on_every_route(tmp_path: Path, capsys: pytest.Captu
     for route in ("/completion", "/v1/completions", "/v1/chat/completions", "/infill", "/v1/messages",
                   "/v1/responses", "/tokenize", "/v1/embeddings"):
         assert any(c.path == route for c in todo), route
+
+
+def test_fuzz_hostile_shapes_through_the_router(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The same shapes through `llama serve --models-dir` (its child started with the same
+    settings: the router passes them on): every route of the child's document with the
+    model named, and the router's own /models/load and /models/unload. The router and its one
+    child answer each (no 5xx: a child that died would be a 502/503), /health of the router
+    and /props of the child through it answer within a second all along, and the child is
+    never restarted."""
+    import httpx2
+
+    models = tmp_path / "models"
+    models.mkdir()
+    write_tiny_model("llama", "Q8_0", models / "tiny.gguf")
+    child_args = server_args(tmp_path)[2:]  # all but -m
+    router = LlamaServer("--models-dir", str(models), *child_args, "--max-n-probs", "50",
+                         env={"LLAMA_CACHE": str(tmp_path / "cache")})
+    with router as srv, httpx2.Client(timeout=120) as http:
+        assert srv.post("/models/load", {"model": "tiny"}) == (200, {"success": True})
+        status, doc = srv.get("/openapi.json?model=tiny")  # the child's document, through the router
+        assert status == 200, doc
+        todo = list(router_cases(doc, "tiny"))
+        with HealthWatch(srv.url) as watch, HealthWatch(srv.url, path="/props?model=tiny") as child:
+            problems = run_cases(http, srv, todo, watch, child)
+        with capsys.disabled():
+            print(f"\nsent {len(todo)} hostile shapes through the router to {len({c.path for c in todo})} routes")
+        assert not problems, "\n".join(problems[:20]) + "\n" + srv.log()[-3000:]
+        # the child inherited the router's bounds
+        status, body = srv.post("/completion", {"model": "tiny", "prompt": "hi", "n_probs": 51})
+        assert status == 400 and "at most 50 probabilities" in body["error"]["message"], body
+        starts = re.findall(r"model tiny: starting \(pid (\d+)\)", srv.log())
+        assert len(starts) == 1 and os.path.exists(f"/proc/{starts[0]}"), srv.log()[-3000:]
+        assert "Traceback" not in srv.log(), srv.log()[-4000:]
+    assert not watch.stalls and not child.stalls, watch.stalls + child.stalls
+    assert {c.path for c in todo} >= {"/completion", "/v1/chat/completions", "/v1/messages", "/v1/responses",
+                                      "/tokenize", "/v1/embeddings", *ROUTER_OWN}
+    assert {c.what.split(":")[0] for c in todo} == {s.field for s in SHAPES}

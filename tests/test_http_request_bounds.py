@@ -6,13 +6,16 @@ thread, then checks the answer, that /health kept answering and that the process
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fuzz_shapes import HealthWatch, gbnf_alternation, gbnf_chain, ref_chain
-from tests.http_server import LlamaServer
+from tests.http_server import ROOT, LlamaServer
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.slow
@@ -91,8 +94,12 @@ def test_a_huge_alternation_is_refused_at_once_without_a_backtrace(srv: LlamaSer
                                               "n_predict": 2})
     assert status == 200 and answer["content"].startswith("w"), answer
     watch.label = "20,000 alternatives in the start rule"
-    status, kind, message = error(srv.post("/completion", {"prompt": "hi", "grammar": gbnf_alternation(20_000)}))
-    assert status == 400 and "max is 2000" in message and "<" not in message, message  # no parser state dump
+    for stream in (False, True):  # refused before any work: a 400 even for a stream, not an error event
+        status, kind, message = error(srv.post("/completion", {"prompt": "hi", "grammar": gbnf_alternation(20_000),
+                                                               "stream": stream}))
+        assert status == 400 and message.startswith("the grammar cannot start: the parser would hold 20001 items")
+        assert "llguidance's limit of 2000 (max_items_in_row)" in message and "logit_bias" not in message
+        assert "<" not in message, message  # no parser state dump
 
 
 def test_text_to_tokenize_is_bounded(srv: LlamaServer, watch: HealthWatch) -> None:
@@ -111,6 +118,53 @@ def test_text_to_tokenize_is_bounded(srv: LlamaServer, watch: HealthWatch) -> No
         status, kind, message = error(srv.post(path, body))
         assert (status, kind) == (400, "invalid_request_error"), (path, message)
         assert f"at most {limit} per request" in message, message
+
+
+def test_n_probs_is_bounded(srv: LlamaServer, watch: HealthWatch) -> None:
+    """Item c: n_probs had no bound but the vocabulary (llama-server's clamp): every token then
+    sorted, spelled and sent the whole vocabulary, on the engine's thread."""
+    status, answer = srv.post("/completion", {"prompt": "hi", "n_probs": 1000, "n_predict": 1})
+    assert status == 200 and len(answer["completion_probabilities"][0]["top_logprobs"]) <= 1000, str(answer)[:300]
+    for path, body in (("/completion", {"prompt": "hi", "n_probs": 1001}),
+                       ("/v1/completions", {"prompt": "hi", "n_probs": 5000})):
+        watch.label = f"{path} with too many probabilities"
+        status, kind, message = error(srv.post(path, body))
+        assert (status, kind) == (400, "invalid_request_error"), (path, message)
+        assert "at most 1000 probabilities per token (--max-n-probs)" in message, message
+
+
+def test_every_bound_is_a_flag(tmp_path: Path) -> None:
+    """Item b: each bound is a `llama serve --max-...` flag (defaults: the bounds above),
+    lower or higher than its default, and the 400 names its value."""
+    model = write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf")
+    flags = ("--max-grammar-bytes", "300", "--max-grammar-rules", "5", "--max-grammar-depth", "3",
+             "--max-dry-breakers", "5", "--max-logit-bias", "2", "--max-logit-bias-chars", "3",
+             "--max-n-probs", "3", "--max-stop-strings", "1500", "--max-stop-length", "5")
+    refused = [
+        ({"grammar": gbnf_chain(6)}, "defines 8 rules; at most 5"),
+        ({"grammar": 'root ::= (((("a"))))'}, "4 levels deep; at most 3"),
+        ({"grammar": 'root ::= "' + "a" * 300 + '"'}, "bytes; at most 300"),
+        ({"json_schema": {"type": "array", "items": {"type": "array", "items": {"type": "array", "items": {}}}}},
+         "nested 4 levels deep; at most 3"),
+        ({"dry_multiplier": 0.8, "dry_sequence_breakers": list("abcdef")}, "6 entries; at most 5"),
+        ({"logit_bias": [[1, 1.0], [2, 1.0], [3, 1.0]]}, "3 entries; at most 2"),
+        ({"logit_bias": {"abcd": 1.0}}, "more than 3 characters in all"),
+        ({"n_probs": 4}, "at most 3 probabilities per token"),
+        ({"stop": ["abcdef"]}, "6 characters; at most 5"),
+        ({"stop": ["x"] * 1501}, "1501 strings; at most 1500"),
+    ]
+    with LlamaServer("-m", str(model), "-c", str(N_CTX), "-np", "1", "-n", "2", "--no-warmup", *flags) as s:
+        for extra, needle in refused:
+            status, kind, message = error(s.post("/completion", {"prompt": "hi", **extra}))
+            assert (status, kind) == (400, "invalid_request_error") and needle in message, (extra.keys(), message)
+        status, answer = s.post("/completion", {"prompt": "hi", "stop": ["x"] * 1500, "n_probs": 3})  # over 1000: fine
+        assert status == 200 and len(answer["completion_probabilities"][0]["top_logprobs"]) == 3, str(answer)[:300]
+    # a bound is positive, and the server's own defaults must pass it (4 default DRY breakers)
+    for flag, value, needle in (("--max-n-probs", "0", "--max-n-probs must be positive, got 0"),
+                                ("--max-dry-breakers", "3", "dry_sequence_breakers has 4 entries; at most 3")):
+        run = subprocess.run([sys.executable, "-m", "llamacli", "serve", "-m", str(model), flag, value, "--port", "0"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert run.returncode == 1 and needle in run.stderr, run.stderr
 
 
 def test_no_traceback_in_the_log(srv: LlamaServer) -> None:

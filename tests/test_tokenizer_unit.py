@@ -11,10 +11,8 @@ import pytest
 from llamacli.core.errors import TokenizerError
 from llamacli.core.text.tokenizer import IncrementalDecoder, Vocab, load_tokenizer
 from llamacli.core.text.tokenizer import unicode as U
-from llamacli.core.text.tokenizer.bpe import BpeEncoder
 from llamacli.core.text.tokenizer.pretokenize import pretokenizer_for
 from llamacli.core.text.tokenizer.regex_translate import translate
-from llamacli.core.text.tokenizer.spm import SpmEncoder
 from llamacli.core.text.tokenizer.tokenizer import _CLEAN_CONTRACTION, _CLEAN_PUNCT, _CLEAN_QUOTE
 from llamacli.core.text.tokenizer.vocab import ATTR_CONTROL, ATTR_UNUSED
 
@@ -140,6 +138,41 @@ def test_pretokenizer_splits(pre: str, text: str, words: list[str]) -> None:
     assert pretokenizer_for(pre).split(text) == words
 
 
+def _regex_split(regexes: tuple[str, ...], text: str) -> list[str]:
+    """unicode_regex_split with each regex translated as written (no splitter functions): the
+    slow reference for the linear-time forms."""
+    pieces = [(0, len(text))]
+    for regex in regexes:
+        pat = re.compile(translate(regex))
+        out = []
+        for start, end in pieces:
+            prev = start
+            for m in pat.finditer(text, start, end):
+                if m.start() > prev:
+                    out.append((prev, m.start()))
+                out.append(m.span())
+                prev = m.end()
+            if prev < end:
+                out.append((prev, end))
+        pieces = out
+    return [text[a:b] for a, b in pieces]
+
+
+def test_thousands_splitter_splits_as_the_regex() -> None:
+    """SuperBPE's thousands lookahead rescans a digit run at every position (8,000 digits:
+    0.2 s, growing with the square); its one-pass splitter cuts identically."""
+    from llamacli.core.text.tokenizer._pre_regexes import _REGEXES
+
+    pre = "SUPERBPE"
+    rng = random.Random(pre)
+    alphabet = [" ", " ", "\t", "\r", "\n", "\u3000", "1", "2", "a", "B", "中", "!", "'", "\u0661"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40))) for _ in range(400)]
+    texts += [" " * 1100 + "x", "1" * 1000, "12 1234\n\n  \r\n 5"]
+    tok = pretokenizer_for(pre)
+    for text in texts:
+        assert tok.split(text) == _regex_split(_REGEXES[pre], text), repr(text)
+
+
 def test_collapsed_regex_classes() -> None:
     pat = re.compile(translate("\\s?\\p{L}+"))
     assert pat.fullmatch(" héllo") and pat.fullmatch("\u3000日本")  # non-ASCII space counts as \s
@@ -148,33 +181,6 @@ def test_collapsed_regex_classes() -> None:
 
 
 # --- BPE and SPM merges ---------------------------------------------------------------------
-
-
-def test_bpe_scan_and_heap_merges_agree() -> None:
-    rng = random.Random(3)
-    alphabet = "abcd"
-    merges = sorted({f"{rng.choice(alphabet)} {rng.choice(alphabet)}" for _ in range(12)})
-    words = [m.replace(" ", "") for m in merges]
-    for _ in range(6):  # second-level merges
-        a, b = rng.choice(words), rng.choice(words)
-        merges.append(f"{a} {b}")
-        words.append(a + b)
-    words = list(dict.fromkeys(words))
-    enc = BpeEncoder(Vocab.from_metadata(bpe_metadata(words, merges)), pretokenizer_for("GPT2"))
-    for _ in range(300):
-        word = [rng.choice(alphabet) for _ in range(rng.randint(2, 40))]
-        assert enc._merge_scan(list(word)) == enc._merge_heap(list(word))
-
-
-def test_spm_chunking_is_exact() -> None:
-    rng = random.Random(5)
-    chars = "ab>▁"
-    pieces = {"".join(rng.choice(chars) for _ in range(rng.randint(2, 4))) for _ in range(60)}
-    md = spm_metadata([(p, -rng.random() * 10, 1) for p in sorted(pieces)] + [(c, -20.0, 1) for c in chars])
-    enc = SpmEncoder(Vocab.from_metadata(md))
-    for _ in range(300):
-        text = "".join(rng.choice(chars) for _ in range(rng.randint(1, 30)))
-        assert enc.encode(text) == enc._merge(list(text), enc._ids), text
 
 
 def test_spm_space_prefix_and_byte_fallback() -> None:

@@ -48,11 +48,11 @@ def check_task(
     if task.kind == "embedding" and task.pooling == "rank" and not model.n_cls_out:
         raise InvalidRequest("rank pooling needs a model with a classification head (cls, cls.output)")
     if task.params.sampling is not None:
-        task.params.sampling.validate()
+        task.params.sampling.validate(config.sampling_limits)
     if task.params.lora is not None and len(task.params.lora) != n_adapters:
         raise InvalidRequest(f"lora: {len(task.params.lora)} scales given for {n_adapters} adapters")
     if task.params.grammar is not None and task.kind == "completion" and task.compiled_grammar is None:
-        task.compiled_grammar = compile_grammar(tokenizer, task.params.grammar)  # GrammarError (400)
+        task.compiled_grammar = compile_grammar(tokenizer, task.params.grammar, config.grammar_limits)  # GrammarError
 
 
 def task_lora(task: Task, lora_scales: tuple[float, ...]) -> tuple[float, ...]:

@@ -135,7 +135,7 @@ class Engine:
         puts its value in `task.compiled_grammar`, then submits. None: nothing to wait for."""
         if task.params.grammar is None or task.kind != "completion":
             return None
-        return compile_grammar_future(self.tokenizer, task.params.grammar)
+        return compile_grammar_future(self.tokenizer, task.params.grammar, self.config.grammar_limits)
 
     def run(self, task: Task) -> Final:
         """Submit and wait for the Final result (raises its error, if any)."""

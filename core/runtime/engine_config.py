@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llamacli.core.sampling.limits import SamplingLimits
 from llamacli.core.speculative.config import SpecConfig
+from llamacli.core.text.grammar.limits import GrammarLimits
 
 
 @dataclass
@@ -21,6 +23,8 @@ class EngineConfig:
     )
     n_predict_max: int = -1  # server-wide cap on n_predict (-1: none)
     speculative: SpecConfig = field(default_factory=SpecConfig)  # --spec-type and friends
+    grammar_limits: GrammarLimits = field(default_factory=GrammarLimits)  # --max-grammar-*
+    sampling_limits: SamplingLimits = field(default_factory=SamplingLimits)  # --max-dry-breakers, ...
 
     @property
     def n_ctx_slot(self) -> int:

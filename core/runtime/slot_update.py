@@ -44,12 +44,18 @@ def pick(s: Slot, logits: np.ndarray, metrics: Metrics) -> int | None:
         budget.apply(logits)  # the budget message and end tag, one token per step
     elif grammar is not None:
         grammar.apply(logits)  # -inf where the grammar forbids; EOG only where it may end
+        if grammar.failed:
+            finish(s, "error", metrics, error=GrammarError(f"the grammar cannot go on here: {grammar.error()}"))
+            return None
     tok = s.sampler.sample(logits)
     s.sampler.accept(tok)
     if budget is not None:
         budget.accept(tok)
     if grammar is not None and not grammar.accept(tok):
-        msg = "the sampled token breaks the grammar (logit_bias or ignore_eos removed every allowed token)"
+        if grammar.allowed_last(tok):  # the mask let it through: the parser itself gave up
+            msg = "the grammar cannot go on after this token"
+        else:
+            msg = "the sampled token breaks the grammar (logit_bias or ignore_eos removed every allowed token)"
         finish(s, "error", metrics, error=GrammarError(f"{msg}: {grammar.error()}"))
         return None
     return tok

@@ -10,6 +10,7 @@ arithmetic, candidate order and std::mt19937 draws, so a seed picks the same tok
 
 from llamacli.core.sampling.candidates import Candidates
 from llamacli.core.sampling.dry import DryVocab
+from llamacli.core.sampling.limits import DEFAULT_SAMPLING_LIMITS, SamplingLimits
 from llamacli.core.sampling.logit_bias import resolve_logit_bias
 from llamacli.core.sampling.params import (
     DEFAULT_DRY_BREAKERS,
@@ -22,12 +23,14 @@ from llamacli.core.sampling.sampler import Sampler, build_chain
 
 __all__ = [
     "DEFAULT_DRY_BREAKERS",
+    "DEFAULT_SAMPLING_LIMITS",
     "DEFAULT_SAMPLERS",
     "DEFAULT_SEED",
     "Candidates",
     "DryVocab",
     "Mt19937",
     "Sampler",
+    "SamplingLimits",
     "SamplingParams",
     "build_chain",
     "parse_samplers",

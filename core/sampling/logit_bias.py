@@ -11,14 +11,11 @@ from typing import Any, Protocol
 import numpy as np
 from llamacli.core.errors import InvalidRequest
 from llamacli.core.sampling.candidates import F32, Candidates
+from llamacli.core.sampling.limits import DEFAULT_SAMPLING_LIMITS, SamplingLimits
 from llamacli.core.sampling.step import Stateless
 
 _STRTOL_INT = re.compile(r"\s*[+-]?[0-9]+")
 
-# Bounds on one request's logit_bias (llama-server has none): every entry is checked and
-# applied at each sampling step, and every string key is tokenized.
-MAX_LOGIT_BIAS = 65536  # entries, and (token, bias) pairs once string keys are tokenized
-MAX_LOGIT_BIAS_CHARS = 65536  # characters of string keys, all together
 
 
 class Tokenize(Protocol):
@@ -67,16 +64,17 @@ def _bias_value(v: Any) -> float | None:
 
 
 def resolve_logit_bias(
-    raw: Any, tokenizer: Tokenize, n_vocab: int
+    raw: Any, tokenizer: Tokenize, n_vocab: int, limits: SamplingLimits = DEFAULT_SAMPLING_LIMITS
 ) -> list[tuple[int, float]]:
     """llama-server's `logit_bias` handler: `[[token, bias], ...]` or `{"token": bias}`, a
     token being an id or a string (every token of its tokenization, without BOS); a bias of
     false bans. Ids outside the vocabulary and malformed entries are skipped, as llama-server.
-    More than `MAX_LOGIT_BIAS` entries (or pairs) or `MAX_LOGIT_BIAS_CHARS` characters of
-    string keys is an `InvalidRequest`."""
+    More than `limits.max_logit_bias` entries (or pairs) or `limits.max_logit_bias_chars`
+    characters of string keys is an `InvalidRequest`."""
     out: list[tuple[int, float]] = []
-    if isinstance(raw, (dict, list, tuple)) and len(raw) > MAX_LOGIT_BIAS:
-        raise InvalidRequest(f"logit_bias has {len(raw)} entries; at most {MAX_LOGIT_BIAS} are accepted")
+    max_items, max_chars = limits.max_logit_bias, limits.max_logit_bias_chars
+    if isinstance(raw, (dict, list, tuple)) and len(raw) > max_items:
+        raise InvalidRequest(f"logit_bias has {len(raw)} entries; at most {max_items} are accepted")
     chars = 0
 
     def add(key: Any, value: Any) -> None:
@@ -89,16 +87,12 @@ def resolve_logit_bias(
                 out.append((key, bias))
         elif isinstance(key, str):
             chars += len(key)
-            if chars > MAX_LOGIT_BIAS_CHARS:
-                raise InvalidRequest(
-                    f"the string keys of logit_bias hold more than {MAX_LOGIT_BIAS_CHARS} characters in all"
-                )
+            if chars > max_chars:
+                raise InvalidRequest(f"the string keys of logit_bias hold more than {max_chars} characters in all")
             for tok in tokenizer.tokenize(key, add_special=False, parse_special=False):
                 out.append((tok, bias))
-            if len(out) > MAX_LOGIT_BIAS:
-                raise InvalidRequest(
-                    f"logit_bias comes to more than {MAX_LOGIT_BIAS} tokens; at most that many are accepted"
-                )
+            if len(out) > max_items:
+                raise InvalidRequest(f"logit_bias comes to more than {max_items} tokens; at most that many are accepted")
 
     if isinstance(raw, dict):
         for key, value in raw.items():

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from llamacli.core.errors import InvalidRequest
-from llamacli.core.sampling.logit_bias import MAX_LOGIT_BIAS
+from llamacli.core.sampling.limits import DEFAULT_SAMPLING_LIMITS, SamplingLimits
 from llamacli.core.sampling.rng import DEFAULT_SEED
 
 # common_sampler_type_to_str / _to_chr
@@ -57,9 +57,6 @@ DEFAULT_SAMPLERS: tuple[str, ...] = (
     "temperature",
 )
 DEFAULT_DRY_BREAKERS: tuple[str, ...] = ("\n", ":", '"', "*")
-# DRY looks every new token up against the breakers (each cut to 40 bytes, as llama.cpp does);
-# llama.cpp takes any number, this bounds that work per token.
-MAX_DRY_BREAKERS = 1000
 
 
 def parse_samplers(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -134,8 +131,9 @@ class SamplingParams:
         """The sampler order as canonical names (raises InvalidRequest on unknown names)."""
         return parse_samplers(self.samplers)
 
-    def validate(self) -> None:
-        """Raise InvalidRequest naming the first option whose value is out of range."""
+    def validate(self, limits: SamplingLimits = DEFAULT_SAMPLING_LIMITS) -> None:
+        """Raise InvalidRequest naming the first option whose value is out of range or over
+        one of the server's `limits`."""
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, float) and math.isnan(v):
@@ -184,13 +182,18 @@ class SamplingParams:
         breakers = self.dry_sequence_breakers
         if isinstance(breakers, str) or not all(isinstance(b, str) for b in breakers):
             raise InvalidRequest("dry_sequence_breakers must be a list of strings")
-        if len(breakers) > MAX_DRY_BREAKERS:
+        if len(breakers) > limits.max_dry_breakers:
             raise InvalidRequest(
-                f"dry_sequence_breakers has {len(breakers)} entries; at most {MAX_DRY_BREAKERS} are accepted"
+                f"dry_sequence_breakers has {len(breakers)} entries; at most {limits.max_dry_breakers} are accepted"
             )
-        if len(self.logit_bias) > MAX_LOGIT_BIAS:
+        if len(self.logit_bias) > limits.max_logit_bias:
             raise InvalidRequest(
-                f"logit_bias has {len(self.logit_bias)} entries; at most {MAX_LOGIT_BIAS} are accepted"
+                f"logit_bias has {len(self.logit_bias)} entries; at most {limits.max_logit_bias} are accepted"
+            )
+        if self.n_probs > limits.max_n_probs:
+            raise InvalidRequest(
+                f"n_probs is {self.n_probs}; this server returns at most {limits.max_n_probs} probabilities "
+                "per token (--max-n-probs)"
             )
         for item in self.logit_bias:
             if (

@@ -12,14 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.sampling import SamplingParams
-from llamacli.options import endpoints, listen, model_load, reasoning, router_args, slots, tools
+from llamacli.options import endpoints, listen, model_load, reasoning, request_bounds, router_args, slots, tools
 from llamacli.options.endpoints import EndpointOptions
 from llamacli.options.groups import in_order, option_group, values_of
 from llamacli.options.listen import ListenOptions
 from llamacli.options.model_load import LoadOptions
 from llamacli.options.reasoning import ReasoningOptions
+from llamacli.options.request_bounds import RequestBounds
 from llamacli.options.router_args import RouterOptions
 from llamacli.options.slots import SlotOptions
 from llamacli.options.speculative import SpecOptions
@@ -39,6 +42,7 @@ class ServeOptions:
     load: LoadOptions
     router: RouterOptions
     tools: ToolOptions
+    bounds: RequestBounds
 
     @property
     def tools_on(self) -> bool:
@@ -66,11 +70,14 @@ HELP_ORDER = (
     # Chat template and reasoning
     "chat_template", "chat_template_file", "jinja", "chat_template_kwargs", "reasoning", "reasoning_format",
     "reasoning_effort", "reasoning_preserve", "reasoning_budget", "reasoning_budget_message",
+    # Request limits
+    "max_grammar_bytes", "max_grammar_rules", "max_grammar_depth", "max_grammar_seconds", "max_dry_breakers",
+    "max_logit_bias", "max_logit_bias_chars", "max_n_probs", "max_stop_strings", "max_stop_length",
     # Router mode
     "models_dir", "models_preset", "models_max", "models_autoload",
 )
 OPTIONS = in_order(HELP_ORDER, listen.OPTIONS, endpoints.OPTIONS, slots.OPTIONS, reasoning.OPTIONS, model_load.OPTIONS,
-                   router_args.OPTIONS, tools.OPTIONS)
+                   router_args.OPTIONS, tools.OPTIONS, request_bounds.OPTIONS)
 
 
 def build(values: dict[str, Any]) -> ServeOptions:
@@ -83,6 +90,7 @@ def build(values: dict[str, Any]) -> ServeOptions:
         load=model_load.build(values_of(values, model_load.OPTIONS)),
         router=router_args.build(values_of(values, router_args.OPTIONS)),
         tools=tools.build(values_of(values, tools.OPTIONS)),
+        bounds=request_bounds.build(values_of(values, request_bounds.OPTIONS)),
     )
 
 
@@ -94,7 +102,13 @@ def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: Spe
     """What the HTTP layer needs of the options."""
     from llamacli.http.config import ServerConfig
 
+    from llamacli.core.errors import InvalidRequest
+
     net, api, slot, thinking = opts.listen, opts.endpoints, opts.slots, opts.reasoning
+    try:  # the server's own defaults within its bounds (or no request could pass)
+        sampling.validate(opts.bounds.sampling)
+    except InvalidRequest as e:
+        raise typer.BadParameter(f"the sampling defaults are over a --max-... bound: {e}") from None
     cors_origins = net.cors_origins
     if cors_origins is None:
         cors_origins = "localhost" if opts.tools_on else "*"
@@ -109,7 +123,7 @@ def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: Spe
         threads_http=net.threads_http, sse_ping_interval=net.sse_ping_interval, n_batch=slot.batch_size,
         sleep_idle_seconds=slot.sleep_idle_seconds, speculative=speculative.config.draft if speculative.config.enabled else None,
         max_body_size=net.max_body_size, max_prompts=net.max_prompts, max_embd_inputs=net.max_embd_inputs,
-        verbose=net.verbose, log_format=net.log_format,
+        sampling_limits=opts.bounds.sampling, stop_limits=opts.bounds.stop, verbose=net.verbose, log_format=net.log_format,
     )
 
 
@@ -127,5 +141,6 @@ def engine_config(opts: ServeOptions, n_ctx_train: int, speculative: SpecOptions
     return EngineConfig(
         n_ctx=s.ctx_size if s.ctx_size > 0 else n_ctx_train, n_parallel=s.n_parallel, n_batch=s.ubatch_size,
         slot_prompt_similarity=s.slot_prompt_similarity, context_shift=s.context_shift, kv_unified=s.kv_unified,
-        speculative=speculative.config, n_predict_max=s.n_predict_max,
+        speculative=speculative.config, n_predict_max=s.n_predict_max, grammar_limits=opts.bounds.grammar,
+        sampling_limits=opts.bounds.sampling,
     )

@@ -14,6 +14,7 @@ tokenizes itself.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -173,6 +174,10 @@ def _compile(tokenizer: Tokenizer, spec: GrammarSpec) -> CompiledGrammar:
         raise GrammarError(f"{what}: {clean_message(str(e))}") from None
     if m.is_error():
         raise GrammarError(f"{what}: {clean_message(m.get_error())}")
+    with panics_as_errors(what):
+        failure = _first_token_fails(m)
+    if failure is not None:
+        raise GrammarError(f"the {spec.describe()} cannot start: {explain(failure)}")
     compiled = CompiledGrammar(spec, g, lt, m, tuple(clean_message(w) for w in m.get_grammar_warnings()))
     with _lock:
         cache[spec] = compiled
@@ -181,6 +186,43 @@ def _compile(tokenizer: Tokenizer, spec: GrammarSpec) -> CompiledGrammar:
             old, _ = cache.popitem(last=False)
             size -= len(old.source)
     return compiled
+
+
+_PROBE = 16  # first tokens tried at compile time
+
+
+def _first_token_fails(m: llguidance.LLMatcher) -> str | None:
+    """llguidance's error when the grammar's first step fails whatever the model picks: the
+    mask itself, or each of the (at most _PROBE) tokens it allows (a parser limit met on the
+    first token, as with a start rule of thousands of alternatives), else None."""
+    allowed = np.flatnonzero(np.unpackbits(np.frombuffer(m.compute_bitmask(), np.uint8), bitorder="little"))
+    if m.is_error():
+        return str(m.get_error())
+    if not 0 < len(allowed) <= _PROBE:
+        return None
+    errors = []
+    for tok in allowed.tolist():
+        probe = m.deep_copy()
+        if probe.consume_token(tok) or not probe.is_error():
+            return None
+        errors.append(str(probe.get_error()))
+    return errors[0]
+
+
+_ROW = re.compile(r"Current row has (\d+) items; max is (\d+)")
+
+
+def explain(msg: str) -> str:
+    """llguidance's error from a parser step, its limits said as such: a row of the Earley
+    parser over max_items_in_row (a rule of thousands of alternatives met where the parser
+    must track each, such as the start rule; in a rule of its own they become one lexeme)."""
+    msg = clean_message(msg)
+    row = _ROW.search(msg)
+    if row is None:
+        return msg
+    return (f"the parser would hold {row[1]} items at one point, over llguidance's limit of {row[2]} "
+            "(max_items_in_row): a rule of that many alternatives where each must be tracked, such as the start "
+            "rule, is over it; in a rule of its own they become one lexeme")
 
 
 def clean_message(msg: str) -> str:
@@ -222,6 +264,10 @@ class GrammarConstraint:
             self.matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
         return np.unpackbits(self._bits.view(np.uint8), count=self.n_vocab, bitorder="little").view(bool)
 
+    def allowed_last(self, token: int) -> bool:
+        """Whether the last mask computed (`allowed`, `apply`) allowed ``token``."""
+        return 0 <= token < self.n_vocab and bool(self._bits.view(np.uint32)[token >> 5] >> (token & 31) & 1)
+
     def apply(self, logits: np.ndarray) -> np.ndarray:
         """Set logits (n_logits,) of forbidden tokens to -inf, in place (rows past the
         vocabulary, a padded output layer's, are forbidden too); returns logits."""
@@ -247,5 +293,10 @@ class GrammarConstraint:
         """The output so far is a whole sentence of the grammar (it may still go on)."""
         return bool(self.matcher.is_accepting())
 
+    @property
+    def failed(self) -> bool:
+        """The matcher is in error (a limit of its parser met while computing a mask)."""
+        return bool(self.matcher.is_error())
+
     def error(self) -> str:
-        return clean_message(str(self.matcher.get_error()))
+        return explain(str(self.matcher.get_error()))

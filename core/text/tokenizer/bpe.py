@@ -3,32 +3,47 @@
 The fragment is split into words by the pre-tokenizer; each word (in GPT-2's byte-level
 alphabet unless the model uses raw UTF-8) starts as one symbol per character and the
 adjacent pair with the lowest merge rank (ties: leftmost) is merged until no pair has a
-rank. llama.cpp's queue with stale-entry checks performs exactly this sequence: a stale
-entry is recognised by its text, and symbols only grow, so the valid pairs are always the
-current neighbours. Words are independent, so their ids are cached.
+rank (`merge.encode_words`, all words of a fragment in one call). A final symbol that is
+no token is looked up byte by byte; bytes without a token are dropped, as in llama.cpp.
 """
 
 from __future__ import annotations
 
-import heapq
+import numpy as np
 
+from llamacli.core.text.tokenizer.merge import (
+    BPE,
+    IGNORE_MERGES,
+    NEWLINE_WORDS,
+    FragmentCache,
+    KeyTable,
+    encode_words,
+    split_ids,
+    warm,
+)
 from llamacli.core.text.tokenizer.pretokenize import PreTokenizer
-from llamacli.core.text.tokenizer.unicode import BYTE_ENCODE_TABLE, encode_utf8
+from llamacli.core.text.tokenizer.unicode import BYTE_TO_CHAR, decode_utf8, encode_utf8, utf8_ends
 from llamacli.core.text.tokenizer.vocab import Vocab
 
-_CACHE_LIMIT = 1 << 17
-_HEAP_FROM = 24  # words at least this long use the heap instead of rescanning
+# each byte's character in the byte-level alphabet, as UTF-8 (one or two bytes)
+_ALPHABET = [c.encode("utf-8") for c in BYTE_TO_CHAR]
+_ALPHA_WIDTH = np.array([len(a) for a in _ALPHABET], np.int64)
+_ALPHA_FIRST = np.array([a[0] for a in _ALPHABET], np.uint8)
+_ALPHA_LAST = np.array([a[-1] for a in _ALPHABET], np.uint8)
 
 
-def merge_ranks(merges: list[str]) -> dict[str, int]:
-    """'left right' -> rank; the first occurrence of a duplicate pair wins (std::map emplace).
-
-    llama.cpp splits each merge at its first space after position 0; a pair whose parts hold
-    spaces can never be looked up (symbols never contain a space), so keying by the raw
-    merge string is equivalent.
-    """
-    n = len(merges)
-    return dict(zip(reversed(merges), range(n - 1, -1, -1)))
+def byte_level(raw: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """unicode_byte_encoding_process on bytes with word ends: (UTF-8 of the alphabet
+    spelling, the words' ends in it)."""
+    width = _ALPHA_WIDTH[raw]
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum(width, out=offsets[1:])
+    starts = offsets[:-1]
+    out = np.empty(int(offsets[-1]), np.uint8)
+    out[starts] = _ALPHA_FIRST[raw]
+    two = width == 2
+    out[starts[two] + 1] = _ALPHA_LAST[raw[two]]
+    return out, offsets[ends]
 
 
 class BpeEncoder:
@@ -36,97 +51,49 @@ class BpeEncoder:
 
     def __init__(self, vocab: Vocab, pre: PreTokenizer) -> None:
         self._pre = pre
-        self._ids = vocab.token_to_id
-        self._ranks = merge_ranks(vocab.merges or [])
-        self._ignore_merges = vocab.ignore_merges
-        self._gemma4 = vocab.pre_type == "GEMMA4"
+        self._tokens = KeyTable.of_tokens(vocab.tokens)
+        self._pairs = KeyTable.of_merges(vocab.merges or [])
+        self._flags = BPE | (IGNORE_MERGES if vocab.ignore_merges else 0)
+        self._flags |= NEWLINE_WORDS if vocab.pre_type == "GEMMA4" else 0
         self._byte_encode = pre.byte_encode
-        self._cache: dict[str, list[int]] = {}
+        ids = vocab.token_to_id
+        # llama.cpp looks a leftover symbol's bytes up one by one, as one-byte strings
         if pre.byte_encode:
-            self._byte_ids = [self._ids.get(chr(b)) if b < 0x80 else None for b in range(256)]
+            byte_ids = [ids.get(chr(b)) if b < 0x80 else None for b in range(256)]
         else:
-            self._byte_ids = [self._ids.get(f"<0x{b:02X}>") for b in range(256)]
+            byte_ids = [ids.get(f"<0x{b:02X}>") for b in range(256)]
+        self._byte_ids = np.array([-1 if t is None else t for t in byte_ids], np.int32)
+        self._no_order = np.zeros(0, np.uint32)
+        self.work = np.zeros(2, np.int64)  # merge.encode_words' counters, summed over calls
+        self._cache = FragmentCache()
+        warm()  # compiled now, not at the first request
 
-    def encode(self, text: str) -> list[int]:
-        cache = self._cache
-        out: list[int] = []
-        for word in self._pre.split(text):
-            ids = cache.get(word)
-            if ids is None:
-                if not word:
-                    continue
-                ids = self._word(word)
-                if len(cache) >= _CACHE_LIMIT:
-                    cache.clear()
-                cache[word] = ids
-            out += ids
-        return out
+    def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
+        """The words of every fragment merged in one call; each fragment's ids apart (the
+        lists are shared with the cache of recent fragments)."""
+        return self._cache.encode(fragments, self._encode)
 
-    def _word(self, word: str) -> list[int]:
-        if self._byte_encode:
-            word = encode_utf8(word).decode("latin-1").translate(BYTE_ENCODE_TABLE)
-        tid = self._ids.get(word)
-        if tid is not None and (self._ignore_merges or (self._gemma4 and word.strip("\n") == "")):
-            return [tid]
-        symbols = list(word)
-        if len(symbols) > 1:
-            symbols = self._merge_heap(symbols) if len(symbols) >= _HEAP_FROM else self._merge_scan(symbols)
-        out: list[int] = []
-        for s in symbols:
-            tid = self._ids.get(s)
-            if tid is not None:
-                out.append(tid)
-                continue
-            for b in encode_utf8(s):  # llama.cpp looks up each byte; unknown ones are dropped
-                bid = self._byte_ids[b]
-                if bid is not None:
-                    out.append(bid)
-        return out
-
-    def _merge_scan(self, sym: list[str]) -> list[str]:
-        ranks = self._ranks
-        while len(sym) > 1:
-            best = -1
-            best_rank = 1 << 62
-            for i in range(len(sym) - 1):
-                r = ranks.get(sym[i] + " " + sym[i + 1])
-                if r is not None and r < best_rank:
-                    best_rank, best = r, i
-            if best < 0:
-                break
-            sym[best : best + 2] = [sym[best] + sym[best + 1]]
-        return sym
-
-    def _merge_heap(self, sym: list[str]) -> list[str]:
-        ranks = self._ranks
-        n = len(sym)
-        prev = list(range(-1, n - 1))
-        nxt = list(range(1, n + 1))
-        nxt[-1] = -1
-        heap: list[tuple[int, int, int, str]] = []
-        for i in range(n - 1):
-            r = ranks.get(sym[i] + " " + sym[i + 1])
-            if r is not None:
-                heap.append((r, i, i + 1, sym[i] + sym[i + 1]))
-        heapq.heapify(heap)
-        while heap:
-            _, left, right, text = heapq.heappop(heap)
-            sl, sr = sym[left], sym[right]
-            if not sl or not sr or sl + sr != text:
-                continue
-            sym[left] = text
-            sym[right] = ""
-            after = nxt[right]
-            nxt[left] = after
-            if after >= 0:
-                prev[after] = left
-            before = prev[left]
-            if before >= 0:
-                r = ranks.get(sym[before] + " " + text)
-                if r is not None:
-                    heapq.heappush(heap, (r, before, left, sym[before] + text))
-            if after >= 0:
-                r = ranks.get(text + " " + sym[after])
-                if r is not None:
-                    heapq.heappush(heap, (r, left, after, text + sym[after]))
-        return [s for s in sym if s]
+    def _encode(self, fragments: list[bytes]) -> list[list[int]]:
+        parts: list[np.ndarray] = []
+        ends: list[np.ndarray] = []
+        last_word: list[int] = []  # per fragment, the index of its last word + 1
+        base = n_words = 0
+        for frag in fragments:
+            text = decode_utf8(frag)
+            words = self._pre.split(text)
+            if words:
+                units = np.frombuffer(encode_utf8(text), np.uint8)
+                word_ends = utf8_ends(text, words)
+                if self._byte_encode:
+                    units, word_ends = byte_level(units, word_ends)
+                parts.append(units)
+                ends.append(word_ends + base)
+                base += len(units)
+                n_words += len(words)
+            last_word.append(n_words)
+        if not parts:
+            return [[] for _ in fragments]
+        ids, out_ends = encode_words(np.concatenate(parts), np.concatenate(ends), self._flags, self._tokens,
+                                     self._pairs, self._no_order, self._byte_ids, self.work)
+        frag_ends = np.concatenate(([0], out_ends))[last_word]
+        return split_ids(ids, frag_ends)

@@ -37,6 +37,7 @@ QWEN35 = (
 NEWLINES = "[^\\n]+|[\\n]+"
 KIMI_K2 = "\\p{Han}+"  # stands for the whole Kimi-K2 pattern (unicode_regex_split_custom_kimi_k2)
 DIGIT_GROUPS = ("\\p{AFMoE_digits}", "\\d{1,3}(?=(?:\\d{3})*\\b)")  # unicode_regex_split_custom_afmoe
+THOUSANDS = "(?=(\\d{3})+(?!\\d))"  # SuperBPE: an empty word before each 3 digits from a run's end
 # unicode_cpt_is_han
 _HAN: U.Ranges = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
                   (0x2B820, 0x2CEAF), (0x2CEB0, 0x2EBEF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)]
@@ -87,6 +88,27 @@ def _custom(regex: str) -> str | None:
     return None
 
 
+def _thousands(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
+    """THOUSANDS on one piece, in one pass (the regex rescans the run at every position):
+    an empty match at each p in an ASCII digit run with (run end - p) a multiple of 3, the
+    text between matches a piece of its own."""
+    prev = start
+    for m in _ascii_digit_run().finditer(text, start, end):
+        a, b = m.span()
+        for p in range(a + (b - a) % 3, b, 3):
+            if p > prev:
+                out.append((prev, p))
+            out.append((p, p))
+            prev = p
+    if prev < end:
+        out.append((prev, end))
+
+
+@lru_cache(maxsize=None)
+def _ascii_digit_run() -> re.Pattern[str]:
+    return re.compile("[0-9]+")
+
+
 def _digit_groups(text: str, start: int, end: int, out: list[tuple[int, int]]) -> None:
     """unicode_regex_split_custom_afmoe on one piece: each run of \\p{N} splits as its
     length mod 3 first, then threes; text before a run joins the run's first group."""
@@ -118,6 +140,10 @@ def compile_regex(regex: str) -> tuple[re.Pattern[str], bool]:
     return re.compile(translate(regex)), False
 
 
+# regexes split by a function (text, start, end, out) instead
+_SPLITTERS = {DIGIT_GROUPS[0]: _digit_groups, DIGIT_GROUPS[1]: _digit_groups, THOUSANDS: _thousands}
+
+
 @dataclass
 class PreTokenizer:
     """The word splitter of one llama.cpp pre-tokenizer type."""
@@ -127,8 +153,8 @@ class PreTokenizer:
     byte_encode: bool
 
     def __post_init__(self) -> None:
-        compiled = [None if r in DIGIT_GROUPS else compile_regex(r) for r in self.regexes]
-        self._patterns = [c[0] if c else None for c in compiled]
+        compiled = [None if r in _SPLITTERS else compile_regex(r) for r in self.regexes]
+        self._patterns = [c[0] if c else _SPLITTERS[r] for c, r in zip(compiled, self.regexes)]
         # one regex that covers the whole text: its findall is the split
         first = compiled[0] if len(compiled) == 1 else None
         self._single: re.Pattern[str] | None = first[0] if first is not None and first[1] else None
@@ -143,9 +169,9 @@ class PreTokenizer:
         for pat in self._patterns:
             out: list[tuple[int, int]] = []
             append = out.append
-            if pat is None:
+            if not isinstance(pat, re.Pattern):
                 for start, end in pieces:
-                    _digit_groups(text, start, end, out)
+                    pat(text, start, end, out)
                 pieces = out
                 continue
             for start, end in pieces:

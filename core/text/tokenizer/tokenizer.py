@@ -19,7 +19,7 @@ from llamacli.core.text.tokenizer.partition import SpecialPartitioner
 from llamacli.core.text.tokenizer.pretokenize import pretokenizer_for
 from llamacli.core.text.tokenizer.spm import SPACE, SpmEncoder
 from llamacli.core.text.tokenizer.ugm import UgmEncoder
-from llamacli.core.text.tokenizer.unicode import CHAR_TO_BYTE, decode_utf8, encode_utf8
+from llamacli.core.text.tokenizer.unicode import CHAR_TO_BYTE, encode_utf8
 from llamacli.core.text.tokenizer.vocab import (
     ATTR_BYTE,
     ATTR_CONTROL,
@@ -40,7 +40,9 @@ _CLEAN_CONTRACTION = re.compile(rb" '(?=[sm]|re|ve)")
 
 
 class Encoder(Protocol):
-    def encode(self, text: str) -> list[int]: ...
+    def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
+        """The ids of each raw text fragment (UTF-8, possibly invalid), tokenized apart."""
+        ...
 
 
 def _decode_text(text: str) -> bytes:
@@ -73,54 +75,40 @@ class Tokenizer:
         fragments = self._partitioner.split(data, parse_special)
         v = self.vocab
         out: list[int] = []
-        if v.kind == "wpm":
-            if add_special:
-                out.append(self._require(v.bos, "BOS"))
-            for frag in fragments:
-                if isinstance(frag, int):
-                    out.append(frag)
-                else:
-                    out += self._encoder.encode(decode_utf8(frag))
-            if add_special:
-                out.append(self._require(v.sep, "SEP"))
-            return out
-        if add_special and v.add_bos:
+        if add_special and (v.add_bos or v.kind == "wpm"):
             out.append(self._require(v.bos, "BOS"))
-        if v.kind == "spm":
-            self._spm(fragments, out)
-        elif v.kind == "ugm":
-            assert isinstance(self._encoder, UgmEncoder)
-            for frag in fragments:
-                out += [frag] if isinstance(frag, int) else self._encoder.encode_bytes(frag)
-        else:
-            for frag in fragments:
-                if isinstance(frag, int):
-                    out.append(frag)
-                    continue
-                if v.escape_whitespaces:
-                    frag = frag.replace(b" ", _SPACE_BYTES)
-                out += self._encoder.encode(decode_utf8(frag))
-        if add_special and v.add_eos:
-            out.append(self._require(v.eos, "EOS"))
-        return out
-
-    def _spm(self, fragments: list[bytes | int], out: list[int]) -> None:
-        encoder = self._encoder
-        assert isinstance(encoder, SpmEncoder)
-        prev_special = True
+        encoded = iter(self._encoder.encode_fragments(self._raw_fragments(fragments)))
         for frag in fragments:
             if isinstance(frag, int):
                 out.append(frag)
+            else:
+                out += next(encoded)
+        if add_special and v.kind == "wpm":
+            out.append(self._require(v.sep, "SEP"))
+        elif add_special and v.add_eos:
+            out.append(self._require(v.eos, "EOS"))
+        return out
+
+    def _raw_fragments(self, fragments: list[bytes | int]) -> list[bytes]:
+        """The text fragments as the encoder reads them: SPM adds the space prefix at the
+        start and after each special token (when the model asks for it) and escapes spaces
+        to U+2581; so does BPE with escape_whitespaces (no prefix)."""
+        v = self.vocab
+        raw: list[bytes] = []
+        prev_special = True
+        for frag in fragments:
+            if isinstance(frag, int):
                 prev_special = True
                 continue
-            if self.vocab.add_space_prefix and prev_special:
-                frag = b" " + frag
-            frag = frag.replace(b" ", _SPACE_BYTES)
-            try:
-                out += encoder.encode(frag.decode("utf-8"))
-            except UnicodeDecodeError:
-                out += encoder.encode_bytes(frag)
+            if v.kind == "spm":
+                if v.add_space_prefix and prev_special:
+                    frag = b" " + frag
+                frag = frag.replace(b" ", _SPACE_BYTES)
+            elif v.kind == "bpe" and v.escape_whitespaces:
+                frag = frag.replace(b" ", _SPACE_BYTES)
+            raw.append(frag)
             prev_special = False
+        return raw
 
     @staticmethod
     def _require(token_id: int | None, name: str) -> int:

@@ -149,8 +149,8 @@ class UgmEncoder:
 
     # -- Viterbi --------------------------------------------------------------------------
 
-    def encode(self, text: str) -> list[int]:
-        return self.encode_bytes(text.encode("utf-8", "surrogatepass"))
+    def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
+        return [self.encode_bytes(frag) for frag in fragments]
 
     def encode_bytes(self, raw: bytes) -> list[int]:
         ids = self._cache.get(raw)

@@ -11,7 +11,10 @@ they can be turned into `re` character classes (see `ranges_to_class`).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from functools import lru_cache
+
+import numpy as np
 
 from llamacli.core.text.tokenizer._unicode_data import FLAG_RANGES, LOWERCASE, NFD_RANGES, WHITESPACE
 
@@ -187,6 +190,21 @@ def decode_utf8(data: bytes) -> str:
             out.append(chr(cp) if cp < MAX_CODEPOINT else "\ufffd")
         i += size
     return "".join(out)
+
+
+def utf8_ends(text: str, parts: Sequence[str]) -> np.ndarray:
+    """Where each part ends in the UTF-8 of `text` (int64 byte offsets); the parts must
+    tile `text` (their concatenation is `text`)."""
+    ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)))
+    if len(parts) and int(ends[-1]) != len(text):
+        raise ValueError("the parts do not tile the text")
+    if text.isascii():
+        return ends
+    cps = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    width = 1 + (cps >= 0x80).astype(np.int64) + (cps >= 0x800) + (cps >= 0x10000)
+    offsets = np.zeros(len(cps) + 1, np.int64)
+    np.cumsum(width, out=offsets[1:])
+    return offsets[ends]
 
 
 def encode_utf8(text: str) -> bytes:

@@ -78,6 +78,9 @@ class WpmEncoder:
             words.append("".join(cur))
         return words
 
+    def encode_fragments(self, fragments: list[bytes]) -> list[list[int]]:
+        return [self.encode(U.decode_utf8(frag)) for frag in fragments]
+
     def encode(self, text: str) -> list[int]:
         out: list[int] = []
         for word in self.words(text):
