@@ -16,15 +16,17 @@ from llamacli.loading import prepare_kernels, weight_types
 from llamacli.recent_models import remember
 
 
-def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int) -> str:
+def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0) -> str:
     """What the weights take: the file is mapped (its pages are read as they are used and
     shared with the page cache); numerics other than ggml also hold float32 copies. Resident:
-    the process's memory in RAM after loading (the mapped pages touched so far included)."""
+    the process's memory in RAM after loading (the mapped pages touched so far included), and
+    where known how much of it is file-backed (the rest is the process's own memory)."""
     mib = 2**20
     weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
     copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
     weights += f" + float32 copies {copies} MiB" if copies else " (used in place, not copied)"
-    return f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
+    line = f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
+    return line + (f" ({rss_file_bytes / mib:.0f} MiB file-backed)" if rss_file_bytes else "")
 
 
 def run_bench(
@@ -44,7 +46,7 @@ def run_bench(
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
         f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s; "
-        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes)}; "
+        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes)}; "
         f"load average {load1:.2f}, {os.cpu_count()} cpus",
         markup=False, highlight=False,
     )
@@ -56,6 +58,10 @@ def run_bench(
         run = bench_reference.run_in_child(path, n_prompt, n_gen, seqs, reps, threads, flash_attn)
         if run.results is not None:
             ref = list(run.results)
+            if run.rss_bytes:
+                mib = 2**20
+                console.print(f"llama.cpp after loading: process resident {run.rss_bytes / mib:.0f} MiB "
+                              f"({run.rss_file_bytes / mib:.0f} MiB file-backed)", markup=False, highlight=False)
         else:
             console.print(f"[dim]{run.missing_reason}: llama.cpp's figures are missing[/]")
     elif reference:
