@@ -10,7 +10,7 @@ from rich.table import Table
 from llamacli import bench_reference
 from llamacli.core.model import bench as B
 from llamacli.core.model.bench import BenchResult
-from llamacli.core.model.load import load_model
+from llamacli.core.model.load import load_model, rss_bytes, rss_file_bytes
 from llamacli.options.model_path import resolve_model
 from llamacli.loading import prepare_kernels, weight_types
 from llamacli.recent_models import remember
@@ -52,6 +52,8 @@ def run_bench(
     )
     ours: list[BenchResult] = [B.bench_pp(model, n_prompt, reps), B.bench_tg(model, n_gen)]
     ours += [B.bench_parallel(model, n) for n in seqs]
+    console.print(f"after our runs: process resident {rss_bytes() / 2**20:.0f} MiB ({rss_file_bytes() / 2**20:.0f} MiB "
+                  "file-backed: the mapped pages read so far)", markup=False, highlight=False)
     ref: list[BenchResult | None] = [None] * len(ours)
     if reference and bench_reference.available():
         # in a child process: a crash of llama-cpp-python costs only its column
