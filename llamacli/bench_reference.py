@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from llamacli.core.model.bench import BenchResult
+from llamacli.core.model.load import rss_bytes, rss_file_bytes
 
 
 def available() -> bool:
@@ -124,6 +125,8 @@ class ReferenceRun:
 
     results: list[BenchResult] | None
     missing_reason: str = ""
+    rss_bytes: int = 0  # the child's resident memory after loading the model (0: not known)
+    rss_file_bytes: int = 0  # the file-backed part of it
 
 
 def run_in_child(
@@ -149,9 +152,11 @@ def run_in_child(
             why = f"it exited with status {p.returncode}" + (f": {lines[-1]}" if lines else "")
         return ReferenceRun(None, f"the llama.cpp reference (llama-cpp-python) crashed: {why}")
     try:
-        rows = json.loads(p.stdout.strip().splitlines()[-1])
-        return ReferenceRun([BenchResult(r["test"], int(r["n_tokens"]), float(r["seconds"])) for r in rows])
-    except (ValueError, IndexError, KeyError, TypeError):
+        out = json.loads(p.stdout.strip().splitlines()[-1])
+        rows = out["results"]
+        return ReferenceRun([BenchResult(r["test"], int(r["n_tokens"]), float(r["seconds"])) for r in rows],
+                            rss_bytes=int(out.get("rss", 0)), rss_file_bytes=int(out.get("rss_file", 0)))
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
         return ReferenceRun(None, "the llama.cpp reference printed no results")
 
 
@@ -159,11 +164,13 @@ def _child(args: dict[str, Any]) -> None:
     seqs = list(args["seqs"])
     lc = LlamaCppBench(args["path"], n_ctx=max(seqs + [1]) * max(args["n_prompt"], 64) + 256,
                        n_seq_max=max(seqs + [1]), threads=args["threads"], flash_attn=args["flash_attn"])
+    rss, rss_file = rss_bytes(), rss_file_bytes()  # after loading, as ours is measured
     try:
         res = [lc.pp(args["n_prompt"], args["reps"]), lc.tg(args["n_gen"])] + [lc.parallel(n) for n in seqs]
     finally:
         lc.close()
-    print(json.dumps([{"test": r.test, "n_tokens": r.n_tokens, "seconds": r.seconds} for r in res]), flush=True)
+    rows = [{"test": r.test, "n_tokens": r.n_tokens, "seconds": r.seconds} for r in res]
+    print(json.dumps({"results": rows, "rss": rss, "rss_file": rss_file}), flush=True)
 
 
 if __name__ == "__main__":

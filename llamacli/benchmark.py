@@ -10,21 +10,23 @@ from rich.table import Table
 from llamacli import bench_reference
 from llamacli.core.model import bench as B
 from llamacli.core.model.bench import BenchResult
-from llamacli.core.model.load import load_model
+from llamacli.core.model.load import load_model, rss_bytes, rss_file_bytes
 from llamacli.options.model_path import resolve_model
 from llamacli.loading import prepare_kernels, weight_types
 from llamacli.recent_models import remember
 
 
-def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int) -> str:
+def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0) -> str:
     """What the weights take: the file is mapped (its pages are read as they are used and
     shared with the page cache); numerics other than ggml also hold float32 copies. Resident:
-    the process's memory in RAM after loading (the mapped pages touched so far included)."""
+    the process's memory in RAM after loading (the mapped pages touched so far included), and
+    where known how much of it is file-backed (the rest is the process's own memory)."""
     mib = 2**20
     weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
     copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
     weights += f" + float32 copies {copies} MiB" if copies else " (used in place, not copied)"
-    return f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
+    line = f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
+    return line + (f" ({rss_file_bytes / mib:.0f} MiB file-backed)" if rss_file_bytes else "")
 
 
 def run_bench(
@@ -44,18 +46,24 @@ def run_bench(
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
         f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s; "
-        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes)}; "
+        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes)}; "
         f"load average {load1:.2f}, {os.cpu_count()} cpus",
         markup=False, highlight=False,
     )
     ours: list[BenchResult] = [B.bench_pp(model, n_prompt, reps), B.bench_tg(model, n_gen)]
     ours += [B.bench_parallel(model, n) for n in seqs]
+    console.print(f"after our runs: process resident {rss_bytes() / 2**20:.0f} MiB ({rss_file_bytes() / 2**20:.0f} MiB "
+                  "file-backed: the mapped pages read so far)", markup=False, highlight=False)
     ref: list[BenchResult | None] = [None] * len(ours)
     if reference and bench_reference.available():
         # in a child process: a crash of llama-cpp-python costs only its column
         run = bench_reference.run_in_child(path, n_prompt, n_gen, seqs, reps, threads, flash_attn)
         if run.results is not None:
             ref = list(run.results)
+            if run.rss_bytes:
+                mib = 2**20
+                console.print(f"llama.cpp after loading: process resident {run.rss_bytes / mib:.0f} MiB "
+                              f"({run.rss_file_bytes / mib:.0f} MiB file-backed)", markup=False, highlight=False)
         else:
             console.print(f"[dim]{run.missing_reason}: llama.cpp's figures are missing[/]")
     elif reference:

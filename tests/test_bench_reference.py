@@ -24,10 +24,12 @@ def test_child_crash_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 
 def test_child_results_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = '[{"test": "pp8", "n_tokens": 8, "seconds": 0.5}, {"test": "tg2", "n_tokens": 2, "seconds": 0.25}]'
+    out = ('{"results": [{"test": "pp8", "n_tokens": 8, "seconds": 0.5}, {"test": "tg2", "n_tokens": 2, "seconds": 0.25}],'
+           ' "rss": 3000, "rss_file": 2000}')
     monkeypatch.setattr(bench_reference.sys, "executable", _fake_python(tmp_path, f"echo '{out}'"))
     run = bench_reference.run_in_child("m.gguf", 8, 2, [], 1, 1, "auto")
     assert run.results is not None and [r.tokens_per_second for r in run.results] == [16.0, 8.0]
+    assert (run.rss_bytes, run.rss_file_bytes) == (3000, 2000)  # its resident after loading, for the header
     monkeypatch.setattr(bench_reference.sys, "executable", _fake_python(tmp_path, "echo boom >&2; exit 3"))
     run = bench_reference.run_in_child("m.gguf", 8, 2, [], 1, 1, "auto")
     assert run.results is None and "status 3: boom" in run.missing_reason

@@ -12,3 +12,9 @@ def test_memory_line_says_what_is_mapped_and_what_is_resident() -> None:
     assert line == "weights mapped from the file 241 MiB (used in place, not copied), process resident 217 MiB"
     line = memory_line(253_113_024, 1100 * 2**20, 1400 * 2**20)
     assert line == "weights mapped from the file 241 MiB + float32 copies 1100 MiB, process resident 1400 MiB"
+
+
+def test_memory_line_names_the_file_backed_part_of_resident() -> None:
+    """The MoE target (resident <= file-backed pages + 300 MB) needs both figures on the line."""
+    line = memory_line(4_700_000_000, 0, 500 * 2**20, 320 * 2**20)
+    assert line.endswith("process resident 500 MiB (320 MiB file-backed)")

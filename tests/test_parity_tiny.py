@@ -19,7 +19,7 @@ from llamacli.core.model.load import load_model
 from tests.tiny_models import ALL_MODELS, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
-TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F32_TIE": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
+TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F32_TIE": 0.01, "F32_LONGROPE": 0.01, "F32_SPLIT": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
 
 
 @pytest.mark.parametrize("arch,variant", ALL_MODELS)

@@ -1,6 +1,6 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3; variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
 with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows).
@@ -46,11 +46,17 @@ EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
 # Mixture of experts: 8 experts, top 2; F32_TIE: 32 experts, top 4, four pairs of experts with
 # the same router row (so equal router probabilities for every token: ties at the top-k edge)
 MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"))
-ALL_MODELS: list[tuple[str, str]] = [(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
+# phi3: fused attn_qkv and gate|up ffn_up, 3/4 of each head rotated (as Phi-4-mini), LongRoPE
+# factors; F32 and Q4_K: the short factors (original context 256, the fixtures' 128 cells pad to
+# 256), F32_LONGROPE: the long ones (original context 64) and attn_factor 1.19; F32_SPLIT: separate
+# attn_q/k/v and no rope factors
+PHI3_MODELS = (("phi3", "F32"), ("phi3", "Q4_K"), ("phi3", "F32_LONGROPE"), ("phi3", "F32_SPLIT"))
+ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
+                                     + list(PHI3_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
-                "F32_TIE": QT.F32}
+                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32}
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,10 @@ class TinyConfig:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     tied_experts: tuple = ()           # pairs of experts given the same router row
+    n_rot: int = 0                     # rotated dims per head (0: all); phi3: 3/4
+    fused: bool = False                # phi3: attn_qkv and ffn_up = gate|up
+    longrope: int = 0                  # phi3: rope.scaling.original_context_length (0: no factors)
+    attn_factor: float = 1.0           # phi3: rope.scaling.attn_factor
     spm: bool = True                   # SPM vocab (else GPT-2 BPE)
     seed: int = 0
     extra: dict = field(default_factory=dict)
@@ -88,6 +98,14 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
         return TinyConfig(arch, n_layer=2, rope_base=1000000.0, rms_eps=1e-6, qk_norm=True, spm=False,
                           n_expert=32 if tie else 8, n_expert_used=4 if tie else 2, n_ff_exp=256,
                           tied_experts=TIED_EXPERTS if tie else (), seed=900 + list(_WEIGHT_TYPE).index(variant))
+    if arch == "phi3":
+        if (arch, variant) not in PHI3_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        split = variant == "F32_SPLIT"
+        long = variant == "F32_LONGROPE"
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, rope_base=10000.0, rms_eps=1e-5,
+                          n_rot=48, fused=not split, longrope=0 if split else 64 if long else 256,
+                          attn_factor=1.19 if long else 1.0, seed=1000 + list(_WEIGHT_TYPE).index(variant))
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama"):
@@ -187,6 +205,11 @@ def _spm_vocab(arch: str) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int
         scores.append(-float(rank))
         ttypes.append(int(TokenType.NORMAL))
         rank += 1
+    if arch == "phi3":  # Phi-3's added tokens at the end (llama.cpp looks <|endoftext|> up by name)
+        for t in ("<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>"):
+            tokens.append(t)
+            scores.append(0.0)
+            ttypes.append(int(TokenType.CONTROL))
     return tuple(tokens), tuple(scores), tuple(ttypes), ids
 
 
@@ -323,7 +346,10 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     if arch != "gemma3":
-        w.add_rope_dimension_count(cfg.head_dim)
+        w.add_rope_dimension_count(cfg.n_rot or cfg.head_dim)
+    if cfg.longrope:
+        w.add_rope_scaling_orig_ctx_len(cfg.longrope)
+        w.add_rope_scaling_attn_factors(cfg.attn_factor)
     if cfg.sliding_window:
         w.add_sliding_window(cfg.sliding_window)
     if cfg.n_expert:
@@ -332,7 +358,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         w.add_expert_feed_forward_length(cfg.n_ff_exp)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
-             "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32}[variant]
+             "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32,
+             "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
@@ -383,12 +410,19 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         ff = np.ones(D // 2, dtype=np.float32)
         ff[D // 4:] = np.linspace(1.0, 8.0, D // 2 - D // 4, dtype=np.float32)
         w.add_tensor("rope_freqs.weight", ff)
+    if cfg.longrope:  # LongRoPE: short factors near 1, long ones up to ~40 for the low frequencies
+        half = cfg.n_rot // 2
+        w.add_tensor("rope_factors_long.weight", np.geomspace(1.0, 40.0, half).astype(np.float32))
+        w.add_tensor("rope_factors_short.weight", (1.0 + 0.1 * rng.random(half)).astype(np.float32))
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
         _add_norm(w, p + "attn_norm.weight", rng, E)
-        _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+        if cfg.fused:  # Q, K, V rows in one tensor
+            _add_matrix(w, p + "attn_qkv.weight", rng, (H + 2 * HKV) * D, E, E ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
         if cfg.qkv_bias:
             for nm, n in (("attn_q", H * D), ("attn_k", HKV * D), ("attn_v", HKV * D)):
                 w.add_tensor(p + nm + ".bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
@@ -409,6 +443,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
             _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
             _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+        elif arch == "phi3":  # gate rows then up rows in one tensor
+            _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
         else:
             _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)

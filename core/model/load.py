@@ -19,6 +19,7 @@ class LoadStats:
     seconds: float
     weight_bytes: int  # float32 copies of weights held in memory (0 for GGUF-byte weights)
     rss_bytes: int  # resident set size of the process after loading
+    rss_file_bytes: int = 0  # the part of it that is file-backed pages (the mapped GGUF's, libraries')
 
 
 def rss_bytes() -> int:
@@ -28,6 +29,19 @@ def rss_bytes() -> int:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         return 0
+
+
+def rss_file_bytes() -> int:
+    """The file-backed part of this process's resident memory (`RssFile` in /proc/self/status;
+    0 where unavailable): pages the kernel can drop and read again, shared with the page cache."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssFile:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def load_model(
@@ -56,5 +70,5 @@ def load_model(
     finally:
         loader.finish()
     model._fuse_layers()
-    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes())
+    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes(), rss_file_bytes())
     return model, g, stats

@@ -6,10 +6,11 @@ from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.families.bert import BertModel, NomicBertModel
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.llama import LlamaModel
+from llamacli.core.model.families.phi3 import Phi3Model
 from llamacli.core.model.families.qwen2 import Qwen2Model
 from llamacli.core.model.families.qwen3 import Qwen3Model
 from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
 
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
-    m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, Gemma3Model, BertModel, NomicBertModel)
+    m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, Phi3Model, Gemma3Model, BertModel, NomicBertModel)
 }

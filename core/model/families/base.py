@@ -294,6 +294,11 @@ class DecoderModel:
         return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
 
     # ---- hooks ---------------------------------------------------------------------------
+    def ropes(self, n_ctx: int) -> tuple[K.RopeConfig, K.RopeConfig]:
+        """(global, sliding-window) rope for a cache of n_ctx cells per sequence (Phi-3's
+        LongRoPE picks its frequency factors by the context size)."""
+        return self._rope, self._rope_swa
+
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) token ids -> (T, n_embd)."""
         x = self.tok_embd.rows(tokens)
@@ -338,8 +343,9 @@ class DecoderModel:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
         groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
-        cs_global = K.rope_cos_sin(batch.positions, self._rope)
-        cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
+        rope, rope_swa = self.ropes(cache.n_ctx)
+        cs_global = K.rope_cos_sin(batch.positions, rope)
+        cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)
         for il, lw in enumerate(self.layers):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
@@ -367,8 +373,9 @@ class DecoderModel:
             cache.truncate(seq, n_keep)
             return
         delta = np.full(m, -n_discard, dtype=np.int64)
+        ropes = self.ropes(cache.n_ctx)
         for il in range(self.args.n_layer):
-            rope = self._rope_swa if self.args.swa_layers[il] else self._rope
+            rope = ropes[1] if self.args.swa_layers[il] else ropes[0]
             cos, sin = K.rope_cos_sin(delta, rope)
             k = cache.k[il][seq, :, src].transpose(1, 0, 2)  # (m, Hkv, D)
             k = self.precision.kv(K.apply_rope(k, cos, sin, rope.n_dims, rope.neox))
@@ -398,7 +405,7 @@ class DecoderModel:
         if lw.q_norm is not None:
             q = K.rms_norm(q, lw.q_norm, a.norm_eps)
             k = K.rms_norm(k, lw.k_norm, a.norm_eps)
-        rope = self._rope_swa if a.swa_layers[il] else self._rope
+        rope = self._rope_swa if a.swa_layers[il] else self._rope  # its n_dims and neox: as ropes() gives
         q = pr.rope(q, cos, sin, rope)
         k = pr.rope(k, cos, sin, rope)
         scale = a.attn_scale

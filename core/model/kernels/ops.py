@@ -102,7 +102,8 @@ class RopeConfig:
 
     n_dims: rotated dims per head (<= head dim); base: theta base; scale: position scale
     (1/linear factor); neox: rotate halves (GPT-NeoX) instead of adjacent pairs;
-    freq_factors: per-frequency divisors (Llama 3 rope scaling), shape (n_dims/2,) or None.
+    freq_factors: per-frequency divisors (Llama 3 rope scaling, LongRoPE), shape (n_dims/2,) or None;
+    attn_factor: multiplies cos and sin (ggml's mscale; LongRoPE's `rope.scaling.attn_factor`).
     """
 
     n_dims: int
@@ -110,6 +111,7 @@ class RopeConfig:
     scale: float = 1.0
     neox: bool = False
     freq_factors: np.ndarray | None = None
+    attn_factor: float = 1.0
 
 
 def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +134,10 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
         theta *= np.float32(cfg.scale)
     # cos/sin in float64 then rounded: the float32 result libm's sincosf gives (to ~1 ulp).
     th = theta.astype(np.float64)
-    return np.cos(th).astype(np.float32), np.sin(th).astype(np.float32)
+    cos, sin = np.cos(th).astype(np.float32), np.sin(th).astype(np.float32)
+    if cfg.attn_factor != 1.0:  # rope_yarn: cosf(theta) * mscale, in float32
+        cos, sin = cos * np.float32(cfg.attn_factor), sin * np.float32(cfg.attn_factor)
+    return cos, sin
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neox: bool, fma: bool = False) -> np.ndarray:

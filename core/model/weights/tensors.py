@@ -174,24 +174,39 @@ class WeightLoader:
 
     def linear(self, prefix: str, n_in: int, n_out: int, weight: str = ".weight") -> Linear:
         """Weight `prefix + weight` (GGUF shape (n_out, n_in)) and optional `prefix.bias`."""
+        return self.linear_parts(prefix, n_in, [n_out], weight)[0]
+
+    def linear_parts(self, prefix: str, n_in: int, outs: list[int], weight: str = ".weight") -> list[Linear]:
+        """A fused weight (GGUF shape (sum(outs), n_in): Phi-3's attn_qkv, its gate|up ffn_up) as
+        one Linear per block of rows. Each output row is its own dot product, so the parts give
+        the bits of the fused matmul; in ggml numerics each part is a view of its rows."""
         wname = prefix + weight
-        self._check_shape(wname, (n_out, n_in))
+        self._check_shape(wname, (sum(outs), n_in))
         t = self.gguf.tensor(wname)
-        lin = Linear(t.qtype, n_in, n_out, name=wname)
+        starts = np.cumsum([0] + outs)
+        names = [wname] if len(outs) == 1 else [f"{wname}[{a}:{b}]" for a, b in zip(starts[:-1], starts[1:])]
+        lins = [Linear(t.qtype, n_in, n, name=nm) for n, nm in zip(outs, names)]
         if self.has(prefix + ".bias"):
-            self._check_shape(prefix + ".bias", (n_out,))
-            lin.b = self.vector(prefix + ".bias")
+            self._check_shape(prefix + ".bias", (sum(outs),))
+            b = self.vector(prefix + ".bias")
+            for lin, a, e in zip(lins, starts[:-1], starts[1:]):
+                lin.b = b[a:e]
         if self.quantized:
-            lin.q = self._matrix(wname)
-            return lin
-        lin.w = np.empty((n_in, n_out), dtype=np.float32)
+            m = self._matrix(wname)
+            for lin, a, e in zip(lins, starts[:-1], starts[1:]):
+                lin.q = m if len(outs) == 1 else QuantMatrix(m.data[a:e], t.qtype, n_in)
+            return lins
+        for lin in lins:
+            lin.w = np.empty((n_in, lin.n_out), dtype=np.float32)
+            self.nbytes += lin.w.nbytes
 
         def work() -> None:
-            lin.w[...] = self._deq(wname).T  # type: ignore[index]  # (out, in) -> (in, out)
+            d = self._deq(wname)  # (sum(outs), n_in)
+            for lin, a, e in zip(lins, starts[:-1], starts[1:]):
+                lin.w[...] = d[a:e].T  # type: ignore[index]  # (out, in) -> (in, out)
 
         self.futures.append(self.pool.submit(work))
-        self.nbytes += lin.w.nbytes
-        return lin
+        return lins
 
     def experts(self, name: str, n_expert: int, n_in: int, n_out: int) -> ExpertLinear:
         """The 3-D expert tensor `name` (GGUF shape (n_expert, n_out, n_in))."""
