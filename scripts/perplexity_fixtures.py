@@ -19,7 +19,7 @@ tests/tiny_models.py with its Q4_K_M (llama-quantize). Text: tests/fixtures/qual
 Writes tests/fixtures/quality/:
   llamacpp.json        {"meta", "runs"}: per run its command line (model names, options) and
                        what llama.cpp printed, parsed: perplexity runs: chunks (the running PPL
-                       after each chunk), ppl, ppl_unc; KL-divergence runs: per-chunk rows
+                       after each chunk), ppl, ppl_unc (strided runs: chunks only); KL-divergence runs: per-chunk rows
                        (ppl, ppl_unc, ln_ratio, ln_ratio_unc, kld, kld_unc, rms_dp, rms_dp_unc,
                        same_top, same_top_unc; percentages as printed) and the summary (every
                        "name: value [± unc]" line as {name: [value, unc]}); imatrix runs: ppl,
@@ -84,6 +84,13 @@ def run_parsed(cmd: list[str], parse: Callable[[str], T], tries: int = 4) -> T:
             if i == tries - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def parse_chunks(out: str, n: int) -> list[float]:
+    chunks = [float(v) for v in re.findall(r"\[\d+\](\d+\.\d+),", out)]
+    if len(chunks) != n:
+        raise ValueError(f"{len(chunks)} of {n} chunks in:\n{out[-3000:]}")
+    return chunks
 
 
 def parse_perplexity(out: str) -> dict[str, Any]:
@@ -165,6 +172,12 @@ def main() -> None:
                                   "-t", THREADS, "-fa", "off"], parse_kld)
                 runs[f"{name}-kld-{'q-' if m_name != name else ''}our-base"] = {"model": m_name, "base": f"{name} (ours)",
                                                                                "fa": "off", **res}
+            if name == "tiny":  # --ppl-stride: windows of llama.cpp's padded context, no final estimate
+                stride = ["-c", ctx, "-b", ctx, "--ppl-stride", "32", "--chunks", "3", "-t", THREADS]
+                for fa in ("off", "on"):
+                    res = run_parsed([ppl_bin, "-m", str(model), "-f", str(TEXT), *stride, "-fa", fa],
+                                     lambda out: parse_chunks(out, 3))
+                    runs[f"tiny-ppl-stride-fa-{fa}"] = {"model": name, "fa": fa, "args": stride, "chunks": res}
             # the importance matrix
             for fa in ("off", "on"):
                 im = tmp / f"{name}-{fa}.imatrix.gguf"

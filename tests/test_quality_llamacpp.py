@@ -26,7 +26,7 @@ from llamacli.core.quality import kld as K
 from llamacli.core.quality.chunks import plan_chunks
 from llamacli.core.quality.imatrix import ImatrixCollector, ImatrixOutput, collect
 from llamacli.core.quality.kld_file import LogitsFile
-from llamacli.core.quality.perplexity import PerplexityResult, kl_divergence, perplexity
+from llamacli.core.quality.perplexity import PerplexityResult, kl_divergence, perplexity, perplexity_strided
 from llamacli.core.quantize import QuantizeOptions, parse_file_type, quantize_model
 from llamacli.core.quantize.imatrix_file import read_imatrix, write_imatrix_gguf
 from tests.tiny_models import write_tiny_model
@@ -110,6 +110,15 @@ def test_tiny_perplexity_within_llama_cpp_noise(tiny: Setup) -> None:
     for ours, a, b in zip([*res.chunk_ppl, res.ppl], [*off["chunks"], off["ppl"]], [*on["chunks"], on["ppl"]]):
         assert _ln_gap(ours, a) <= _ln_gap(b, a), (ours, a, b)
     assert res.uncertainty == pytest.approx(off["ppl_unc"], rel=abs(on["ppl_unc"] / off["ppl_unc"] - 1))
+
+
+def test_tiny_strided_perplexity_within_llama_cpp_noise(tiny: Setup) -> None:
+    """--ppl-stride 32 with -c 64 -b 64: llama.cpp's windows (256 tokens once it pads its context)."""
+    res = perplexity_strided(tiny.model.model, tiny.tokens, 64, 64, 512, 32, 3)
+    assert res.plan.n_ctx == 256
+    off, on = RUNS["tiny-ppl-stride-fa-off"]["chunks"], RUNS["tiny-ppl-stride-fa-on"]["chunks"]
+    for ours, a, b in zip(res.chunk_ppl, off, on, strict=True):
+        assert _ln_gap(ours, a) <= _ln_gap(b, a), (ours, a, b)
 
 
 def test_we_read_llama_cpp_base_files(tiny: Setup) -> None:
