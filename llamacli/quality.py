@@ -57,7 +57,7 @@ def tokenize(tool: str, m: OpenedModel, text: bytes, parse_special: bool = False
 
 
 class ChunkBar:
-    """A progress bar of chunks on stderr, shown only on a terminal (`active`)."""
+    """A progress bar of chunks (or tasks) on stderr, shown only on a terminal (`active`)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -76,8 +76,9 @@ class ChunkBar:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.progress.__exit__(exc_type, exc, tb)
 
-    def start(self, plan: ChunkPlan) -> None:
-        self.progress.update(self.task, total=plan.n_chunk, completed=0)
+    def start(self, total: int) -> None:
+        """`total` steps (chunks, tasks) to come."""
+        self.progress.update(self.task, total=total, completed=0)
 
     def update(self, done: int, text: str = "") -> None:
         self.progress.update(self.task, completed=done, description=f"{self.label} {text}".rstrip())
@@ -117,7 +118,7 @@ class PassOutput:
 
         self.plan = plan
         info(plan_line(self.tool, self.what, plan))
-        self.bar.start(plan)
+        self.bar.start(plan.n_chunk)
 
     def on_first_group(self, seconds: float) -> None:
         from llamacli.quality_report import eta_line

@@ -11,10 +11,15 @@ import math
 from dataclasses import asdict
 from typing import Any
 
+import numpy as np
+
+from llamacli.core.quality.choices import TaskScore, wilson
 from llamacli.core.quality.chunks import ChunkPlan
 from llamacli.core.quality.imatrix_stats import LayerStats, TensorStats
 from llamacli.core.quality.kld import Estimate, KldStatus, KldSummary
 from llamacli.core.quality.perplexity import KldResult, PerplexityResult
+
+F32 = np.float32
 
 
 def cf(spec: str, v: float) -> str:
@@ -141,3 +146,56 @@ def imatrix_stats_lines(path: str, tensors: list[TensorStats], layers: list[Laye
             "  Layer\t     μΣ(Act²)\t      μZD\tμCosSim", "=" * 48]
     out += [f"{ly.layer:5d}\t{ly.bias:14.2f}\t{100.0 * ly.zd:10.4f}%\t{cf('%6.4f', ly.cossim)}" for ly in layers]
     return out + [""]
+
+
+# ---- HellaSwag, Winogrande, multiple choice ------------------------------------------------
+
+BENCH_HEADERS = {"hellaswag": "\ntask\tacc_norm\t95% confidence interval\n", "winogrande": "",
+                 "multiple-choice": "\ntask\tacc_norm\n"}
+
+
+def task_line(kind: str, s: TaskScore) -> str:
+    """The line llama-perplexity prints after each task."""
+    if kind == "hellaswag":
+        lo, hi = wilson(s.correct, s.done)
+        return f"{s.index}\t{100.0 * s.accuracy:3.8f}%\t[{100.0 * lo:3.4f}%, {100.0 * hi:3.4f}%]\n"
+    if kind == "winogrande":
+        return (f"{s.index}\t{100.0 * s.correct / s.done:.4f}\t{s.scores[0]:10.6f}  {s.scores[1]:10.6f}  "
+                f"{s.chosen}  {s.answer}\n")
+    return f"{s.done}\t{100.0 * s.correct / s.done:.8f}\n"
+
+
+def _f32_proportion(k: int, n: int, done: int) -> tuple[F32, F32]:
+    """p = k/n and sqrt(p(1-p)/(done-1)) in float32, as llama.cpp's float arithmetic has them."""
+    p = F32(F32(k) / F32(n))
+    with np.errstate(all="ignore"):
+        return p, F32(np.sqrt(F32(p * F32(F32(1) - p)) / F32(done - 1)))
+
+
+def bench_final(kind: str, last: TaskScore | None, n_answers: int) -> str:
+    """What llama-perplexity prints after the tasks: HellaSwag nothing, Winogrande its score
+    from 100 tasks on, multiple choice always its result and the random chance (its early
+    return for fewer than 100 tasks compares the count it has just set to the count asked for)."""
+    if last is None:
+        return "\n"
+    if kind == "hellaswag":
+        return "\n"
+    p, sigma = _f32_proportion(last.correct, last.done, last.done)
+    if kind == "winogrande":
+        if last.done < 100:
+            return "\n"
+        return f"\nFinal Winogrande score({last.done} tasks): {float(F32(100) * p):.4f} +/- {float(F32(100) * sigma):.4f}\n"
+    rp, rsigma = _f32_proportion(last.done, n_answers, last.done)
+    return (f"\nFinal result: {float(F32(100) * p):.4f} +/- {float(F32(100) * sigma):.4f}\n"
+            f"Random chance: {float(F32(100) * rp):.4f} +/- {float(F32(100) * rsigma):.4f}\n\n")
+
+
+def bench_json(kind: str, scores: list[TaskScore], model: str, n_answers: int) -> dict[str, Any]:
+    last = scores[-1] if scores else None
+    out: dict[str, Any] = {"mode": kind, "model": model, "n_tasks": len(scores),
+                           "accuracy": None if last is None else last.accuracy,
+                           "tasks": [{"chosen": s.chosen, "answer": s.answer, "scores": list(s.scores)} for s in scores]}
+    if last is not None:
+        out["interval_95"] = list(wilson(last.correct, last.done))
+        out["random_chance"] = last.done / n_answers if n_answers else None
+    return out

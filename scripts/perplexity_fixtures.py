@@ -27,6 +27,9 @@ Writes tests/fixtures/quality/:
   tiny-base.kld        llama.cpp's KL-divergence base file of the tiny F32 model (-c 64, 4 chunks)
   tiny-imatrix.gguf    llama-imatrix on the tiny F32 model (-c 64, 4 chunks, --process-output)
   tiny-imatrix.dat     the same in the legacy format
+  hellaswag.txt, winogrande.csv, mc.bin   small task files (made here from the text), and
+                       the runs "demo-<benchmark>-fa-*": llama-perplexity's task lines, split at
+                       tabs, and its final lines
 Runs "*-our-base" are llama.cpp reading a base file that `llama perplexity` wrote (the file
 is not kept; the tests write it again).
 """
@@ -40,6 +43,7 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -124,6 +128,82 @@ def imatrix_summary(path: Path) -> dict[str, Any]:
             "entries": {n: [float(e.sums.astype("float64").sum()), e.counts.tolist()] for n, e in im.entries.items()}}
 
 
+WINOGRANDE = """index,sentence,option1,option2,answer
+0,Sarah was a much better surgeon than Maria so _ always got the easier cases.,Sarah,Maria,2
+1,The trophy doesn't fit into the brown suitcase because the _ is too large.,trophy,suitcase,1
+2,The trophy doesn't fit into the brown suitcase because the _ is too small.,trophy,suitcase,2
+3,"The city councilmen refused the demonstrators a permit, because _ feared violence.",councilmen,demonstrators,1
+4,"The city councilmen refused the demonstrators a permit, because _ advocated violence.",councilmen,demonstrators,2
+5,John couldn't see the stage with Billy in front of him because _ is so short.,John,Billy,1
+6,John couldn't see the stage with Billy in front of him because _ is so tall.,John,Billy,2
+7,The man couldn't lift his son because _ was so weak.,man,son,1
+8,The man couldn't lift his son because _ was so heavy.,man,son,2
+9,a line without its commas
+10,There is no blank in this sentence.,one,two,1
+11,The fish ate the worm because _ was hungry.,fish,worm,1
+12,The fish ate the worm because _ was tasty.,fish,worm,2
+"""
+
+
+def sentences() -> list[str]:
+    """The text's sentences of 8 words or more, as task material."""
+    words = " ".join((ROOT / TEXT).read_text().replace("#", " ").split())
+    return [s.strip() for s in re.split(r"(?<=[.!?]) ", words) if len(s.split()) >= 8]
+
+
+def write_task_files() -> None:
+    """Small task files in the three formats, made from the text (HellaSwag: a sentence's first
+    half, its own second half among three others; multiple choice: the same with 2 to 5
+    answers; Winogrande: hand-written lines, a header and two broken lines included)."""
+    ss = sentences()
+    halves = [(" ".join(s.split()[: len(s.split()) // 2]), " ".join(s.split()[len(s.split()) // 2 :])) for s in ss]
+    lines = []
+    for i in range(12):
+        ends = [halves[(i + k) % len(halves)][1] for k in range(4)]
+        gold = i % 4
+        ends[0], ends[gold] = ends[gold], ends[0]
+        lines += [halves[i][0], str(gold), *ends]
+    (FIXTURES / "hellaswag.txt").write_text("\n".join(lines) + "\n")
+    (FIXTURES / "winogrande.csv").write_text(WINOGRANDE)
+    tasks = []
+    for i in range(8):
+        n = 2 + i % 4
+        answers = [halves[(i + 3 * k) % len(halves)][1] for k in range(n)]
+        labels = [1] + [0] * (n - 1)
+        j = i % n
+        answers[0], answers[j] = answers[j], answers[0]
+        labels[0], labels[j] = labels[j], labels[0]
+        tasks.append((halves[i][0], answers, labels))
+    (FIXTURES / "mc.bin").write_bytes(multiple_choice_bytes(tasks))
+
+
+def multiple_choice_bytes(tasks: list[tuple[str, list[str], list[int]]]) -> bytes:
+    """llama.cpp's binary multiple-choice format (mc2 = mc1)."""
+    def string(x: str) -> bytes:
+        b = x.encode()
+        return struct.pack("<I", len(b)) + b
+
+    def answers(a: list[str], labels: list[int]) -> bytes:
+        return struct.pack("<I", len(a)) + b"".join(string(x) for x in a) + struct.pack(f"<{len(labels)}i", *labels)
+
+    bodies = [string(q) + answers(a, lab) + answers(a, lab) for q, a, lab in tasks]
+    head = 4 + 4 * len(tasks)
+    offsets, pos = [], head
+    for b in bodies:
+        offsets.append(pos)
+        pos += len(b)
+    return struct.pack(f"<I{len(tasks)}I", len(tasks), *offsets) + b"".join(bodies)
+
+
+def parse_bench(out: str, n: int) -> dict[str, Any]:
+    """Per task line: [task, figures...]; the final lines."""
+    rows = [ln.split("\t") for ln in out.splitlines() if re.match(r"^\d+\t", ln)]
+    if len(rows) != n:
+        raise ValueError(f"{len(rows)} of {n} task lines in:\n{out[-3000:]}")
+    final = re.findall(r"(?:Final|Random chance)[^\n]*", out)  # llama.cpp's stderr lines carry a time prefix
+    return {"tasks": rows, "final": final}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -146,6 +226,17 @@ def main() -> None:
         tiny = write_tiny_model("llama", "F32", tmp / "tiny-f32.gguf")
         tiny_q = tmp / "tiny-q4_k_m.gguf"
         run([q_bin, str(tiny), str(tiny_q), "Q4_K_M", THREADS])
+        write_task_files()
+        bench = [("hellaswag", ["--hellaswag", "--hellaswag-tasks", "8", "-f", str(TEXT.parent / "hellaswag.txt")], 8),
+                 ("winogrande", ["--winogrande", "-f", str(TEXT.parent / "winogrande.csv")], 10),
+                 ("winogrande-5", ["--winogrande", "--winogrande-tasks", "5", "-f", str(TEXT.parent / "winogrande.csv")], 5),
+                 ("multiple-choice", ["--multiple-choice", "-np", "5", "-bf", str(TEXT.parent / "mc.bin")], 8),
+                 ("multiple-choice-3", ["--multiple-choice", "--multiple-choice-tasks", "3", "-np", "5", "-bf",
+                                        str(TEXT.parent / "mc.bin")], 3)]
+        for kind, bargs, n in bench:
+            for fa in ("off", "on"):
+                res = run_parsed([ppl_bin, "-m", str(demo), *bargs, "-t", THREADS, "-fa", fa], lambda out: parse_bench(out, n))
+                runs[f"demo-{kind}-fa-{fa}"] = {"model": "demo", "fa": fa, "args": bargs, **res}
         models = {"demo": (demo, DEMO_CTX, DEMO_CHUNKS), "tiny": (tiny, TINY_CTX, TINY_CHUNKS)}
         quants = {"demo": demo_q4, "tiny": tiny_q}
         for name, (model, ctx, chunks) in models.items():

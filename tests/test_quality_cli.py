@@ -111,3 +111,20 @@ def test_imatrix_writes_combines_and_shows_statistics(model: str, tmp_path: Path
     assert "Computing weighted average statistics per layer (6 layers)" in r.stdout
     _error(llama("imatrix", "--show-statistics"), 1, "a single imatrix file is required")
     _error(llama("imatrix", "-c", "64"), 1, "No prompt provided and no precomputed matrices")
+
+
+def test_benchmarks_print_llama_perplexity_lines(model: str) -> None:
+    fix = ROOT / "tests" / "fixtures" / "quality"
+    r = llama("perplexity", "-m", model, "--winogrande", "-f", str(fix / "winogrande.csv"))
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln]
+    assert len(rows) == 10 and all(re.fullmatch(r"\d+\t\d+\.\d{4}\t +-?\d+\.\d{6}  +-?\d+\.\d{6}  [12]  [12]", x) for x in rows)
+    assert "load_winogrande_from_csv: no _ in <sentence>" in r.stderr
+    r = llama("perplexity", "-m", model, "--multiple-choice", "-np", "5", "-bf", str(fix / "mc.bin"), "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["mode"] == "multiple-choice" and j["n_tasks"] == 8 and len(j["tasks"]) == 8
+    assert [len(t["scores"]) for t in j["tasks"]] == [2 + i % 4 for i in range(8)]
+    _error(llama("perplexity", "-m", model, "--multiple-choice", "-bf", str(fix / "mc.bin")), 1, "requires a higher -np")
+    _error(llama("perplexity", "-m", model, "--hellaswag", "--winogrande", "-f", str(TEXT)), 1, "choose one of")
+    _error(llama("perplexity", "-m", model, "--hellaswag", "-f", str(TEXT)), 1, "not a multiple of 6")

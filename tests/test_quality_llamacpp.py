@@ -21,8 +21,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from llamacli import quality_report as R
 from llamacli.core.model.loaded import LoadedModel, load
+from llamacli.core.quality import choices, task_files
 from llamacli.core.quality import kld as K
+from llamacli.core.quality.choices import ChoiceRunner, TaskScore
 from llamacli.core.quality.chunks import plan_chunks
 from llamacli.core.quality.imatrix import ImatrixCollector, ImatrixOutput, collect
 from llamacli.core.quality.kld_file import LogitsFile
@@ -212,3 +215,51 @@ def test_demo_imatrix_within_llama_cpp_noise(demo: Setup) -> None:
         e = col.entries[name]
         assert e.counts.tolist() == counts
         assert abs(float(e.sums.astype(np.float64).sum()) / total - 1) <= noise, name
+
+
+# ---- the benchmarks on the demo model ---------------------------------------------------------
+
+def _bench(demo: Setup, kind: str, n_tasks: int, n_parallel: int = 1) -> list[TaskScore]:
+    """Our run of a benchmark with llama-perplexity's defaults (-c 512, -b 2048)."""
+    name = {"hellaswag": "hellaswag.txt", "winogrande": "winogrande.csv", "multiple-choice": "mc.bin"}[kind]
+    data = (FIX / name).read_bytes()
+    if kind != "multiple-choice":
+        data = data[:-1] if data.endswith(b"\n") else data  # -f drops one trailing newline
+    runner = ChoiceRunner.for_benchmark(demo.model.model, kind, 512, 2048, n_parallel)
+
+    def tok(text: str) -> list[int]:
+        return demo.model.tokenizer.tokenize(text, add_special=True, parse_special=False)
+
+    if kind == "hellaswag":
+        return list(choices.hellaswag(runner, task_files.read_hellaswag(data, n_tasks), tok))
+    if kind == "winogrande":
+        return list(choices.winogrande(runner, task_files.read_winogrande(data, n_tasks, []), tok))
+    return list(choices.multiple_choice(runner, task_files.read_multiple_choice(data, n_tasks)[0], tok))
+
+
+@pytest.mark.parametrize(("kind", "run", "n_tasks", "n_par"), [
+    ("hellaswag", "hellaswag", 8, 1), ("multiple-choice", "multiple-choice", 0, 5),
+    ("multiple-choice", "multiple-choice-3", 3, 5)])
+def test_demo_benchmark_lines_as_llama_cpp(demo: Setup, kind: str, run: str, n_tasks: int, n_par: int) -> None:
+    """The same tasks picked, the same choices right: every line llama-perplexity printed (both
+    of its attention paths print the same lines here)."""
+    off, on = RUNS[f"demo-{run}-fa-off"], RUNS[f"demo-{run}-fa-on"]
+    assert off["tasks"] == on["tasks"]
+    scores = _bench(demo, kind, n_tasks, n_par)
+    assert [R.task_line(kind, s).rstrip("\n").split("\t") for s in scores] == off["tasks"]
+    n_answers = sum(len(s.scores) for s in scores)
+    assert [ln for ln in R.bench_final(kind, scores[-1], n_answers).splitlines() if ln] == off["final"]
+
+
+@pytest.mark.parametrize(("run", "n_tasks"), [("winogrande", 0), ("winogrande-5", 5)])
+def test_demo_winogrande_scores_within_llama_cpp_noise(demo: Setup, run: str, n_tasks: int) -> None:
+    """The same tasks (the 5 picked at random too), each score within llama.cpp's largest
+    FA-on/off difference over the run's scores."""
+    off = [[float(v) for v in t[2].split()[:2]] for t in RUNS[f"demo-{run}-fa-off"]["tasks"]]
+    on = [[float(v) for v in t[2].split()[:2]] for t in RUNS[f"demo-{run}-fa-on"]["tasks"]]
+    noise = max(abs(a - b) for x, y in zip(off, on) for a, b in zip(x, y))
+    ours = _bench(demo, "winogrande", n_tasks)
+    assert len(ours) == len(off)
+    for s, ref, row in zip(ours, off, RUNS[f"demo-{run}-fa-off"]["tasks"]):
+        assert abs(s.scores[0] - ref[0]) <= noise and abs(s.scores[1] - ref[1]) <= noise, (s.scores, ref, noise)
+        assert s.answer == int(row[2].split()[3])

@@ -5,5 +5,6 @@ and `llama imatrix` (llama-imatrix: the importance matrix that guides quantizati
 Modules: chunks (cutting a text into chunks, running them through the batched prefill),
 logprobs (per-position statistics with llama.cpp's arithmetic), kld_file (the base file),
 kld (the KL-divergence statistics), perplexity (the passes), imatrix (the collector and its
-pass), imatrix_stats (--show-statistics).
+pass), imatrix_stats (--show-statistics), task_files and choices (the HellaSwag, Winogrande
+and multiple-choice benchmarks of llama-perplexity).
 """

@@ -63,13 +63,33 @@ def target_stats(logits: np.ndarray, targets: np.ndarray) -> TargetStats:
     return TargetStats(nll, lt, prob.astype(F32))
 
 
-def softmax_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """The strided pass (perplexity_v2): p = float(expf(l_t - max) / sum) and nll = -logf(p)
-    in float32, as its `softmax` and `std::log(float)` compute them; float64 (n,)."""
-    m, s = _max_sumexp(logits)
-    p = (np.exp(_target(logits, targets) - m).astype(F64) / s).astype(F32)
+def _softmax_log(lt: np.ndarray, m: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """logf(p) of llama.cpp's `softmax`: p = float(expf(l_t - max) / sum), the log in float32."""
+    p = (np.exp(lt - m).astype(F64) / s).astype(F32)
     with np.errstate(divide="ignore"):
-        return -np.log(p).astype(F64)
+        return np.log(p).astype(F64)
+
+
+def softmax_nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """The strided pass (perplexity_v2): nll = -logf(softmax(row)[target]); float64 (n,)."""
+    m, s = _max_sumexp(logits)
+    return -_softmax_log(_target(logits, targets), m, s)
+
+
+def softmax_logprobs(row: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """logf(softmax(row)[t]) for several targets of one row (the multiple-choice benchmarks'
+    first token); float64 (len(targets),) of float32 values."""
+    m, s = _max_sumexp(row[None, :])
+    return _softmax_log(row[np.asarray(targets, dtype=np.int64)], m, s)
+
+
+def choice_logprobs(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """llama.cpp's compute_logprobs (the benchmarks): everything in float32, the sum of
+    expf(l - max) one term after another; (l_t - max) - logf(sum); float32 (n,)."""
+    m = logits.max(axis=1)
+    e = np.exp(logits - m[:, None])
+    total = np.cumsum(e, axis=1, dtype=F32)[:, -1]  # left to right, as the C loop
+    return ((_target(logits, targets) - m) - np.log(total)).astype(F32)
 
 
 def encode_rows(logits: np.ndarray, targets: np.ndarray, out: np.ndarray) -> np.ndarray:

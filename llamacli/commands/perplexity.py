@@ -43,6 +43,19 @@ def perplexity(
         help="Logits file: written by a perplexity run, read by --kl-divergence (llama.cpp's format)."),
     kl_divergence: bool = typer.Option(
         False, "--kl-divergence", help="Compute the KL divergence to the logits of --kl-divergence-base (the text is the file's)."),
+    hellaswag: bool = typer.Option(False, "--hellaswag", help="Compute the HellaSwag score over random tasks of the -f file."),
+    hellaswag_tasks: int = typer.Option(400, "--hellaswag-tasks", metavar="N", help="Number of tasks for the HellaSwag score."),
+    winogrande: bool = typer.Option(False, "--winogrande", help="Compute the Winogrande score over the tasks of the -f file."),
+    winogrande_tasks: int = typer.Option(
+        0, "--winogrande-tasks", metavar="N", help="Number of random tasks for the Winogrande score (0: all)."),
+    multiple_choice: bool = typer.Option(
+        False, "--multiple-choice", help="Compute the multiple-choice score over the tasks of the -bf (or -f) file."),
+    multiple_choice_tasks: int = typer.Option(
+        0, "--multiple-choice-tasks", metavar="N", help="Number of random tasks for the multiple-choice score (0: all)."),
+    binary_file: str | None = typer.Option(
+        None, "-bf", "--binary-file", metavar="FNAME", help="A binary file as the text, read as it is (--multiple-choice)."),
+    parallel: int = typer.Option(
+        1, "-np", "--parallel", metavar="N", help="Sequences per batch of the benchmarks (at least 4: one per choice)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object with the results instead of llama.cpp's text."),
 ) -> None:
     """Perplexity of a model on a text, and KL divergence against a base model's logits."""
@@ -65,8 +78,22 @@ def perplexity(
         m = open_eval_model(source, opts)
         _kld(m, bos_token(m), base, opts, as_json)
         return
-    text = read_text(opts)
+    bench = [k for k, on in (("hellaswag", hellaswag), ("winogrande", winogrande), ("multiple-choice", multiple_choice)) if on]
+    if len(bench) > 1:
+        raise InvalidRequest("choose one of --hellaswag, --winogrande and --multiple-choice")
+    if binary_file is not None and opts.file is not None:
+        raise InvalidRequest("give the text with -f or -bf, not both")
+    if binary_file is not None:
+        with open(binary_file, "rb") as f:
+            text = f.read()
+    else:
+        text = read_text(opts)
     m = open_eval_model(source, opts)
+    if bench:
+        n_tasks = {"hellaswag": hellaswag_tasks, "winogrande": winogrande_tasks,
+                   "multiple-choice": multiple_choice_tasks}[bench[0]]
+        _benchmark(m, bench[0], text, n_tasks, opts, parallel, as_json)
+        return
     tokens = tokenize(TOOL, m, text)
     _perplexity(m, bos_token(m), tokens, opts, ppl_stride, ppl_output_type, kl_divergence_base, as_json)
 
@@ -131,3 +158,49 @@ def _kld(m: OpenedModel, bos: int | None, base: LogitsFile, opts: EvalOptions, a
         print("\n".join(R.kld_summary_lines(summary)))
     sys.stdout.flush()
     out.speed(res.plan.n_chunk * res.plan.n_ctx, res.seconds)
+
+
+def _benchmark(m: OpenedModel, kind: str, data: bytes, n_tasks: int, opts: EvalOptions, parallel: int,
+               as_json: bool) -> None:
+    """HellaSwag, Winogrande or multiple choice (ChoiceRunner.for_benchmark: llama-perplexity's context)."""
+    from llamacli import quality_report as R
+    from llamacli.core.quality import choices as C
+    from llamacli.core.quality import task_files as F
+    from llamacli.quality import PassOutput, info
+
+    runner = C.ChoiceRunner.for_benchmark(m.model, kind, opts.ctx_size, opts.batch_size, parallel)
+
+    def tok(text: str) -> list[int]:
+        return m.tokenizer.tokenize(text, add_special=True, parse_special=False)
+
+    fn = kind.replace("-", "_") + "_score"
+    warn: list[str] = []
+    if kind == "hellaswag":
+        hs = F.read_hellaswag(data, n_tasks)
+        info(f"{fn} : selecting {len(hs)} randomized tasks.")
+        n_all, n_answers, scores = len(hs), 4 * len(hs), C.hellaswag(runner, hs, tok)
+    elif kind == "winogrande":
+        wg = F.read_winogrande(data, n_tasks, warn)
+        for w in warn:
+            info(f"load_winogrande_from_csv: {w}")
+        if not wg:
+            raise InvalidRequest("winogrande: no tasks")
+        n_all, n_answers, scores = len(wg), 2 * len(wg), C.winogrande(runner, wg, tok)
+    else:
+        mc, _ = F.read_multiple_choice(data, n_tasks)
+        n_all, n_answers, scores = len(mc), sum(len(q.answers) for q in mc), C.multiple_choice(runner, mc, tok)
+    info(f"{fn} : calculating the score over {n_all} tasks.")
+    done: list[C.TaskScore] = []
+    with PassOutput(fn, "", kind, as_json) as out:
+        out.bar.start(n_all)
+        out.emit(R.BENCH_HEADERS[kind])
+        for s in scores:
+            done.append(s)
+            out.emit(R.task_line(kind, s))
+            out.bar.update(s.done, f"{100.0 * s.accuracy:.2f}%")
+    if as_json:
+        print(json.dumps(R.bench_json(kind, done, m.info.path, n_answers)))
+        return
+    out.flush_kept()
+    sys.stdout.write(R.bench_final(kind, done[-1] if done else None, n_answers))
+    sys.stdout.flush()
