@@ -136,15 +136,20 @@ _STATS_HEAD = "\t".join((" Layer", "       Tensor", "          Σ(Act²)", "  Mi
                          "   σ", " % Active", "N", "   Entropy", "E (norm)", "ZD", "  CosSim"))
 
 
+def _pct32(fraction: float) -> float:
+    """100.0f * x in float32, as llama-imatrix prints its fractions."""
+    return float(F32(100) * F32(fraction))
+
+
 def imatrix_stats_lines(path: str, tensors: list[TensorStats], layers: list[LayerStats]) -> list[str]:
     out = ["", f"Computing statistics for {path} ({len(tensors)} tensors)", "", _STATS_HEAD, "=" * 169]
     for t in tensors:
         out.append(f"{t.layer:>5}\t{t.name:<20}\t{t.total:10.2f}\t{t.minimum:8.4f}\t{t.maximum:11.4f}\t{t.mean:6.2f}\t"
-                   f"{t.stddev:6.2f}\t{t.active * 100.0:8.2f}%\t{t.elements:6d}\t{t.entropy:10.4f}\t"
-                   f"{t.entropy_norm:6.2f}%\t{100.0 * t.zd:10.2f}%\t{cf('%8.4f', t.cossim)}")
+                   f"{t.stddev:6.2f}\t{_pct32(t.active):8.2f}%\t{t.elements:6d}\t{t.entropy:10.4f}\t"
+                   f"{t.entropy_norm:6.2f}%\t{_pct32(t.zd):10.2f}%\t{cf('%8.4f', t.cossim)}")
     out += ["", f"Computing weighted average statistics per layer ({len(layers)} layers)", "",
             "  Layer\t     μΣ(Act²)\t      μZD\tμCosSim", "=" * 48]
-    out += [f"{ly.layer:5d}\t{ly.bias:14.2f}\t{100.0 * ly.zd:10.4f}%\t{cf('%6.4f', ly.cossim)}" for ly in layers]
+    out += [f"{ly.layer:5d}\t{ly.bias:14.2f}\t{_pct32(ly.zd):10.4f}%\t{cf('%6.4f', ly.cossim)}" for ly in layers]
     return out + [""]
 
 

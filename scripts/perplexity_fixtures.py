@@ -26,7 +26,8 @@ Writes tests/fixtures/quality/:
                        and per weight the sum of its in_sum2 and its count.
   tiny-base.kld        llama.cpp's KL-divergence base file of the tiny F32 model (-c 64, 4 chunks)
   tiny-imatrix.gguf    llama-imatrix on the tiny F32 model (-c 64, 4 chunks, --process-output)
-  tiny-imatrix.dat     the same in the legacy format
+  tiny-imatrix.dat     the same in the legacy format; run "tiny-imatrix-statistics": the lines of
+                       llama-imatrix --show-statistics on tiny-imatrix.gguf
   hellaswag.txt, winogrande.csv, mc.bin   small task files (made here from the text), and
                        the runs "demo-<benchmark>-fa-*": llama-perplexity's task lines, split at
                        tabs, and its final lines
@@ -204,6 +205,15 @@ def parse_bench(out: str, n: int) -> dict[str, Any]:
     return {"tasks": rows, "final": final}
 
 
+def parse_statistics(out: str) -> list[str]:
+    """The lines of llama-imatrix --show-statistics' report (not its log), time prefixes removed."""
+    lines = [re.sub(r"^\d+\.\d+\.\d+\.\d+ I ", "", ln) for ln in out.splitlines()]
+    lines = [ln for ln in lines if re.match(r"^(Computing|\s+Layer|=+$|\s*(-|\d+)\t)", ln)]
+    if not any(ln.startswith("Computing weighted average") for ln in lines):
+        raise ValueError(f"no statistics in:\n{out[-3000:]}")
+    return lines
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -282,6 +292,9 @@ def main() -> None:
                     dat = tmp / "tiny.dat"
                     run([imx_bin, "-m", str(model), "--in-file", str(im), "-o", str(dat), "--output-format", "dat", "-c", ctx])
                     shutil.copy(dat, FIXTURES / "tiny-imatrix.dat")
+                    lines = run_parsed([imx_bin, "-m", str(model), "--in-file", str(TEXT.parent / "tiny-imatrix.gguf"),
+                                        "--show-statistics"], parse_statistics)
+                    runs["tiny-imatrix-statistics"] = {"lines": lines}
         meta = {
             "llama_cpp": "llama-cpp-python 0.3.36 sdist, vendor/llama.cpp", "bin": str(b),
             "cpu": next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()

@@ -28,6 +28,7 @@ from llamacli.core.quality import kld as K
 from llamacli.core.quality.choices import ChoiceRunner, TaskScore
 from llamacli.core.quality.chunks import plan_chunks
 from llamacli.core.quality.imatrix import ImatrixCollector, ImatrixOutput, collect
+from llamacli.core.quality.imatrix_stats import statistics
 from llamacli.core.quality.kld_file import LogitsFile
 from llamacli.core.quality.perplexity import PerplexityResult, kl_divergence, perplexity, perplexity_strided
 from llamacli.core.quantize import QuantizeOptions, parse_file_type, quantize_model
@@ -263,3 +264,13 @@ def test_demo_winogrande_scores_within_llama_cpp_noise(demo: Setup, run: str, n_
     for s, ref, row in zip(ours, off, RUNS[f"demo-{run}-fa-off"]["tasks"]):
         assert abs(s.scores[0] - ref[0]) <= noise and abs(s.scores[1] - ref[1]) <= noise, (s.scores, ref, noise)
         assert s.answer == int(row[2].split()[3])
+
+
+def test_imatrix_statistics_as_llama_imatrix() -> None:
+    """--show-statistics on llama.cpp's tiny imatrix: llama-imatrix's lines, character for character."""
+    ref = read_imatrix(str(FIX / "tiny-imatrix.gguf"))
+    tensors, layers = statistics(ref.entries)
+    ours = [ln for ln in R.imatrix_stats_lines("tests/fixtures/quality/tiny-imatrix.gguf", tensors, layers) if ln]
+    assert ours == RUNS["tiny-imatrix-statistics"]["lines"]
+    # its percentages are float32 products: 4 of 640 columns print as 0.62%, not float64's 0.63%
+    assert f"{R._pct32(float(np.float32(4) / np.float32(640))):.2f}" == "0.62"
