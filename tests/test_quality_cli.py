@@ -93,10 +93,12 @@ def test_perplexity_errors(model: str, tmp_path: Path) -> None:
 
 def test_imatrix_writes_combines_and_shows_statistics(model: str, tmp_path: Path) -> None:
     out = tmp_path / "im.gguf"
-    r = llama("imatrix", "-m", model, "-f", str(TEXT), "-c", "64", "--chunks", "2", "-o", str(out))
+    r = llama("imatrix", "-m", model, "-f", str(TEXT), "-c", "64", "-b", "64", "--chunks", "2", "-o", str(out),
+              "-ofreq", "1", "--save-frequency", "1")  # one chunk per batch: a copy after each
     assert r.returncode == 0, r.stderr
     assert re.fullmatch(r"\[1\]\d+\.\d{4},\[2\]\d+\.\d{4},", r.stdout.splitlines()[0])
     assert "Final estimate: PPL = " in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["im.gguf", "im.gguf.at_1", "im.gguf.at_2"]
     im = read_imatrix(str(out))
     assert im.chunk_count == 2 and im.chunk_size == 64 and im.datasets == [str(TEXT)]
     assert im.entries["blk.0.attn_q.weight"].counts.tolist() == [128]

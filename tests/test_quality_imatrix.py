@@ -171,3 +171,17 @@ def test_statistics_of_a_small_matrix() -> None:
     assert q.zd == 0.25 and tensors[1].cossim == pytest.approx(1.0) and q.cossim == 0.0
     assert [(ly.layer, ly.bias) for ly in layers] == [(0, 4.0), (1, 4.0)]
     assert split_name("blk.12.ffn_down.weight") == ("12", "ffn_down") and split_name("foo") == ("-", "foo")
+
+
+def test_f32_numerics_are_observed_alike(tiny: LoadedModel, tokens: np.ndarray, tmp_path: Path) -> None:
+    """The observer sits on both numerics modes' matmuls: the same weights and counts; the
+    inputs of layer 0's Q, K, V (before any matmul, so alike in both modes) summed alike."""
+    plan = plan_chunks(int(tokens.shape[0]), 64, 2048, 512, 2)
+    a, b = _collector(tmp_path), _collector(tmp_path)
+    collect(tiny.model, tokens, plan, None, a, compute_ppl=False)
+    f32 = load(tiny.gguf.path, "f32", 2, with_template=False)
+    collect(f32.model, tokens, plan, None, b, compute_ppl=False)
+    assert sorted(a.entries) == sorted(b.entries)
+    for name, e in a.entries.items():
+        assert b.entries[name].counts.tolist() == e.counts.tolist() == [128]
+    np.testing.assert_allclose(b.entries["blk.0.attn_q.weight"].sums, a.entries["blk.0.attn_q.weight"].sums, rtol=1e-6)
