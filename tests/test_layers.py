@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "core.text": {"core.errors"},
     "core.sampling": {"core.errors"},
     "core.quantize": {"core.errors", "core.model.kernels", "core.model.weights"},
+    "core.quality": _MODEL | {"core.quantize"},
     "core.speculative": _MODEL | {"core.sampling"},
     "core.runtime": _MODEL | {"core.sampling", "core.speculative"},
     "core.tools": {"core.errors"},  # the agent's tools: files, shell, MCP; no engine

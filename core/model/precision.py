@@ -28,6 +28,10 @@ from llamacli.core.model.kernels.qmm.router import softmax_rows
 from llamacli.core.model.weights.tensors import ExpertLinear, FusedLinear, Linear, OutputWeight
 
 T = TypeVar("T")
+# Sees the input of every matmul with a named weight: (the GGUF tensor's name, x (T, n_in)
+# float32, before any rounding to the weight's dot type), as llama.cpp's eval callback sees
+# `src1` of each MUL_MAT (llama-imatrix collects its statistics this way).
+MatmulObserver = Callable[[str, np.ndarray], None]
 
 class Precision:
     """float32 maths on dequantized weights (BLAS); the base of the ggml mode, which overrides
@@ -43,6 +47,7 @@ class Precision:
     def __init__(self, threads: int | None = None, batch_invariant: bool = False) -> None:
         self.mm = MatmulPool(threads, batch_invariant)
         self.lora: LoraSet = NO_LORA  # adapters the current forward applies (set by the engine)
+        self.observer: MatmulObserver | None = None  # `llama imatrix` sets one; None costs nothing
 
     @property
     def batch_invariant(self) -> bool:
@@ -88,6 +93,8 @@ class Precision:
                 x += self.matmul(rows, lw.b) * np.float32(lw.scale(adapter.alpha, user_scale))
 
     def linear(self, x: np.ndarray, lin: Linear) -> np.ndarray:
+        if self.observer is not None:
+            self.observer(lin.name, x)
         y = self.matmul(x, lin)
         self.add_lora(x, lin.name, y)
         if lin.b is not None:
@@ -96,6 +103,12 @@ class Precision:
 
     def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
         """Several linears of the same input (Q/K/V, gate/up)."""
+        if self.observer is not None:
+            for lin in lins:
+                self.observer(lin.name, x)
+        return self._linears(x, lins, fused)
+
+    def _linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
         if fused is not None and not self.lora:
             return self.linear_fused(x, fused)
         return [self.linear(x, lin) for lin in lins]
@@ -155,6 +168,11 @@ class Precision:
 
     def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         """Logits (n, n_vocab) = x (n, n_embd) @ ow.w.T."""
+        if self.observer is not None:
+            self.observer(ow.weight_name, x)
+        return self._output(x, ow)
+
+    def _output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         y = self.mm.project(self.act(x, ow.qtype), ow.w)  # type: ignore[arg-type]
         self.add_lora(x, ow.name, y)
         return y
@@ -205,7 +223,7 @@ class GGMLPrecision(Precision):
         assert lin.q is not None
         return qmm.matmul(qmm.prepare(x, lin.qtype), lin.q)
 
-    def linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
+    def _linears(self, x: np.ndarray, lins: list[Linear], fused: FusedLinear | None) -> list[np.ndarray]:
         """Weights whose activations round alike share one quantization of x (and, decoding,
         one parallel loop)."""
         groups: dict[object, list[int]] = {}
@@ -235,7 +253,7 @@ class GGMLPrecision(Precision):
         """ggml_soft_max: ggml's exp and float64 sum, then one float32 scale (qmm/router.py)."""
         return softmax_rows(np.ascontiguousarray(logits, dtype=np.float32))
 
-    def output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
+    def _output(self, x: np.ndarray, ow: OutputWeight) -> np.ndarray:
         assert ow.q is not None
         y = qmm.matmul(qmm.prepare(x, ow.qtype), ow.q)
         self.add_lora(x, ow.name, y)

@@ -79,8 +79,20 @@ def _gguf_string(s: str) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-def _u32_kv(key: str, value: int) -> bytes:
+def u32_kv(key: str, value: int) -> bytes:
+    """A metadata entry: key, type UINT32, value."""
     return _gguf_string(key) + struct.pack("<II", GGUFValueType.UINT32, value)
+
+
+def str_kv(key: str, value: str) -> bytes:
+    """A metadata entry: key, type STRING, value."""
+    return _gguf_string(key) + struct.pack("<I", GGUFValueType.STRING) + _gguf_string(value)
+
+
+def str_array_kv(key: str, values: list[str]) -> bytes:
+    """A metadata entry: key, type ARRAY of STRING, the values."""
+    head = _gguf_string(key) + struct.pack("<IIQ", GGUFValueType.ARRAY, GGUFValueType.STRING, len(values))
+    return head + b"".join(_gguf_string(v) for v in values)
 
 
 @dataclass(frozen=True)
@@ -101,8 +113,15 @@ def build_header(kv: list[tuple[str, bytes]], file_type: int, tensors: list[Tens
     """The complete metadata block (padded to `align`) for the given tensors, in order."""
     skip = set(_DROP_KEYS) | {"general.quantization_version", "general.file_type"}
     entries = [raw for key, raw in kv if key not in skip]
-    entries.append(_u32_kv("general.quantization_version", GGML_QNT_VERSION))
-    entries.append(_u32_kv("general.file_type", file_type))
+    entries.append(u32_kv("general.quantization_version", GGML_QNT_VERSION))
+    entries.append(u32_kv("general.file_type", file_type))
+    return gguf_header(entries, tensors, align)
+
+
+def gguf_header(entries: list[bytes], tensors: list[TensorRecord], align: int = DEFAULT_ALIGNMENT) -> bytes:
+    """GGUF v3 header as ggml's gguf_write_to_file writes it: magic, counts, the metadata
+    entries (encoded, in order), the tensor records (data offsets from 0, each tensor padded
+    to `align`), zeros up to `align`."""
     parts = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(entries)), *entries]
     offset = 0
     for t in tensors:

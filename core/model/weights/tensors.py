@@ -92,6 +92,7 @@ class Embedding:
     n_embd: int
     q: QuantMatrix | None = None
     w: np.ndarray | None = None
+    name: str = "token_embd.weight"
 
     def rows(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, n_embd) float32 (ggml_get_rows)."""
@@ -109,6 +110,10 @@ class OutputWeight:
     q: QuantMatrix | None = None
     w: np.ndarray | None = None  # f32 numerics: (n_vocab, n_embd) row-major
     name: str = ""  # "output.weight"; "" when tied to the token embedding
+    weight_name: str = ""  # the GGUF tensor multiplied: `name`, or the tied embedding's
+
+    def __post_init__(self) -> None:
+        self.weight_name = self.weight_name or self.name
 
 
 class WeightLoader:
@@ -167,10 +172,10 @@ class WeightLoader:
             raise ModelLoadError(self.gguf.path, f"tensor {name!r} must be 2-D, has shape {t.shape}")
         n_vocab, n_embd = t.shape
         if self.quantized:
-            return Embedding(t.qtype, n_vocab, n_embd, q=self._matrix(name))
+            return Embedding(t.qtype, n_vocab, n_embd, q=self._matrix(name), name=name)
         e = self._deq(name)
         self.nbytes += e.nbytes
-        return Embedding(t.qtype, n_vocab, n_embd, w=e)
+        return Embedding(t.qtype, n_vocab, n_embd, w=e, name=name)
 
     def linear(self, prefix: str, n_in: int, n_out: int, weight: str = ".weight") -> Linear:
         """Weight `prefix + weight` (GGUF shape (n_out, n_in)) and optional `prefix.bias`."""
@@ -235,7 +240,7 @@ class WeightLoader:
             w = self._deq(name)
             self.nbytes += w.nbytes
             return OutputWeight(self.gguf.tensor(name).qtype, w=w, name=name)
-        return OutputWeight(tied_to.qtype, q=tied_to.q, w=tied_to.w)
+        return OutputWeight(tied_to.qtype, q=tied_to.q, w=tied_to.w, weight_name=tied_to.name)
 
     def finish(self) -> None:
         """Wait for every queued dequantization; re-raise the first error."""
