@@ -112,10 +112,11 @@ import test_qmm as T
 from llamacli.core.model.kernels.qmm import matmul, prepare, threads
 threads.set_threads(int(sys.argv[3]))
 out = []
-for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
+for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16):
     k = T._k_for(qt)
     m = T._matrix(qt, 33, k, seed=9)
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
+    x[3, :32] = 1e-39  # a block of Q8_0 codes -128 (its 127 / amax overflows; d rounds to 0)
     out.append(matmul(prepare(x[:1], qt), m))
     out.append(matmul(prepare(x[:2], qt), m))
     out.append(matmul(prepare(x, qt), m))
@@ -126,44 +127,67 @@ q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
 out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 from numba.core.registry import cpu_target
-from llamacli.core.model.kernels.qmm.rows import target_has_vnni
-print("vnni" if target_has_vnni(cpu_target.target_context) else "no vnni")
+from llamacli.core.model.kernels.qmm.isa import target_path
+print("path", target_path(cpu_target.target_context))
 """
 
-# Haswell's own features (AVX2, FMA, F16C; no AVX-512): NUMBA_CPU_NAME alone keeps the host's
-# feature list, which would compile AVX-512 code for "haswell".
-_HASWELL_FEATURES = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,-avx512f,-avx512bw,-avx512vnni"
+# Each code path of core/model/kernels/qmm/isa.py: (numba CPU name, features, the host
+# features it needs to run). NUMBA_CPU_NAME alone keeps the host's feature list (it would
+# compile AVX-512 code for "haswell"): each names its features, the others switched off.
+_NO_AVX512 = "-avx512f,-avx512bw,-avx512dq,-avx512cd,-avx512vl,-avx512vnni,-avx512bf16,-avx512vbmi,-avx512vbmi2,-avx512ifma,-avx512bitalg,-avx512vpopcntdq,-avx512vp2intersect"
+_AVX2 = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe"
+_PATHS = {
+    "avx2": ("haswell", f"{_AVX2},-avxvnni,{_NO_AVX512}", {"avx2", "fma", "f16c"}),
+    "avx-vnni": ("alderlake", f"{_AVX2},+avxvnni,{_NO_AVX512}", {"avx2", "fma", "f16c", "avxvnni"}),
+    "avx512bw": ("skylake-avx512", f"{_AVX2},-avxvnni,+avx512f,+avx512bw,+avx512dq,+avx512cd,+avx512vl,-avx512vnni", {"avx512bw", "avx512vl"}),
+    # Ivy Bridge: AVX and F16C (the kernels' fp16 conversions), no AVX2
+    "generic": ("ivybridge", "+sse4.2,+popcnt,+avx,+f16c,-avx2,-fma,-bmi2,-avxvnni," + _NO_AVX512, {"avx", "f16c"}),
+}
 
 
-@pytest.mark.slow
-def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
-    on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width,
-    the instructions (AVX512-VNNI byte products or not) and the thread count (the attention
-    kernel's float32 sums too)."""
+def _run_cross_cpu(tmp_path, name: str, cpu: str | None, features: str | None, n_threads: int) -> tuple[np.ndarray, str]:  # type: ignore[no-untyped-def]
+    """The cross-CPU script's results and the path it reports, compiled for `cpu` (None: the host)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    here = str(Path(__file__).parent)
-    results = []
-    for cpu, n_threads in ((None, 1), ("haswell", 4)):
-        env = dict(os.environ)
-        env.pop("NUMBA_CPU_NAME", None)
-        env["NUMBA_NUM_THREADS"] = str(n_threads)
-        env.pop("NUMBA_CPU_FEATURES", None)
-        if cpu:
-            env["NUMBA_CPU_NAME"] = cpu
-            env["NUMBA_CPU_FEATURES"] = _HASWELL_FEATURES
-            env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
-        f = tmp_path / f"{cpu or 'host'}.npy"
-        cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f), str(n_threads)]
-        run = subprocess.run(cmd, env=env, check=True, timeout=600, capture_output=True, text=True)
-        if cpu:
-            assert run.stdout.split()[-2:] == ["no", "vnni"]
-        results.append(np.load(f))
-    assert np.array_equal(results[0], results[1])
+    env = dict(os.environ)
+    env["NUMBA_NUM_THREADS"] = str(n_threads)
+    for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES"):
+        env.pop(k, None)
+    if cpu and features:
+        env["NUMBA_CPU_NAME"] = cpu
+        env["NUMBA_CPU_FEATURES"] = features
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / f"numba-cache-{name}")  # never mix with the host cache
+    f = tmp_path / f"{name}.npy"
+    cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, str(Path(__file__).parent), str(f), str(n_threads)]
+    run = subprocess.run(cmd, env=env, check=True, timeout=900, capture_output=True, text=True)
+    return np.load(f), run.stdout.split()[-1]
+
+
+@pytest.fixture(scope="module")
+def host_results(tmp_path_factory):  # type: ignore[no-untyped-def]
+    return _run_cross_cpu(tmp_path_factory.mktemp("host"), "host", None, None, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", list(_PATHS))
+def test_same_bits_on_every_code_path(path: str, host_results, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The kernels compiled for each instruction-set path (core/model/kernels/qmm/isa.py) on 4
+    threads give the same bits as this CPU's on 1: integer block dots are exact and the float
+    order is fixed, whatever the SIMD width, the instructions (vpdpbusd, vpmaddubsw, vpmaddwd or
+    the products written out) and the thread count (the attention kernel's float32 sums too).
+    A path needs the instructions it is compiled for: on a CPU without them it is skipped."""
+    from llvmlite import binding as ll
+
+    cpu, features, needs = _PATHS[path]
+    missing = {f for f in needs if not ll.get_host_cpu_features().get(f, False)}
+    if missing:
+        pytest.skip(f"this CPU lacks {sorted(missing)}")
+    got, reported = _run_cross_cpu(tmp_path, path, cpu, features, 4)
+    assert reported == path
+    assert np.array_equal(got, host_results[0])
 
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
