@@ -194,6 +194,8 @@ def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: 
     its result does not depend on the others (padding keys changes how BLAS sums). Long
     chunks are split into blocks of QUERY_BLOCK queries (their own, batch-independent shapes).
     """
+    if batch.n_tokens == 1:  # one sequence decoding (the common step): the group the code below forms
+        return [AttnGroup(batch.seq_ids[:1], np.zeros((1, 1), dtype=np.intp), batch.positions[:1, None])]
     seqs, counts = np.unique(batch.seq_ids, return_counts=True)
     groups: list[AttnGroup] = []
     singles = seqs[counts == 1] if not per_sequence else seqs[:0]
