@@ -300,3 +300,29 @@ def test_demo_decoding_beside_many_sequences_equals_alone(demo_model) -> None:  
         alone_cache = prefilled(1, [s])
         one = Batch(nxt[s : s + 1], np.zeros(1), np.array([len(prompts[s])]), decode=np.ones(1, dtype=bool))
         assert np.array_equal(model.forward(one, alone_cache)[0], together[s])
+
+
+@pytest.mark.parametrize(
+    "types, n_calls",
+    [((QT.Q4_K, QT.Q4_K, QT.Q6_K), 3), ((QT.Q5_0, QT.Q8_0, QT.Q4_K), 2), ((QT.Q4_1, QT.Q5_1, QT.Q8_0), 2)],
+    ids=str,
+)
+def test_planned_decode_calls_equal_matmuls(types: tuple[QT, ...], n_calls: int) -> None:
+    """The calls a compiled decode step makes for one input's matrices (core/model/kernels/qmm/
+    layer.py): grouped as `matmul_many` groups them (here 2 or 3 calls, padded to 3), giving
+    each matrix the bits of its own matmul, plus its bias."""
+    from llamacli.core.model.kernels.qmm.layer import _project
+    from llamacli.core.model.kernels.qmm.matrix import plan_decode_calls
+
+    k = 512
+    ms = [_matrix(qt, 20 + 7 * i, k, seed=30 + i) for i, qt in enumerate(types)]
+    calls = plan_decode_calls(ms, 3)
+    assert len(calls) == 3 and sum(c[2].shape[0] > 0 for c in calls) == n_calls
+    x = np.random.default_rng(31).standard_normal((1, k)).astype(np.float32)
+    outs = tuple(np.zeros((1, m.n_out), dtype=np.float32) for m in ms)
+    bias = np.random.default_rng(32).standard_normal(ms[1].n_out).astype(np.float32)
+    none = np.zeros(0, np.float32)
+    assert _project(x, calls, outs, (none, bias, none), 1 << 40, 1)
+    for i, m in enumerate(ms):
+        y = matmul(prepare(x, m.qtype), m)
+        assert np.array_equal(outs[i], y + bias if i == 1 else y)

@@ -21,6 +21,7 @@ from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
+from llamacli.core.model.families.decode_step import DecodeStep
 from llamacli.core.model.weights.tensors import FusedLinear, Linear, WeightLoader, fuse_f32
 
 
@@ -251,6 +252,11 @@ class DecoderModel:
         a = args
         self._rope = a.rope
         self._rope_swa = a.rope_swa or a.rope
+        # one-token steps through one compiled call per layer where the model allows
+        # (core/model/families/decode_step.py); False: always the operations one by one
+        self.fused_decode = True
+        self._decode_step: DecodeStep | None = None
+        self._decode_step_planned = False
 
     # ---- loading -------------------------------------------------------------------------
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
@@ -332,7 +338,10 @@ class DecoderModel:
         cs_global = K.rope_cos_sin(batch.positions, self._rope)
         cs_swa = cs_global if self._rope_swa is self._rope else K.rope_cos_sin(batch.positions, self._rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)
-        for il, lw in enumerate(self.layers):
+        step = self._one_token_step(batch)
+        if step is not None:
+            x = step.run(self, x, batch, cache, cs_global, cs_swa)
+        for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
             h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
             h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
@@ -346,6 +355,16 @@ class DecoderModel:
             x = x + h
         cache.commit(batch.seq_ids, batch.positions)
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def _one_token_step(self, batch: Batch) -> DecodeStep | None:
+        """The compiled one-token step, for a batch of one token when the model allows it and
+        no LoRA adapter is active."""
+        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora:
+            return None
+        if not self._decode_step_planned:
+            self._decode_step = DecodeStep.plan(self)
+            self._decode_step_planned = True
+        return self._decode_step
 
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the

@@ -4,7 +4,8 @@ request.
 The first run on a machine compiles the kernels for its CPU and caches them; later runs load
 them in well under a second. The work is split into jobs, one kernel (or a few small ones)
 each, and only the jobs the model's weight types need: one decode function per quantized type
-(core/model/kernels/qmm/decode.py) and their parallel loop, one token-tiled function per type
+(core/model/kernels/qmm/decode.py) and their parallel loop, the one-token layer in one call
+(layer.py), one token-tiled function per type
 without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
 F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
 (attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
@@ -28,8 +29,8 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, prefill, tables
-from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, layer, prefill, tables
+from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
 
@@ -117,6 +118,30 @@ def _common() -> None:
     K.apply_rope(np.ones((1, 1, 16), dtype=np.float32), cos, sin, 16, True, fma=True)
 
 
+def _decode_step() -> None:
+    """The one-token layer in one call (core/model/kernels/qmm/layer.py), for GELU and for SiLU
+    models, on a tiny layer of read-only Q8_0 matrices (their type functions are called by
+    address: one compiled form serves every quantized type)."""
+    e = 32
+
+    def mat(n: int) -> QuantMatrix:
+        return QuantMatrix(_readonly(np.zeros((n, e // 32 * 34), dtype=np.uint8)), QT.Q8_0, e)
+
+    none = np.zeros(0, dtype=np.float32)
+    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
+    calls = [plan_decode_calls([mat(e)] * n, n) for n in (3, 1, 2, 1)]
+    ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)
+    kv = np.zeros((1, 1, 1, e), dtype=np.float32)
+    x, act = np.ones((1, e), dtype=np.float32), np.ones((1, e), dtype=np.float32)
+    rope = (np.ones((1, e // 2), dtype=np.float32), np.zeros((1, e // 2), dtype=np.float32))
+    f, biases = np.float32, (none,) * 7
+    qkv, o, up, down = calls
+    table = np.zeros(65536, dtype=np.float32)
+    layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
+    layer.attention_block(x, norms, biases, qkv, o, up, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
+    layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
+
+
 ALL_TYPES: tuple[GGMLQuantizationType, ...] = tuple(QUANT_FORMATS) + tuple(FLOAT_FORMATS)
 
 
@@ -131,6 +156,8 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     ]
     if quant:
         jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
+        step = (layer.decode_layer, layer.attention_block, layer.ffn_out)
+        jobs.append(Job("decode step", _decode_step, partial(_in_cache, *step), 5.0))
     tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
     jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]
     if tiled:

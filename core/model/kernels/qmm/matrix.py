@@ -112,22 +112,81 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
     """[x @ W.T for W in ms], with xa from `prepare(x, ms[0].qtype)`: one parallel loop for all
     when they are few-row decodes of types that read the same quantized activation the same
     way; otherwise one matmul each (the results are the same bits either way)."""
-    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
-    f0 = fmts[0]
-    if (
-        isinstance(xa, np.ndarray)
-        or not 2 <= len(ms) <= MANY
-        or any(f is None or not _rows16(f, xa.codes.shape[0]) for f in fmts)
-        or any(f is None or (f.qk, f.nsub, f.act, f.min_term) != (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)  # type: ignore[union-attr]
-        or len({m.data.flags.writeable for m in ms}) != 1
-    ):
+    if isinstance(xa, np.ndarray) or not _one_call(ms, xa.codes.shape[0]):
         return [matmul(xa, m) for m in ms]
-    assert f0 is not None
+    fmts = [QUANT_FORMATS[m.qtype] for m in ms]
+    f0 = fmts[0]
     t = xa.codes.shape[0]
     threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
     outs = [np.empty((t, m.n_out), dtype=np.float32) for m in ms]
     _decode(ms, [f for f in fmts if f is not None], xa, _sub_sums(xa, f0), outs)
     return outs
+
+
+def _one_call(ms: list[QuantMatrix], t: int) -> bool:
+    """Whether t activation rows times these matrices (of one input) are one `mm_decode_many`
+    call: 2 to MANY quantized matrices that decode t rows with the 16-row kernels and read
+    the quantized activation the same way (and are all read-only or all writable: one
+    compiled signature)."""
+    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
+    f0 = fmts[0]
+    return (
+        2 <= len(ms) <= MANY
+        and f0 is not None
+        and all(f is not None and _rows16(f, t) for f in fmts)
+        and all(f is not None and (f.qk, f.nsub, f.act, f.min_term) == (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)
+        and len({m.data.flags.writeable for m in ms}) == 1
+    )
+
+
+# One `mm_decode_many` call of a one-row decode step (core/model/kernels/qmm/layer.py):
+# (fns, ws, tasks, act, nsub, sub16, slots, macs).
+DecodeCall = tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray, int, int, int, np.ndarray, int]
+
+
+def plan_decode_calls(ms: list[QuantMatrix], n_calls: int) -> tuple[DecodeCall, ...]:
+    """The `mm_decode_many` calls that multiply one activation row by these matrices (of one
+    input) as `matmul_many` does: the matrices whose activations round alike (`act_key`) in one
+    call where `_one_call` allows, else one call each; padded with calls of no work items to
+    `n_calls` (so that every layer of a model has the same argument types: one compilation).
+    Slot i of the calls' outputs is ms[i]'s. All matrices quantized (`supports_decode_plan`)."""
+    groups: dict[object, list[int]] = {}
+    for i, m in enumerate(ms):
+        groups.setdefault(act_key(m.qtype), []).append(i)
+    calls: list[DecodeCall] = []
+    for idx in groups.values():
+        parts = [idx] if _one_call([ms[i] for i in idx], 1) else [[i] for i in idx]
+        for part in parts:
+            calls.append(_decode_call([ms[i] for i in part], part))
+    if len(calls) > n_calls:
+        raise ValueError(f"{len(ms)} matrices need {len(calls)} calls, more than {n_calls}")
+    last = calls[-1]
+    no_work = np.zeros((0, 3), dtype=np.int64)
+    no_work.flags.writeable = False
+    calls += [(last[0], last[1], no_work, last[3], last[4], last[5], last[6], 0)] * (n_calls - len(calls))
+    return tuple(calls)
+
+
+def _decode_call(ms: list[QuantMatrix], slots: list[int]) -> DecodeCall:
+    fmts = [QUANT_FORMATS[m.qtype] for m in ms]
+    f0 = fmts[0]
+    pad = MANY - len(ms)
+    sums = f0.min_term == MIN_K or f0.qtype == QT.Q6_K  # as _sub_sums
+    return (
+        decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad)),
+        tuple([m.data for m in ms] + [ms[-1].data] * pad),
+        _tasks(tuple(m.n_out for m in ms)),
+        f0.act,
+        f0.nsub if sums else 0,
+        f0.sub // 16 if sums else 1,
+        np.array(slots + [slots[-1]] * pad, dtype=np.int64),
+        sum(m.n_out for m in ms) * ms[0].n_in,
+    )
+
+
+def supports_decode_plan(m: QuantMatrix) -> bool:
+    """Whether `plan_decode_calls` can take this matrix (a quantized type)."""
+    return m.qtype in QUANT_FORMATS
 
 
 # mm_decode_many takes its matrices and outputs as tuples of exactly MANY arrays (fewer are
