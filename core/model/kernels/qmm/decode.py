@@ -58,8 +58,10 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
     t_rows = xc_t
     k = xc_k
     nb = k // QK
-    if ROWS16:
-        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32)  # the 16-row kernel's scratch
+    if ROWS16 and r0 + ROWS <= r1:
+        # the 16-row kernel's scratch for several activation rows (one row needs none: `out`
+        # stands in, unread): an allocation per work item was a decode step's ~2%
+        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32) if t_rows > 1 else out
         while r0 + ROWS <= r1:
             for t0 in range(0, t_rows, TOKENS_PER_CALL):
                 t1 = min(t_rows, t0 + TOKENS_PER_CALL)
@@ -68,6 +70,8 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
                 xb_ = xb[t0:t1] if xb.shape[0] > 0 else _NO_SUMS  # sub-block sums, read by Q4_K/Q5_K only
                 rows16(w, r0, nb, xc_, xd_, xs_, xb_, out_, acc)
             r0 += ROWS
+    if r0 >= r1:
+        return 1
     if LEGACY:
         isums = np.empty(nb, dtype=np.int32)
         for r in range(r0, r1):
