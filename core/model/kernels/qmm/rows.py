@@ -634,19 +634,24 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     return rows_dot
 
 
+def _on_vnni(vnni: Any, other: Any) -> tuple[Any, Any]:
+    """(prepare, terms) taking the pair `vnni` where the target has VNNI (vpdpbusd and
+    vpdpwssd: AVX512-VNNI or AVX-VNNI), else `other`: chosen as each kernel is generated."""
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        return (vnni if isa.TARGET.dpbusd_bytes else other)[0](builder, blocks)
+
+    def terms(*args: Any) -> Any:
+        return (vnni if isa.TARGET.dpbusd_bytes else other)[1](*args)
+
+    return prepare, terms
+
+
 def _legacy_rows_dot(kind: int) -> Any:
     """The 16-row kernel of a 32-value type: vpdpbusd (`_legacy_terms_vnni`) where the target
     has it, else byte products (`_legacy_terms_bytes`); both give the same integers."""
-    bsize, prepare_v, terms_v = _legacy_terms_vnni(kind)
-    _, prepare_b, terms_b = _legacy_terms_bytes(kind)
-
-    def prepare_any(builder: Any, blocks: list[Any]) -> Any:
-        return (prepare_v if isa.TARGET.dpbusd_bytes else prepare_b)(builder, blocks)
-
-    def terms_any(*args: Any) -> Any:
-        return (terms_v if isa.TARGET.dpbusd_bytes else terms_b)(*args)
-
-    return _make_rows_dot(bsize, prepare_any, terms_any)
+    bsize, *vnni = _legacy_terms_vnni(kind)
+    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:]))
 
 
 rows_q4_0 = _legacy_rows_dot(0)
@@ -654,8 +659,11 @@ rows_q4_1 = _legacy_rows_dot(1)
 rows_q5_0 = _legacy_rows_dot(2)
 rows_q5_1 = _legacy_rows_dot(3)
 rows_q8_0 = _legacy_rows_dot(4)
-_Q4_K = _k_min_terms(False)
-rows_q4_k = _make_rows_dot(_Q4_K[0], _Q4_K[1], _Q4_K[2], single=_k4_byte_terms()[1:])
+# Q4_K and Q6_K: one activation row takes byte products everywhere (`_k4_byte_terms`,
+# `_q6_k_byte_terms`); several take the codes widened once per block where the target has
+# vpdpwssd (one instruction per 32 products on AVX-512), else byte products too (AVX2: two
+# instructions per 32, against four for vpmaddwd and an add).
+_K4_BYTES, _Q6_K_BYTES = _k4_byte_terms()[1:], _q6_k_byte_terms()[1:]
+rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), single=_K4_BYTES)
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
-_Q6_K = _q6_k_terms()
-rows_q6_k = _make_rows_dot(_Q6_K[0], _Q6_K[1], _Q6_K[2], single=_q6_k_byte_terms()[1:])
+rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), single=_Q6_K_BYTES)
