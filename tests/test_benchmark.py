@@ -12,3 +12,6 @@ def test_memory_line_says_what_is_mapped_and_what_is_resident() -> None:
     assert line == "weights mapped from the file 241 MiB (used in place, not copied), process resident 217 MiB"
     line = memory_line(253_113_024, 1100 * 2**20, 1400 * 2**20)
     assert line == "weights mapped from the file 241 MiB + float32 copies 1100 MiB, process resident 1400 MiB"
+    line = memory_line(253_113_024, 190_000, 260 * 2**20, 222 * 2**20)
+    assert line == ("weights mapped from the file 241 MiB (222 MiB of it packed for the kernels, the rest used in place), "
+                    "process resident 260 MiB")

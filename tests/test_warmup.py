@@ -24,19 +24,22 @@ def _names(types: list[GGMLQuantizationType] | None) -> set[str]:
 
 
 def test_plan_holds_what_the_types_need() -> None:
-    """The demo model's types (Q4_K, Q6_K, Q5_0, Q8_0): their decode functions, the decode
-    loop, the one-token layer, both quantizers and the kernels every model runs; no
-    token-tiled kernel (every one of them has a 16-row kernel) and no float kernel."""
+    """The demo model's types (Q4_K, Q6_K, Q5_0, Q8_0): their decode functions (and those of
+    packed Q5_0 and Q8_0 matrices), the decode loop, the one-token layer, both quantizers and
+    the kernels every model runs; no token-tiled kernel (every one of them has a 16-row kernel)
+    and no float kernel."""
     assert _names([QT.Q4_K, QT.Q6_K, QT.Q5_0, QT.Q8_0]) == {
-        "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode loop", "decode step", "quantizer q8_0",
-        "quantizer q8_k", "common",
+        "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode packed Q5_0", "decode packed Q8_0", "decode loop",
+        "decode step", "quantizer q8_0", "quantizer q8_k", "common",
     }
     assert _names([QT.Q4_K]) == {"decode Q4_K", "decode loop", "decode step", "quantizer q8_k", "common"}
     assert _names([QT.Q4_K, QT.Q3_K]) == {  # Q3_K has no 16-row kernel: batches take the token-tiled one
         "decode Q4_K", "decode Q3_K", "decode loop", "decode step", "prefill Q3_K", "prefill loop", "quantizer q8_k", "common",
     }
     assert _names([QT.F16]) == {"float", "common"}
-    assert _names([QT.F32, QT.Q8_0]) == {"float", "decode Q8_0", "decode loop", "decode step", "quantizer q8_0", "common"}
+    assert _names([QT.F32, QT.Q8_0]) == {
+        "float", "decode Q8_0", "decode packed Q8_0", "decode loop", "decode step", "quantizer q8_0", "common",
+    }
     every = _names(None)
     assert {f"decode {qt.name}" for qt in W.QUANT_FORMATS} <= every and {"prefill Q2_K", "prefill IQ4_XS", "float"} <= every
     assert "prefill Q4_K" not in every

@@ -18,7 +18,7 @@ import numpy as np
 
 from llamacli.core.model.kernels.qmm import layer as L
 from llamacli.core.model.kernels.qmm import threads
-from llamacli.core.model.kernels.qmm.matrix import DecodeCall, QuantMatrix, plan_decode_calls, supports_decode_plan
+from llamacli.core.model.kernels.qmm.matrix import DecodeCall, QuantMatrix, decode_weights, plan_decode_calls, supports_decode_plan
 from llamacli.core.model.precision import _gelu_f16_table
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
@@ -79,7 +79,7 @@ class DecodeStep:
         mats = [lin.q for lw in model.layers for lin in _linears(lw)]
         if any(m is None or not supports_decode_plan(m) for m in mats):
             return None
-        if len({m.data.flags.writeable for m in mats if m is not None}) != 1:
+        if len({decode_weights(m).flags.writeable for m in mats if m is not None}) != 1:
             return None  # one compiled signature for all layers
         layers = [_plan_layer(model, il, lw) for il, lw in enumerate(model.layers)]
         q_scale, attn_scale = (a.attn_scale, 1.0) if a.scale_q else (0.0, a.attn_scale)

@@ -4,7 +4,8 @@ request.
 The first run on a machine compiles the kernels for its CPU and caches them; later runs load
 them in well under a second. The work is split into jobs, one kernel (or a few small ones)
 each, and only the jobs the model's weight types need: one decode function per quantized type
-(core/model/kernels/qmm/decode.py) and their parallel loop, the one-token layer in one call
+(core/model/kernels/qmm/decode.py), of its packed matrices where it has a packed form
+(packed.py), their parallel loop, the one-token layer in one call
 (layer.py), one token-tiled function per type
 without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
 F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
@@ -29,8 +30,8 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, layer, prefill, tables
-from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, plan_decode_calls, prepare
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, layer, packed, prefill, tables
+from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
 
@@ -78,12 +79,14 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...]) -> None:
+def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...], packed_rows: bool = False) -> None:
     """One tiny matmul of type qt for each activation row count (read-only weights, as the
-    mapped file's)."""
+    mapped file's); packed_rows: of 8 weight rows, packed where the type has a packed form."""
     k = 256 if qt in QUANT_FORMATS and QUANT_FORMATS[qt].qk == 256 else 32
-    data = np.zeros((2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
+    data = np.zeros((8 if packed_rows else 2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
     m = QuantMatrix(_readonly(data), qt, k)
+    if packed_rows and not pack_matrix(m):
+        return
     for n in rows:
         matmul(prepare(np.ones((n, k), dtype=np.float32), qt), m)
 
@@ -153,6 +156,10 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     jobs = [
         Job(f"decode {f.qtype.name}", partial(decode.type_function, f.kind), partial(decode.cached, f.kind), 3.5 if f.qk == 256 else 1.0)
         for f in quant
+    ]
+    jobs += [
+        Job(f"decode packed {f.qtype.name}", partial(decode.type_function, f.kind, True), partial(decode.cached, f.kind, True), 1.0)
+        for f in quant if f.kind in packed.KINDS
     ]
     if quant:
         jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
@@ -261,4 +268,5 @@ def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport
             _run(j, report)
     for qt in (qt for qt in QUANT_FORMATS if names is None or qt.name in names):
         _matmuls(qt, (1, PREFILL_MIN_ROWS))  # each type's paths run once here, not in the first request
+        _matmuls(qt, (1, PREFILL_MIN_ROWS), packed_rows=True)
     return report

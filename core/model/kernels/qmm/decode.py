@@ -37,6 +37,7 @@ ROWS16 = LEGACY = False
 QK = NSUB = ACT = MIN_TERM = BLOCK = 0
 rows16: Any = None
 legacy_dot: Any = None
+packed_dot: Any = None
 unpack_row: Any = None
 
 # w (N, row bytes), xc (T, K), xd (T, nb), xs (T, K/32) or empty, xb (T, nb, nsub) or empty,
@@ -112,19 +113,44 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
     return 1
 
 
-def type_function(kind: int) -> Any:
-    """The decode function of weight type `kind` (compiled or loaded now, once per process)."""
-    return per_type.type_function(decode_rows, LAYOUT, kind)
+def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
+                  out_p, out_t, out_n, r0, r1):
+    """As `decode_rows`, for W packed (core/model/kernels/qmm/packed.py): w (N / 8, nb * R), rows
+    r0..r1 multiples of 8 (r1 may be N); xb (T, nb, 1) the activation's code sums per block
+    (Q4_0, Q5_0) or empty. Any number of activation rows."""
+    w = carray(w_p, (w_n, w_k))
+    xc = carray(xc_p, (xc_t, xc_k))
+    xd = carray(xd_p, (xd_t, xd_nb))
+    xs = carray(xs_p, (xs_t, xs_nb))
+    xb = carray(xb_p, (xb_t, xb_nb, xb_ns))
+    out = carray(out_p, (out_t, out_n))
+    t_rows = xc_t
+    g0, g1 = r0 // 8, (r1 + 7) // 8
+    acc = np.empty((TOKENS_PER_CALL, 8), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
+    for t0 in range(0, t_rows, TOKENS_PER_CALL):
+        t1 = min(t_rows, t0 + TOKENS_PER_CALL)
+        xd_ = xd[t0:t1]
+        xs_ = xs[t0:t1] if xs.shape[0] > 0 else xd_  # Q8_1 sums, read by Q4_1/Q5_1 only
+        xb_ = xb[t0:t1] if xb.shape[0] > 0 else _NO_SUMS  # block sums, read by Q4_0/Q5_0 only
+        packed_dot(w, g0, g1, xc[t0:t1], xd_, xs_, xb_, out[t0:t1], acc)
+    return 1
 
 
-def cached(kind: int) -> bool:
-    return per_type.cached(decode_rows, kind)
+def type_function(kind: int, packed: bool = False) -> Any:
+    """The decode function of weight type `kind` (compiled or loaded now, once per process),
+    for its matrices as stored or packed."""
+    return per_type.type_function(decode_packed if packed else decode_rows, LAYOUT, kind)
+
+
+def cached(kind: int, packed: bool = False) -> bool:
+    return per_type.cached(decode_packed if packed else decode_rows, kind)
 
 
 @lru_cache(maxsize=256)
-def addresses(kinds: tuple[int, ...]) -> np.ndarray:
-    """`mm_decode_many`'s fns for matrices of these types (compiling the missing functions)."""
-    a = np.array(per_type.addresses(decode_rows, LAYOUT, kinds), dtype=np.int64)
+def addresses(kinds: tuple[int, ...], packed: bool = False) -> np.ndarray:
+    """`mm_decode_many`'s fns for matrices of these types, stored or packed (compiling the
+    missing functions)."""
+    a = np.array(per_type.addresses(decode_packed if packed else decode_rows, LAYOUT, kinds), dtype=np.int64)
     a.flags.writeable = False
     return a
 

@@ -164,10 +164,10 @@ def dpbusd(builder: Any, acc: Any, u: Any, s: Any) -> Any:
 
 
 def sign_i8(builder: Any, x: Any, q: Any) -> Any:
-    """x with the sign of q: x where q > 0, -x where q < 0, 0 where q == 0 (vpsignb on AVX2;
-    -(-128) wraps to -128, as the instruction does)."""
+    """x with the sign of q: x where q > 0, -x where q < 0, 0 where q == 0 (vpsignb, 256-bit,
+    on AVX2 and AVX-512 targets; -(-128) wraps to -128, as the instruction does)."""
     n = x.type.count
-    if TARGET.madd_bytes == 32 and n % 32 == 0:
+    if TARGET.madd_bytes >= 32 and n % 32 == 0:
         return _by_parts(builder, "llvm.x86.avx2.psign.b", 32, vec(_I8, 32), [x, q])
     zero = ir.Constant(vec(_I8, n), [0] * n)
     neg = builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, x), x)

@@ -18,7 +18,8 @@ quantized activation the same way (Q/K/V or gate/up, when their types allow), as
 core/model/kernels/qmm/matrix.py's `matmul_many` forms them:
   (fns (3,) type function addresses, ws (3 weight matrices, the last repeated), tasks (n, 3),
    act (activation type), nsub and sub16 (the code sums per sub-block it needs: nsub = 0 none;
-   else sums of sub16 groups of 16), slots (3,) which outputs of the projection, macs)
+   else sums of sub16 groups of 16, or of each block for a packed Q4_0 / Q5_0), slots (3,) which
+   outputs of the projection, macs)
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def _rms(x, w, eps):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _quantize(h, act, nsub, sub16):  # type: ignore[no-untyped-def]
     """quantize_acts(h, act) for h (1, K), and matrix._sub_sums: codes, d, Q8_1 sums (or (0, 0)),
-    code sums per sub-block (1, nb, nsub) (or (0, 0, 0))."""
+    code sums per sub-block (1, nb, nsub) (Q8_K: sums of sub16 groups of 16; the others: nsub
+    1, each block's sum) or (0, 0, 0) for nsub 0."""
     k = h.shape[1]
     codes = np.empty((1, k), dtype=np.int8)
     xb = np.zeros((0, 0, 0), dtype=np.int32)
@@ -97,6 +99,13 @@ def _quantize(h, act, nsub, sub16):  # type: ignore[no-untyped-def]
     d = np.empty((1, k // 32), dtype=np.float32)
     s = np.empty((1, k // 32), dtype=np.float32) if act == ACT_Q8_1 else np.zeros((0, 0), dtype=np.float32)
     _q8_0(h, codes, d, s, act == ACT_Q8_1)
+    if nsub > 0:  # packed Q4_0 / Q5_0: the codes' sum per block (matrix._sub_sums)
+        xb = np.zeros((1, k // 32, 1), dtype=np.int32)
+        for b in range(k // 32):
+            acc = np.int32(0)
+            for i in range(32):
+                acc += np.int32(codes[0, 32 * b + i])
+            xb[0, b, 0] = acc
     return codes, d, s, xb
 
 

@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.errors import UnsupportedTensorType
 from llamacli.core.model.kernels.qmm import block_dots as Kn
-from llamacli.core.model.kernels.qmm import decode, prefill
+from llamacli.core.model.kernels.qmm import decode, packed, prefill
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
@@ -42,15 +42,28 @@ def _rows16(fmt: QFormat, t: int) -> bool:
 
 @dataclass
 class QuantMatrix:
-    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes)."""
+    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes); `packed`: its
+    rows interleaved by eights (core/model/kernels/qmm/packed.py, `pack_matrix`), which the
+    matmuls then read instead (the same results)."""
 
     data: np.ndarray
     qtype: GGMLQuantizationType
     n_in: int
+    packed: np.ndarray | None = None
 
     @property
     def n_out(self) -> int:
         return int(self.data.shape[0])
+
+
+def pack_matrix(m: QuantMatrix) -> bool:
+    """Give m its packed form where its type has one (the 32-value legacy types) and its rows
+    come in eights; whether it did."""
+    fmt = QUANT_FORMATS.get(m.qtype)
+    if fmt is None or fmt.kind not in packed.KINDS or m.n_out % packed.GROUP or m.packed is not None:
+        return m.packed is not None
+    m.packed = packed.pack(np.ascontiguousarray(m.data), fmt.kind)
+    return True
 
 
 def supports(qtype: GGMLQuantizationType) -> bool:
@@ -93,8 +106,8 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     fmt = QUANT_FORMATS[m.qtype]
     t = xa.codes.shape[0]
     y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
-    xsub = _sub_sums(xa, fmt)
-    if _rows16(fmt, t):
+    xsub = _sub_sums(xa, fmt, m.packed is not None)
+    if m.packed is not None or _rows16(fmt, t):
         _decode([m], [fmt], xa, xsub, [y])
         return y
     tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
@@ -119,7 +132,7 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
     t = xa.codes.shape[0]
     threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
     outs = [np.empty((t, m.n_out), dtype=np.float32) for m in ms]
-    _decode(ms, [f for f in fmts if f is not None], xa, _sub_sums(xa, f0), outs)
+    _decode(ms, fmts, xa, _sub_sums(xa, f0, ms[0].packed is not None), outs)
     return outs
 
 
@@ -133,10 +146,15 @@ def _one_call(ms: list[QuantMatrix], t: int) -> bool:
     return (
         2 <= len(ms) <= MANY
         and f0 is not None
-        and all(f is not None and _rows16(f, t) for f in fmts)
+        and all(f is not None and (_rows16(f, t) or m.packed is not None) for f, m in zip(fmts, ms))
         and all(f is not None and (f.qk, f.nsub, f.act, f.min_term) == (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)
-        and len({m.data.flags.writeable for m in ms}) == 1
+        and len({(m.packed is not None, decode_weights(m).flags.writeable) for m in ms}) == 1
     )
+
+
+def decode_weights(m: QuantMatrix) -> np.ndarray:
+    """What the decode kernels read of m: its packed form, or its bytes."""
+    return m.data if m.packed is None else m.packed
 
 
 # One `mm_decode_many` call of a one-row decode step (core/model/kernels/qmm/layer.py):
@@ -171,14 +189,16 @@ def _decode_call(ms: list[QuantMatrix], slots: list[int]) -> DecodeCall:
     fmts = [QUANT_FORMATS[m.qtype] for m in ms]
     f0 = fmts[0]
     pad = MANY - len(ms)
-    sums = f0.min_term == MIN_K or f0.qtype == QT.Q6_K  # as _sub_sums
+    is_packed = ms[0].packed is not None
+    k_sums = f0.min_term == MIN_K or f0.qtype == QT.Q6_K  # as _sub_sums
+    block_sums = is_packed and f0.kind in OFFSET_KINDS  # (layer.py's `_quantize`: nsub 1, sub16 0)
     return (
-        decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad)),
-        tuple([m.data for m in ms] + [ms[-1].data] * pad),
+        decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad), is_packed),
+        tuple([decode_weights(m) for m in ms] + [decode_weights(ms[-1])] * pad),
         _tasks(tuple(m.n_out for m in ms)),
         f0.act,
-        f0.nsub if sums else 0,
-        f0.sub // 16 if sums else 1,
+        f0.nsub if k_sums else 1 if block_sums else 0,
+        f0.sub // 16 if k_sums else 0 if block_sums else 1,
         np.array(slots + [slots[-1]] * pad, dtype=np.int64),
         sum(m.n_out for m in ms) * ms[0].n_in,
     )
@@ -199,9 +219,9 @@ def _decode(ms: list[QuantMatrix], fmts: list[QFormat], xa: QActs, xsub: np.ndar
     """outs[i] = x @ ms[i].W.T with the 16-row kernels, all matrices in one parallel loop."""
     f0 = fmts[0]
     pad = MANY - len(ms)
-    ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
+    ws = tuple([decode_weights(m) for m in ms] + [decode_weights(ms[-1])] * pad)
     ys = tuple(outs + [outs[-1]] * pad)
-    fns = decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad))
+    fns = decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad), ms[0].packed is not None)
     tasks = _tasks(tuple(m.n_out for m in ms))  # work items of the real matrices only
     if decode.mm_decode_many(fns, ws, xa.codes, xa.d, xa.s, xsub, ys, tasks) != len(tasks):
         raise RuntimeError(f"the {f0.qtype.name} decode kernel failed (its error is printed above)")
@@ -229,10 +249,17 @@ def _tasks(n_outs: tuple[int, ...]) -> np.ndarray:
     return t
 
 
-def _sub_sums(xa: QActs, fmt: QFormat) -> np.ndarray:
+# The 32-value types whose packed kernel multiplies the codes before their offset (packed.py).
+OFFSET_KINDS = frozenset({QUANT_FORMATS[QT.Q4_0].kind, QUANT_FORMATS[QT.Q5_0].kind})
+
+
+def _sub_sums(xa: QActs, fmt: QFormat, is_packed: bool = False) -> np.ndarray:
     """K-quants with mins, and Q6_K (its one-row kernel takes the codes' offset 32 back through
-    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; an
-    empty array for the other types."""
+    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; packed
+    Q4_0 and Q5_0: its code sums per block (T, nb, 1); an empty array for the other types."""
+    if is_packed and fmt.kind in OFFSET_KINDS:
+        t = xa.codes.shape[0]
+        return xa.codes.reshape(t, -1, 32).sum(axis=-1, dtype=np.int32)[..., None]
     if fmt.min_term != MIN_K and fmt.qtype != QT.Q6_K:
         return _EMPTY3
     return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
