@@ -46,7 +46,7 @@ def run_bench(
     model, gguf, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     if model_path:
         remember(path)  # for `llama list`
-    prepare_kernels(numerics, weight_types(gguf))
+    prepare_kernels(numerics, weight_types(gguf), model)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"

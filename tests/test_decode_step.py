@@ -47,6 +47,7 @@ def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str
     one_by_one, cache_a = _decode(model, False, toks, 5)
     fused, cache_b = _decode(model, True, toks, 5)
     assert model._decode_step is not None  # the fused path ran
+    assert model.one_token_step_kind() == ("gelu" if arch == "gemma3" else "silu")  # what warmup compiles
     assert np.array_equal(one_by_one, fused)
     assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
 
@@ -65,4 +66,5 @@ def test_overridden_block_keeps_its_own_code(model_dir: Path) -> None:
 
 
 def test_float_weights_are_not_fused(model_dir: Path) -> None:
-    assert DecodeStep.plan(_model(model_dir, "llama", "F16")) is None
+    model = _model(model_dir, "llama", "F16")
+    assert DecodeStep.plan(model) is None and model.one_token_step_kind() is None

@@ -361,10 +361,19 @@ class DecoderModel:
         no LoRA adapter is active."""
         if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora:
             return None
+        return self._planned_step()
+
+    def _planned_step(self) -> DecodeStep | None:
         if not self._decode_step_planned:
             self._decode_step = DecodeStep.plan(self)
             self._decode_step_planned = True
         return self._decode_step
+
+    def one_token_step_kind(self) -> str | None:
+        """The kind of compiled one-token step this model runs ("gelu" or "silu", the FFN's
+        gate: core/model/kernels/warmup.py compiles it), or None where it runs none."""
+        step = self._planned_step()
+        return None if step is None else "gelu" if step.gelu else "silu"
 
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the

@@ -121,10 +121,11 @@ def _common() -> None:
     K.apply_rope(np.ones((1, 1, 16), dtype=np.float32), cos, sin, 16, True, fma=True)
 
 
-def _decode_step() -> None:
-    """The one-token layer in one call (core/model/kernels/qmm/layer.py), for GELU and for SiLU
-    models, on a tiny layer of read-only Q8_0 matrices (their type functions are called by
-    address: one compiled form serves every quantized type)."""
+def _decode_step(kind: str) -> None:
+    """The one-token layer in one call (core/model/kernels/qmm/layer.py) of a GELU ("gelu":
+    decode_layer) or SiLU ("silu": attention_block, ffn_out) model, on a tiny layer of read-only
+    Q8_0 matrices (their type functions are called by address: one compiled form serves every
+    quantized type)."""
     e = 32
 
     def mat(n: int) -> QuantMatrix:
@@ -139,18 +140,25 @@ def _decode_step() -> None:
     rope = (np.ones((1, e // 2), dtype=np.float32), np.zeros((1, e // 2), dtype=np.float32))
     f, biases = np.float32, (none,) * 7
     qkv, o, up, down = calls
-    table = np.zeros(65536, dtype=np.float32)
-    layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
-    layer.attention_block(x, norms, biases, qkv, o, up, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
-    layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
+    if kind == "gelu":
+        table = np.zeros(65536, dtype=np.float32)
+        layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
+    else:
+        layer.attention_block(x, norms, biases, qkv, o, up, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
+        layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
+
+
+# The compiled functions of each kind of one-token step (`_decode_step`).
+STEPS: dict[str, tuple[Any, ...]] = {"gelu": (layer.decode_layer,), "silu": (layer.attention_block, layer.ffn_out)}
 
 
 ALL_TYPES: tuple[GGMLQuantizationType, ...] = tuple(QUANT_FORMATS) + tuple(FLOAT_FORMATS)
 
 
-def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
-    """The jobs for weights of these ggml types (None: every type with a matmul), costliest
-    first. Types without a matmul (norms' F32 vectors are not passed here) are ignored."""
+def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> list[Job]:
+    """The jobs for weights of these ggml types (None: every type with a matmul) and these
+    kinds of one-token step (STEPS' keys; None: every kind), costliest first. Types without a
+    matmul (norms' F32 vectors are not passed here) are ignored."""
     wanted = set(ALL_TYPES if qtypes is None else qtypes)
     quant = [QUANT_FORMATS[qt] for qt in QUANT_FORMATS if qt in wanted]
     jobs = [
@@ -163,8 +171,8 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     ]
     if quant:
         jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
-        step = (layer.decode_layer, layer.attention_block, layer.ffn_out)
-        jobs.append(Job("decode step", _decode_step, partial(_in_cache, *step), 5.0))
+        jobs += [Job(f"decode step {k}", partial(_decode_step, k), partial(_in_cache, *STEPS[k]), 5.0)
+                 for k in (STEPS if steps is None else [k for k in STEPS if k in set(steps)])]
     tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
     jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]
     if tiled:
@@ -181,17 +189,17 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     return sorted(jobs, key=lambda j: -j.cost)
 
 
-def needs_compile(qtypes: Iterable[GGMLQuantizationType] | None = None) -> bool:
-    """True when some kernel these weight types need is neither in this process nor in the
-    disk cache."""
-    return not all(j.cached() for j in plan(qtypes))
+def needs_compile(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> bool:
+    """True when some kernel these weight types (and kinds of one-token step) need is neither
+    in this process nor in the disk cache."""
+    return not all(j.cached() for j in plan(qtypes, steps))
 
 
 def run_jobs(names: list[str], qtypes: list[str] | None = None, parent: int | None = None) -> WarmupReport:
     """Run the named jobs of plan(qtypes) in order (a helper process's work): each one's
     kernels reach the disk cache before the next starts. A helper of process `parent` stops
     between jobs once that process is gone."""
-    jobs = {j.name: j for j in plan(None if qtypes is None else [QT.__members__[n] for n in qtypes])}
+    jobs = {j.name: j for j in plan(None if qtypes is None else [QT.__members__[n] for n in qtypes], None)}
     report = WarmupReport()
     for name in names:
         if parent is not None and os.getppid() != parent:
@@ -242,11 +250,12 @@ def _start_helper(jobs: list[Job], qtypes: list[str] | None) -> subprocess.Popen
         return None
 
 
-def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport:
-    """Run every kernel that weights of these ggml types need (None: every type) once on tiny
-    inputs, compiling what the disk cache lacks (module docstring)."""
+def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> WarmupReport:
+    """Run every kernel that weights of these ggml types (None: every type) and these kinds of
+    one-token step (None: every kind) need once on tiny inputs, compiling what the disk cache
+    lacks (module docstring)."""
     names = None if qtypes is None else sorted({qt.name for qt in qtypes})
-    jobs = plan(None if names is None else [QT.__members__[n] for n in names])
+    jobs = plan(None if names is None else [QT.__members__[n] for n in names], steps)
     todo = [j for j in jobs if not j.cached()]
     n = min(_cores(), MAX_HELPERS + 1, len(todo)) if todo else 1
     shares = share(todo, n)

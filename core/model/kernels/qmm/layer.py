@@ -139,7 +139,7 @@ def _add_block(x, y, post_norm, eps):  # type: ignore[no-untyped-def]
         x[0, j] = x[0, j] + y[0, j]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")  # inlined into decode_layer: compiled once there
 def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
                     cos, sin, kc, vc, serial, want):
     """The layer up to its FFN's activation: x += post_norm(wo(attention(...))) in place, and
@@ -187,7 +187,7 @@ def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q
     return True, g, u
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def ffn_out(x, act, norms, biases, down_calls, eps, serial, want):  # type: ignore[no-untyped-def]
     """x += post_ffn_norm(down(act)) in place, act (1, F) the gated activation. False when a
     work item failed."""
