@@ -12,7 +12,8 @@ from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.families.decode_step import DecodeStep
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
-from tests.tiny_models import ARCHES, fixture_tokens, write_tiny_model
+from tests.test_models import _path
+from tests.tiny_models import ARCHES, fixture_tokens
 
 
 @pytest.fixture(scope="module")
@@ -21,10 +22,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _model(model_dir: Path, arch: str, variant: str) -> DecoderModel:
-    p = model_dir / f"{arch}-{variant}.gguf"
-    if not p.exists():
-        write_tiny_model(arch, variant, p)
-    model, _, _ = load_model(p, numerics="ggml")
+    model, _, _ = load_model(_path(model_dir, arch, variant), numerics="ggml")
     return model
 
 

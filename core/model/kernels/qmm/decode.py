@@ -45,17 +45,20 @@ unpack_row: Any = None
 LAYOUT = CLayout(((types.uint8, 2), (types.int8, 2), (types.float32, 2), (types.float32, 2), (types.int32, 3), (types.float32, 2)), 2)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
+            out_p, out_t, out_n):
+    """A type function's arrays (LAYOUT) from their data pointers and shapes."""
+    return (carray(w_p, (w_n, w_k)), carray(xc_p, (xc_t, xc_k)), carray(xd_p, (xd_t, xd_nb)), carray(xs_p, (xs_t, xs_nb)),
+            carray(xb_p, (xb_t, xb_nb, xb_ns)), carray(out_p, (out_t, out_n)))
+
+
 def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
                 out_p, out_t, out_n, r0, r1):
     """Rows r0..r1 of out (T, N) = x @ W.T for W (N, row bytes) of one type (module docstring):
     xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums or empty; xb (T, nb, nsub)
     int32 code sums per sub-block or empty."""
-    w = carray(w_p, (w_n, w_k))
-    xc = carray(xc_p, (xc_t, xc_k))
-    xd = carray(xd_p, (xd_t, xd_nb))
-    xs = carray(xs_p, (xs_t, xs_nb))
-    xb = carray(xb_p, (xb_t, xb_nb, xb_ns))
-    out = carray(out_p, (out_t, out_n))
+    w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     k = xc_k
     nb = k // QK
@@ -118,12 +121,7 @@ def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t
     """As `decode_rows`, for W packed (core/model/kernels/qmm/packed.py): w (N / 8, nb * R), rows
     r0..r1 multiples of 8 (r1 may be N); xb (T, nb, 1) the activation's code sums per block
     (Q4_0, Q5_0) or empty. Any number of activation rows."""
-    w = carray(w_p, (w_n, w_k))
-    xc = carray(xc_p, (xc_t, xc_k))
-    xd = carray(xd_p, (xd_t, xd_nb))
-    xs = carray(xs_p, (xs_t, xs_nb))
-    xb = carray(xb_p, (xb_t, xb_nb, xb_ns))
-    out = carray(out_p, (out_t, out_n))
+    w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     g0, g1 = r0 // 8, (r1 + 7) // 8
     acc = np.empty((TOKENS_PER_CALL, 8), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
