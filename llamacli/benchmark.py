@@ -16,15 +16,22 @@ from llamacli.loading import prepare_kernels, weight_types
 from llamacli.recent_models import remember
 
 
-def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0) -> str:
+def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0, packed_bytes: int = 0) -> str:
     """What the weights take: the file is mapped (its pages are read as they are used and
-    shared with the page cache); numerics other than ggml also hold float32 copies. Resident:
-    the process's memory in RAM after loading (the mapped pages touched so far included), and
-    where known how much of it is file-backed (the rest is the process's own memory)."""
+    shared with the page cache); the ggml numerics pack some matrices for the kernels (a copy
+    in memory, the file's pages of them handed back); numerics other than ggml hold float32
+    copies. Resident: the process's memory in RAM after loading (the mapped pages touched so
+    far included), and where known how much of it is file-backed (the rest is the process's
+    own memory)."""
     mib = 2**20
     weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
     copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
-    weights += f" + float32 copies {copies} MiB" if copies else " (used in place, not copied)"
+    if copies:
+        weights += f" + float32 copies {copies} MiB"
+    elif packed_bytes:
+        weights += f" ({packed_bytes / mib:.0f} MiB of it packed for the kernels, the rest used in place)"
+    else:
+        weights += " (used in place, not copied)"
     line = f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
     return line + (f" ({rss_file_bytes / mib:.0f} MiB file-backed)" if rss_file_bytes else "")
 
@@ -41,12 +48,12 @@ def run_bench(
     model, gguf, stats = load_model(path, numerics=numerics, threads=threads, batch_invariant=batch_invariant)
     if model_path:
         remember(path)  # for `llama list`
-    prepare_kernels(numerics, weight_types(gguf))
+    prepare_kernels(numerics, weight_types(gguf), model)
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
         f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s; "
-        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes)}; "
+        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes, stats.packed_bytes)}; "
         f"load average {load1:.2f}, {os.cpu_count()} cpus",
         markup=False, highlight=False,
     )

@@ -29,19 +29,21 @@ def weight_types(g: GGUFFile) -> set[GGMLQuantizationType]:
     return {t.qtype for t in g.tensors.values() if len(t.shape) >= 2}
 
 
-def prepare_kernels(numerics: str, qtypes: Iterable[GGMLQuantizationType] | None = None) -> None:
-    """Compile the kernels that weights of these types need (None: every type) now if this
-    machine has not cached them, saying so on stderr."""
+def prepare_kernels(numerics: str, qtypes: Iterable[GGMLQuantizationType] | None = None, model: DecoderModel | None = None) -> None:
+    """Compile the kernels that weights of these types need (None: every type), and the
+    model's one-token step (without a model: every kind), now if this machine has not cached
+    them, saying so on stderr."""
     if numerics != "ggml":
         return
     from llamacli.core.model.kernels import warmup as kernel_warmup
 
     qtypes = None if qtypes is None else set(qtypes)
-    if kernel_warmup.needs_compile(qtypes):
+    steps = None if model is None else [k for k in [model.one_token_step_kind()] if k]
+    if kernel_warmup.needs_compile(qtypes, steps):
         import sys
 
         print("llama: compiling the matmul kernels for this CPU (once; later runs load them from the cache)", file=sys.stderr, flush=True)
-    kernel_warmup.warmup(qtypes)
+    kernel_warmup.warmup(qtypes, steps)
 
 
 def open_model(
@@ -60,7 +62,7 @@ def open_model(
     m = load(resolved, numerics, threads, batch_invariant, chat_template, use_jinja, with_template)
     if path:
         remember(resolved)  # for `llama list`
-    prepare_kernels(numerics, weight_types(m.gguf))
+    prepare_kernels(numerics, weight_types(m.gguf), m.model)
     q = m.model.precision.quantized_weights
     adapters = [(load_lora(p, m.gguf, quantized=q), scale) for p, scale in loras or []]
     return OpenedModel(m.model, m.gguf, m.tokenizer, m.info, m.stats, adapters)

@@ -18,3 +18,9 @@ def test_memory_line_names_the_file_backed_part_of_resident() -> None:
     """The MoE target (resident <= file-backed pages + 300 MB) needs both figures on the line."""
     line = memory_line(4_700_000_000, 0, 500 * 2**20, 320 * 2**20)
     assert line.endswith("process resident 500 MiB (320 MiB file-backed)")
+
+
+def test_memory_line_says_what_is_packed() -> None:
+    line = memory_line(253_113_024, 190_000, 260 * 2**20, packed_bytes=222 * 2**20)
+    assert line == ("weights mapped from the file 241 MiB (222 MiB of it packed for the kernels, the rest used in place), "
+                    "process resident 260 MiB")

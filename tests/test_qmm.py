@@ -88,6 +88,28 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
+@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0], ids=lambda t: t.name)
+def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
+    """A matrix of a 32-value type packed (rows interleaved by eights, core/model/kernels/qmm/
+    packed.py) gives every row the bits of the stored one, for one and many activation rows
+    (a block of -128 codes included), alone and beside other matrices."""
+    from llamacli.core.model.kernels.qmm import matmul_many
+    from llamacli.core.model.kernels.qmm.matrix import pack_matrix
+
+    k = 160
+    stored = [_matrix(qtype, 48, k, seed=40), _matrix(qtype, 24, k, seed=41)]
+    packed = [QuantMatrix(m.data, m.qtype, m.n_in) for m in stored]
+    assert all(pack_matrix(m) for m in packed) and not pack_matrix(_matrix(qtype, 44, k))  # 44: not a multiple of 8
+    assert packed[0].packed is not None and packed[0].packed.shape == (6, stored[0].data.shape[1] * 8)
+    x = np.random.default_rng(42).standard_normal((70, k)).astype(np.float32)
+    x[1, 32:64] = 1e-39
+    for rows in (1, 3, 70):
+        xa = prepare(x[:rows], qtype)
+        for s, p in zip(stored, packed):
+            assert np.array_equal(matmul(xa, p), matmul(xa, s))
+        assert all(np.array_equal(a, b) for a, b in zip(matmul_many(xa, packed), matmul_many(xa, stored)))
+
+
 @pytest.mark.parametrize("qtype", [QT.Q5_0, QT.Q4_K], ids=lambda t: t.name)
 def test_thread_count_does_not_change_results(qtype: QT) -> None:
     k = _k_for(qtype)
@@ -112,13 +134,17 @@ import test_qmm as T
 from llamacli.core.model.kernels.qmm import matmul, prepare, threads
 threads.set_threads(int(sys.argv[3]))
 out = []
-for qt in (T.QT.Q8_0, T.QT.Q5_0, T.QT.Q4_K, T.QT.Q6_K, T.QT.F16):
+from llamacli.core.model.kernels.qmm.matrix import pack_matrix
+for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16):
     k = T._k_for(qt)
-    m = T._matrix(qt, 33, k, seed=9)
+    ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]
+    pack_matrix(ms[1])  # the 32-value types: rows interleaved by eights (packed.py)
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
-    out.append(matmul(prepare(x[:1], qt), m))
-    out.append(matmul(prepare(x[:2], qt), m))
-    out.append(matmul(prepare(x, qt), m))
+    x[3, :32] = 1e-39  # a block of Q8_0 codes -128 (its 127 / amax overflows; d rounds to 0)
+    for m in ms:
+        out.append(matmul(prepare(x[:1], qt), m))
+        out.append(matmul(prepare(x[:2], qt), m))
+        out.append(matmul(prepare(x, qt), m))
 import test_qmm_attention as A
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm.attention import attention
@@ -126,48 +152,72 @@ q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
 out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 from numba.core.registry import cpu_target
-from llamacli.core.model.kernels.qmm.rows import target_has_vnni
-print("vnni" if target_has_vnni(cpu_target.target_context) else "no vnni")
+from llamacli.core.model.kernels.qmm.isa import target_path
+print("path", target_path(cpu_target.target_context))
 """
 
-# Haswell's own features (AVX2, FMA, F16C; no AVX-512): NUMBA_CPU_NAME alone keeps the host's
-# feature list, which would compile AVX-512 code for "haswell".
-_HASWELL_FEATURES = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,-avx512f,-avx512bw,-avx512vnni"
+# Each code path of core/model/kernels/qmm/isa.py: (numba CPU name, features, the host
+# features it needs to run). NUMBA_CPU_NAME alone keeps the host's feature list (it would
+# compile AVX-512 code for "haswell"): each names its features, the others switched off.
+_NO_AVX512 = "-avx512f,-avx512bw,-avx512dq,-avx512cd,-avx512vl,-avx512vnni,-avx512bf16,-avx512vbmi,-avx512vbmi2,-avx512ifma,-avx512bitalg,-avx512vpopcntdq,-avx512vp2intersect"
+_AVX2 = "+sse4.2,+popcnt,+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe"
+_PATHS = {
+    "avx2": ("haswell", f"{_AVX2},-avxvnni,{_NO_AVX512}", {"avx2", "fma", "f16c"}),
+    "avx-vnni": ("alderlake", f"{_AVX2},+avxvnni,{_NO_AVX512}", {"avx2", "fma", "f16c", "avxvnni"}),
+    "avx512bw": ("skylake-avx512", f"{_AVX2},-avxvnni,+avx512f,+avx512bw,+avx512dq,+avx512cd,+avx512vl,-avx512vnni", {"avx512bw", "avx512vl"}),
+    # Ivy Bridge: AVX and F16C (the kernels' fp16 conversions), no AVX2
+    "generic": ("ivybridge", "+sse4.2,+popcnt,+avx,+f16c,-avx2,-fma,-bmi2,-avxvnni," + _NO_AVX512, {"avx", "f16c"}),
+}
 
 
-@pytest.mark.slow
-def test_same_bits_when_compiled_for_another_cpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The kernels compiled for AVX2 (Haswell) on 4 threads give the same bits as for this CPU
-    on 1: integer block dots are exact and the float order is fixed, whatever the SIMD width,
-    the instructions (AVX512-VNNI byte products or not) and the thread count (the attention
-    kernel's float32 sums too)."""
+def _run_cross_cpu(tmp_path, name: str, cpu: str | None, features: str | None, n_threads: int) -> tuple[np.ndarray, str]:  # type: ignore[no-untyped-def]
+    """The cross-CPU script's results and the path it reports, compiled for `cpu` (None: the host)."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    here = str(Path(__file__).parent)
-    results = []
-    for cpu, n_threads in ((None, 1), ("haswell", 4)):
-        env = dict(os.environ)
-        env.pop("NUMBA_CPU_NAME", None)
-        env["NUMBA_NUM_THREADS"] = str(n_threads)
-        env.pop("NUMBA_CPU_FEATURES", None)
-        if cpu:
-            env["NUMBA_CPU_NAME"] = cpu
-            env["NUMBA_CPU_FEATURES"] = _HASWELL_FEATURES
-            env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
-        f = tmp_path / f"{cpu or 'host'}.npy"
-        cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, here, str(f), str(n_threads)]
-        run = subprocess.run(cmd, env=env, check=True, timeout=600, capture_output=True, text=True)
-        if cpu:
-            assert run.stdout.split()[-2:] == ["no", "vnni"]
-        results.append(np.load(f))
-    assert np.array_equal(results[0], results[1])
+    env = dict(os.environ)
+    env["NUMBA_NUM_THREADS"] = str(n_threads)
+    for k in ("NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES"):
+        env.pop(k, None)
+    if cpu and features:
+        env["NUMBA_CPU_NAME"] = cpu
+        env["NUMBA_CPU_FEATURES"] = features
+        env["NUMBA_CACHE_DIR"] = str(tmp_path / f"numba-cache-{name}")  # never mix with the host cache
+    f = tmp_path / f"{name}.npy"
+    cmd = [sys.executable, "-c", _CROSS_CPU_SCRIPT, str(Path(__file__).parent), str(f), str(n_threads)]
+    run = subprocess.run(cmd, env=env, check=True, timeout=900, capture_output=True, text=True)
+    return np.load(f), run.stdout.split()[-1]
+
+
+@pytest.fixture(scope="module")
+def host_results(tmp_path_factory):  # type: ignore[no-untyped-def]
+    return _run_cross_cpu(tmp_path_factory.mktemp("host"), "host", None, None, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", list(_PATHS))
+def test_same_bits_on_every_code_path(path: str, host_results, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The kernels compiled for each instruction-set path (core/model/kernels/qmm/isa.py) on 4
+    threads give the same bits as this CPU's on 1: integer block dots are exact and the float
+    order is fixed, whatever the SIMD width, the instructions (vpdpbusd, vpmaddubsw, vpmaddwd or
+    the products written out) and the thread count (the attention kernel's float32 sums too).
+    A path needs the instructions it is compiled for: on a CPU without them it is skipped."""
+    from llvmlite import binding as ll
+
+    cpu, features, needs = _PATHS[path]
+    missing = {f for f in needs if not ll.get_host_cpu_features().get(f, False)}
+    if missing:
+        pytest.skip(f"this CPU lacks {sorted(missing)}")
+    got, reported = _run_cross_cpu(tmp_path, path, cpu, features, 4)
+    assert reported == path
+    assert np.array_equal(got, host_results[0])
 
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
-    """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes."""
+    """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes,
+    and those of the 32-value types also their packed form, of the same size."""
     from llamacli.core.model.load import load_model
 
     model, g, stats = load_model(demo_model)
@@ -179,7 +229,10 @@ def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type
         assert m is not None and m.data.dtype == np.uint8
         assert np.shares_memory(m.data, mapped)
         assert not m.data.flags.owndata
+        legacy = m.qtype in (QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0)
+        assert (m.packed is not None) == legacy and (m.packed is None or m.packed.nbytes == m.data.nbytes)
     assert stats.weight_bytes < 1 << 20  # only the norm vectors are float32
+    assert stats.packed_bytes == sum({id(m): m.packed.nbytes for m in mats if m.packed is not None}.values())
 
 
 @pytest.mark.slow
@@ -276,3 +329,29 @@ def test_demo_decoding_beside_many_sequences_equals_alone(demo_model) -> None:  
         alone_cache = prefilled(1, [s])
         one = Batch(nxt[s : s + 1], np.zeros(1), np.array([len(prompts[s])]), decode=np.ones(1, dtype=bool))
         assert np.array_equal(model.forward(one, alone_cache)[0], together[s])
+
+
+@pytest.mark.parametrize(
+    "types, n_calls",
+    [((QT.Q4_K, QT.Q4_K, QT.Q6_K), 3), ((QT.Q5_0, QT.Q8_0, QT.Q4_K), 2), ((QT.Q4_1, QT.Q5_1, QT.Q8_0), 2)],
+    ids=str,
+)
+def test_planned_decode_calls_equal_matmuls(types: tuple[QT, ...], n_calls: int) -> None:
+    """The calls a compiled decode step makes for one input's matrices (core/model/kernels/qmm/
+    layer.py): grouped as `matmul_many` groups them (here 2 or 3 calls, padded to 3), giving
+    each matrix the bits of its own matmul, plus its bias."""
+    from llamacli.core.model.kernels.qmm.layer import _project
+    from llamacli.core.model.kernels.qmm.matrix import plan_decode_calls
+
+    k = 512
+    ms = [_matrix(qt, 20 + 7 * i, k, seed=30 + i) for i, qt in enumerate(types)]
+    calls = plan_decode_calls(ms, 3)
+    assert len(calls) == 3 and sum(c[2].shape[0] > 0 for c in calls) == n_calls
+    x = np.random.default_rng(31).standard_normal((1, k)).astype(np.float32)
+    outs = tuple(np.zeros((1, m.n_out), dtype=np.float32) for m in ms)
+    bias = np.random.default_rng(32).standard_normal(ms[1].n_out).astype(np.float32)
+    none = np.zeros(0, np.float32)
+    assert _project(x, calls, outs, (none, bias, none), 1 << 40, 1)
+    for i, m in enumerate(ms):
+        y = matmul(prepare(x, m.qtype), m)
+        assert np.array_equal(outs[i], y + bias if i == 1 else y)

@@ -20,6 +20,7 @@ class LoadStats:
     weight_bytes: int  # float32 copies of weights held in memory (0 for GGUF-byte weights)
     rss_bytes: int  # resident set size of the process after loading
     rss_file_bytes: int = 0  # the part of it that is file-backed pages (the mapped GGUF's, libraries')
+    packed_bytes: int = 0  # GGUF-byte weights packed for the kernels (their file pages handed back)
 
 
 def rss_bytes() -> int:
@@ -70,5 +71,5 @@ def load_model(
     finally:
         loader.finish()
     model._fuse_layers()
-    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes(), rss_file_bytes())
+    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes(), rss_file_bytes(), loader.packed_bytes)
     return model, g, stats

@@ -22,6 +22,7 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
+from llamacli.core.model.families.decode_step import DecodeStep
 from llamacli.core.model.weights.tensors import FusedLinear, Linear, WeightLoader, fuse_f32
 
 
@@ -197,6 +198,8 @@ def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: 
     its result does not depend on the others (padding keys changes how BLAS sums). Long
     chunks are split into blocks of QUERY_BLOCK queries (their own, batch-independent shapes).
     """
+    if batch.n_tokens == 1:  # one sequence decoding (the common step): the group the code below forms
+        return [AttnGroup(batch.seq_ids[:1], np.zeros((1, 1), dtype=np.intp), batch.positions[:1, None])]
     seqs, counts = np.unique(batch.seq_ids, return_counts=True)
     groups: list[AttnGroup] = []
     singles = seqs[counts == 1] if not per_sequence else seqs[:0]
@@ -252,6 +255,11 @@ class DecoderModel:
         a = args
         self._rope = a.rope
         self._rope_swa = a.rope_swa or a.rope
+        # one-token steps through one compiled call per layer where the model allows
+        # (core/model/families/decode_step.py); False: always the operations one by one
+        self.fused_decode = True
+        self._decode_step: DecodeStep | None = None
+        self._decode_step_planned = False
 
     # ---- loading -------------------------------------------------------------------------
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
@@ -347,7 +355,10 @@ class DecoderModel:
         cs_global = K.rope_cos_sin(batch.positions, rope)
         cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
         x = self.embed(batch.tokens)  # (T, n_embd)
-        for il, lw in enumerate(self.layers):
+        step = self._one_token_step(batch)
+        if step is not None:
+            x = step.run(self, x, batch, cache, cs_global, cs_swa)
+        for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
             h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
             h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
@@ -361,6 +372,25 @@ class DecoderModel:
             x = x + h
         cache.commit(batch.seq_ids, batch.positions)
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def _one_token_step(self, batch: Batch) -> DecodeStep | None:
+        """The compiled one-token step, for a batch of one token when the model allows it and
+        no LoRA adapter is active."""
+        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora:
+            return None
+        return self._planned_step()
+
+    def _planned_step(self) -> DecodeStep | None:
+        if not self._decode_step_planned:
+            self._decode_step = DecodeStep.plan(self)
+            self._decode_step_planned = True
+        return self._decode_step
+
+    def one_token_step_kind(self) -> str | None:
+        """The kind of compiled one-token step this model runs ("gelu" or "silu", the FFN's
+        gate: core/model/kernels/warmup.py compiles it), or None where it runs none."""
+        step = self._planned_step()
+        return None if step is None else "gelu" if step.gelu else "silu"
 
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the

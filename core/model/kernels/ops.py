@@ -124,10 +124,7 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
     half = cfg.n_dims // 2
     theta_scale = np.float32(np.power(np.float32(cfg.base), np.float32(-2.0) / np.float32(cfg.n_dims)))
     theta = np.empty((positions.shape[0], half), dtype=np.float32)  # (T, half)
-    t = positions.astype(np.float32)
-    for i in range(half):  # n_dims/2 vector steps over all positions
-        theta[:, i] = t
-        t = t * theta_scale
+    _running_theta(positions.astype(np.float32), theta_scale, theta)
     if cfg.freq_factors is not None:
         theta /= cfg.freq_factors[None, :half].astype(np.float32)
     if cfg.scale != 1.0:
@@ -138,6 +135,17 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
     if cfg.attn_factor != 1.0:  # rope_yarn: cosf(theta) * mscale, in float32
         cos, sin = cos * np.float32(cfg.attn_factor), sin * np.float32(cfg.attn_factor)
     return cos, sin
+
+
+@njit(cache=True, nogil=True)
+def _running_theta(t, theta_scale, theta):  # type: ignore[no-untyped-def]
+    """theta[p, 0] = t[p], theta[p, i + 1] = f32(theta[p, i] * theta_scale) (compiled: as a
+    NumPy loop over the n_dims/2 columns it cost a decode step ~80 us per rope type)."""
+    for p in range(theta.shape[0]):
+        v = t[p]
+        for i in range(theta.shape[1]):
+            theta[p, i] = v
+            v = v * theta_scale
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, n_dims: int, neox: bool, fma: bool = False) -> np.ndarray:

@@ -4,7 +4,9 @@ request.
 The first run on a machine compiles the kernels for its CPU and caches them; later runs load
 them in well under a second. The work is split into jobs, one kernel (or a few small ones)
 each, and only the jobs the model's weight types need: one decode function per quantized type
-(core/model/kernels/qmm/decode.py) and their parallel loop, one token-tiled function per type
+(core/model/kernels/qmm/decode.py), of its packed matrices where it has a packed form
+(packed.py), their parallel loop, the one-token layer in one call
+(layer.py), one token-tiled function per type
 without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
 F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
 (attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
@@ -28,8 +30,8 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, prefill, tables
-from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, prepare
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, layer, packed, prefill, tables
+from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
 
@@ -77,12 +79,14 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...]) -> None:
+def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...], packed_rows: bool = False) -> None:
     """One tiny matmul of type qt for each activation row count (read-only weights, as the
-    mapped file's)."""
+    mapped file's); packed_rows: of 8 weight rows, packed where the type has a packed form."""
     k = 256 if qt in QUANT_FORMATS and QUANT_FORMATS[qt].qk == 256 else 32
-    data = np.zeros((2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
+    data = np.zeros((8 if packed_rows else 2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
     m = QuantMatrix(_readonly(data), qt, k)
+    if packed_rows and not pack_matrix(m):
+        return
     for n in rows:
         matmul(prepare(np.ones((n, k), dtype=np.float32), qt), m)
 
@@ -117,20 +121,58 @@ def _common() -> None:
     K.apply_rope(np.ones((1, 1, 16), dtype=np.float32), cos, sin, 16, True, fma=True)
 
 
+def _decode_step(kind: str) -> None:
+    """The one-token layer in one call (core/model/kernels/qmm/layer.py) of a GELU ("gelu":
+    decode_layer) or SiLU ("silu": attention_block, ffn_out) model, on a tiny layer of read-only
+    Q8_0 matrices (their type functions are called by address: one compiled form serves every
+    quantized type)."""
+    e = 32
+
+    def mat(n: int) -> QuantMatrix:
+        return QuantMatrix(_readonly(np.zeros((n, e // 32 * 34), dtype=np.uint8)), QT.Q8_0, e)
+
+    none = np.zeros(0, dtype=np.float32)
+    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
+    calls = [plan_decode_calls([mat(e)] * n, n) for n in (3, 1, 2, 1)]
+    ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)
+    kv = np.zeros((1, 1, 1, e), dtype=np.float32)
+    x, act = np.ones((1, e), dtype=np.float32), np.ones((1, e), dtype=np.float32)
+    rope = (np.ones((1, e // 2), dtype=np.float32), np.zeros((1, e // 2), dtype=np.float32))
+    f, biases = np.float32, (none,) * 7
+    qkv, o, up, down = calls
+    if kind == "gelu":
+        table = np.zeros(65536, dtype=np.float32)
+        layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
+    else:
+        layer.attention_block(x, norms, biases, qkv, o, up, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
+        layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
+
+
+# The compiled functions of each kind of one-token step (`_decode_step`).
+STEPS: dict[str, tuple[Any, ...]] = {"gelu": (layer.decode_layer,), "silu": (layer.attention_block, layer.ffn_out)}
+
+
 ALL_TYPES: tuple[GGMLQuantizationType, ...] = tuple(QUANT_FORMATS) + tuple(FLOAT_FORMATS)
 
 
-def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
-    """The jobs for weights of these ggml types (None: every type with a matmul), costliest
-    first. Types without a matmul (norms' F32 vectors are not passed here) are ignored."""
+def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> list[Job]:
+    """The jobs for weights of these ggml types (None: every type with a matmul) and these
+    kinds of one-token step (STEPS' keys; None: every kind), costliest first. Types without a
+    matmul (norms' F32 vectors are not passed here) are ignored."""
     wanted = set(ALL_TYPES if qtypes is None else qtypes)
     quant = [QUANT_FORMATS[qt] for qt in QUANT_FORMATS if qt in wanted]
     jobs = [
         Job(f"decode {f.qtype.name}", partial(decode.type_function, f.kind), partial(decode.cached, f.kind), 3.5 if f.qk == 256 else 1.0)
         for f in quant
     ]
+    jobs += [
+        Job(f"decode packed {f.qtype.name}", partial(decode.type_function, f.kind, True), partial(decode.cached, f.kind, True), 1.0)
+        for f in quant if f.kind in packed.KINDS
+    ]
     if quant:
         jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
+        jobs += [Job(f"decode step {k}", partial(_decode_step, k), partial(_in_cache, *STEPS[k]), 5.0)
+                 for k in (STEPS if steps is None else [k for k in STEPS if k in set(steps)])]
     tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
     jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]
     if tiled:
@@ -147,17 +189,17 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None) -> list[Job]:
     return sorted(jobs, key=lambda j: -j.cost)
 
 
-def needs_compile(qtypes: Iterable[GGMLQuantizationType] | None = None) -> bool:
-    """True when some kernel these weight types need is neither in this process nor in the
-    disk cache."""
-    return not all(j.cached() for j in plan(qtypes))
+def needs_compile(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> bool:
+    """True when some kernel these weight types (and kinds of one-token step) need is neither
+    in this process nor in the disk cache."""
+    return not all(j.cached() for j in plan(qtypes, steps))
 
 
 def run_jobs(names: list[str], qtypes: list[str] | None = None, parent: int | None = None) -> WarmupReport:
     """Run the named jobs of plan(qtypes) in order (a helper process's work): each one's
     kernels reach the disk cache before the next starts. A helper of process `parent` stops
     between jobs once that process is gone."""
-    jobs = {j.name: j for j in plan(None if qtypes is None else [QT.__members__[n] for n in qtypes])}
+    jobs = {j.name: j for j in plan(None if qtypes is None else [QT.__members__[n] for n in qtypes], None)}
     report = WarmupReport()
     for name in names:
         if parent is not None and os.getppid() != parent:
@@ -208,11 +250,12 @@ def _start_helper(jobs: list[Job], qtypes: list[str] | None) -> subprocess.Popen
         return None
 
 
-def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport:
-    """Run every kernel that weights of these ggml types need (None: every type) once on tiny
-    inputs, compiling what the disk cache lacks (module docstring)."""
+def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[str] | None = None) -> WarmupReport:
+    """Run every kernel that weights of these ggml types (None: every type) and these kinds of
+    one-token step (None: every kind) need once on tiny inputs, compiling what the disk cache
+    lacks (module docstring)."""
     names = None if qtypes is None else sorted({qt.name for qt in qtypes})
-    jobs = plan(None if names is None else [QT.__members__[n] for n in names])
+    jobs = plan(None if names is None else [QT.__members__[n] for n in names], steps)
     todo = [j for j in jobs if not j.cached()]
     n = min(_cores(), MAX_HELPERS + 1, len(todo)) if todo else 1
     shares = share(todo, n)
@@ -234,4 +277,5 @@ def warmup(qtypes: Iterable[GGMLQuantizationType] | None = None) -> WarmupReport
             _run(j, report)
     for qt in (qt for qt in QUANT_FORMATS if names is None or qt.name in names):
         _matmuls(qt, (1, PREFILL_MIN_ROWS))  # each type's paths run once here, not in the first request
+        _matmuls(qt, (1, PREFILL_MIN_ROWS), packed_rows=True)
     return report

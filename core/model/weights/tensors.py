@@ -1,10 +1,14 @@
 """Weights of a GGUF file, as the numerics mode multiplies them.
 
 `ggml` numerics (the default): every matmul weight stays in its GGUF bytes, a read-only view
-of the memory-mapped file (`QuantMatrix`, core/model/kernels/qmm): no copy at load, pages shared with other
+of the memory-mapped file (`QuantMatrix`, core/model/kernels/qmm): pages shared with other
 processes through the page cache, and only the rows a step touches are read. The token
 embedding too: rows are dequantized when gathered, and a tied output projection multiplies
-the same bytes.
+the same bytes. Matrices of the 32-value types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) are packed at
+load, their rows interleaved by eights for the kernels (core/model/kernels/qmm/packed.py: the
+same bytes regrouped, and the same results, faster); the file's pages of a packed tensor are
+then handed back (a later read of them, an embedding row, maps its page again), so it is
+resident once.
 
 `f32` numerics (the plain-maths reference): matrices are dequantized to float32 at load and
 multiplied with BLAS. They are held as (in, out) C-contiguous so that `x @ w` streams them row
@@ -13,6 +17,7 @@ by row; the vocabulary projection stays (n_vocab, n_embd).
 
 from __future__ import annotations
 
+import mmap
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -22,6 +27,7 @@ from gguf import GGMLQuantizationType
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.kernels.qmm import QuantMatrix, supports
+from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 from llamacli.core.model.kernels.dequant import dequantize, dequantize_rows
 
 
@@ -92,7 +98,7 @@ class Embedding:
     n_embd: int
     q: QuantMatrix | None = None
     w: np.ndarray | None = None
-    name: str = "token_embd.weight"
+    name: str = "token_embd.weight"  # its GGUF tensor name
 
     def rows(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) ids -> (T, n_embd) float32 (ggml_get_rows)."""
@@ -129,6 +135,34 @@ class WeightLoader:
         self.futures: list[Future[None]] = []
         self.loaded_names: set[str] = set()
         self.nbytes = 0  # bytes of float32 copies made (0 for quantized weights)
+        self.packed: list[QuantMatrix] = []  # matrices given their packed form
+
+    @property
+    def packed_bytes(self) -> int:
+        return sum(m.packed.nbytes for m in self.packed if m.packed is not None)
+
+    def _pack(self, name: str, m: QuantMatrix) -> None:
+        """Queue m's packed form (matrix.pack_matrix), then hand the tensor's file pages back."""
+
+        def work() -> None:
+            if pack_matrix(m):
+                self.packed.append(m)
+                self._release(name)
+
+        self.futures.append(self.pool.submit(work))
+
+    def _release(self, name: str) -> None:
+        """Drop the mapped pages that lie wholly inside tensor `name` from this process
+        (madvise DONTNEED: a file's pages come back from the page cache when read again)."""
+        t = self.gguf.tensor(name)
+        mm = getattr(self.gguf.data, "_mmap", None)  # np.memmap's mmap.mmap (the whole file)
+        page = mmap.PAGESIZE
+        start, end = -(-t.offset // page) * page, (t.offset + t.nbytes) // page * page
+        if mm is not None and hasattr(mm, "madvise") and end > start:
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (OSError, ValueError):
+                pass  # only memory the kernel would have reclaimed anyway
 
     def _deq(self, name: str) -> np.ndarray:
         t = self.gguf.tensor(name)
@@ -200,6 +234,7 @@ class WeightLoader:
             m = self._matrix(wname)
             for lin, a, e in zip(lins, starts[:-1], starts[1:]):
                 lin.q = m if len(outs) == 1 else QuantMatrix(m.data[a:e], t.qtype, n_in)
+                self._pack(wname, lin.q)
             return lins
         for lin in lins:
             lin.w = np.empty((n_in, lin.n_out), dtype=np.float32)
@@ -236,10 +271,14 @@ class WeightLoader:
         """`name` if the file has it, else the tied embedding's matrix."""
         if self.has(name):
             if self.quantized:
-                return OutputWeight(self.gguf.tensor(name).qtype, q=self._matrix(name), name=name)
+                q = self._matrix(name)
+                self._pack(name, q)
+                return OutputWeight(self.gguf.tensor(name).qtype, q=q, name=name)
             w = self._deq(name)
             self.nbytes += w.nbytes
             return OutputWeight(self.gguf.tensor(name).qtype, w=w, name=name)
+        if tied_to.q is not None:  # the embedding's bytes: its rows still read them
+            self._pack(tied_to.name, tied_to.q)
         return OutputWeight(tied_to.qtype, q=tied_to.q, w=tied_to.w, weight_name=tied_to.name)
 
     def finish(self) -> None:

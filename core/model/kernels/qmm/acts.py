@@ -71,7 +71,9 @@ def _q8_0(x, codes, d16, s, with_sums):  # type: ignore[no-untyped-def]
     """quantize_row_q8_0 / q8_1: per block of 32, amax, d = amax / 127, id = 127 / amax
     (0 if amax is 0), code = rint(x * id) (half to even); a block whose id overflows (amax
     below 127 / FLT_MAX) gets the code -128 everywhere, as the AVX conversion of inf/NaN does.
-    d16 = fp16(d); Q8_1's s = fp16(d * sum of codes) (0 for an overflowed block)."""
+    d16 = fp16(d); Q8_1's s = fp16(d * sum of codes) (0 for an overflowed block). So a code is
+    -128 only in an overflowed block, whose d16 is 0 (amax / 127 < 2^-24): the Q8_0 kernels
+    without vpdpbusd rely on it (rows.py, `_legacy_terms_bytes`)."""
     t_rows, k = x.shape
     for t in range(t_rows):
         for b in range(k // 32):

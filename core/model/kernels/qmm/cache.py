@@ -1,9 +1,11 @@
 """numba's on-disk cache for the kernels, invalidated by a change to any file of this package.
 
-numba stamps a cached function with a hash of its own source file only, but the kernels in
-kernels.py compile in the code of unpack.py and the LLVM intrinsics of simd.py: an edit there
-would leave stale machine code in the cache. The locators below stamp every function defined
-in core/model/kernels/qmm with a hash of all of core/model/kernels/qmm's sources. Registered before any kernel is defined.
+numba stamps a cached function with a hash of its own source file only, but the kernels here
+compile in each other's code (decode.py the unpackers of unpack.py and the LLVM intrinsics of
+simd.py and rows.py; layer.py nearly everything, and the norm and rope loops of
+core/model/kernels/ops.py): an edit there would leave stale machine code in the cache. The
+locators below stamp every function defined in core/model/kernels/qmm with a hash of all of
+core/model/kernels/qmm's sources and ops.py. Registered before any kernel is defined.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _HERE = Path(__file__).resolve().parent
 @lru_cache(maxsize=1)
 def package_stamp() -> str:
     h = hashlib.sha256()
-    for p in sorted(_HERE.glob("*.py")):
+    for p in sorted(_HERE.glob("*.py")) + [_HERE.parent / "ops.py"]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()

@@ -37,6 +37,7 @@ ROWS16 = LEGACY = False
 QK = NSUB = ACT = MIN_TERM = BLOCK = 0
 rows16: Any = None
 legacy_dot: Any = None
+packed_dot: Any = None
 unpack_row: Any = None
 
 # w (N, row bytes), xc (T, K), xd (T, nb), xs (T, K/32) or empty, xb (T, nb, nsub) or empty,
@@ -44,22 +45,27 @@ unpack_row: Any = None
 LAYOUT = CLayout(((types.uint8, 2), (types.int8, 2), (types.float32, 2), (types.float32, 2), (types.int32, 3), (types.float32, 2)), 2)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
+            out_p, out_t, out_n):
+    """A type function's arrays (LAYOUT) from their data pointers and shapes."""
+    return (carray(w_p, (w_n, w_k)), carray(xc_p, (xc_t, xc_k)), carray(xd_p, (xd_t, xd_nb)), carray(xs_p, (xs_t, xs_nb)),
+            carray(xb_p, (xb_t, xb_nb, xb_ns)), carray(out_p, (out_t, out_n)))
+
+
 def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
                 out_p, out_t, out_n, r0, r1):
     """Rows r0..r1 of out (T, N) = x @ W.T for W (N, row bytes) of one type (module docstring):
     xc (T, K) int8 codes; xd (T, nb) scales; xs (T, K/32) Q8_1 sums or empty; xb (T, nb, nsub)
     int32 code sums per sub-block or empty."""
-    w = carray(w_p, (w_n, w_k))
-    xc = carray(xc_p, (xc_t, xc_k))
-    xd = carray(xd_p, (xd_t, xd_nb))
-    xs = carray(xs_p, (xs_t, xs_nb))
-    xb = carray(xb_p, (xb_t, xb_nb, xb_ns))
-    out = carray(out_p, (out_t, out_n))
+    w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     k = xc_k
     nb = k // QK
-    if ROWS16:
-        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32)  # the 16-row kernel's scratch
+    if ROWS16 and r0 + ROWS <= r1:
+        # the 16-row kernel's scratch for several activation rows (one row needs none: `out`
+        # stands in, unread): an allocation per work item was a decode step's ~2%
+        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32) if t_rows > 1 else out
         while r0 + ROWS <= r1:
             for t0 in range(0, t_rows, TOKENS_PER_CALL):
                 t1 = min(t_rows, t0 + TOKENS_PER_CALL)
@@ -68,6 +74,8 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
                 xb_ = xb[t0:t1] if xb.shape[0] > 0 else _NO_SUMS  # sub-block sums, read by Q4_K/Q5_K only
                 rows16(w, r0, nb, xc_, xd_, xs_, xb_, out_, acc)
             r0 += ROWS
+    if r0 >= r1:
+        return 1
     if LEGACY:
         isums = np.empty(nb, dtype=np.int32)
         for r in range(r0, r1):
@@ -108,19 +116,39 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
     return 1
 
 
-def type_function(kind: int) -> Any:
-    """The decode function of weight type `kind` (compiled or loaded now, once per process)."""
-    return per_type.type_function(decode_rows, LAYOUT, kind)
+def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns,  # type: ignore[no-untyped-def]
+                  out_p, out_t, out_n, r0, r1):
+    """As `decode_rows`, for W packed (core/model/kernels/qmm/packed.py): w (N / 8, nb * R), rows
+    r0..r1 multiples of 8 (r1 may be N); xb (T, nb, 1) the activation's code sums per block
+    (Q4_0, Q5_0) or empty. Any number of activation rows."""
+    w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
+    t_rows = xc_t
+    g0, g1 = r0 // 8, (r1 + 7) // 8
+    acc = np.empty((TOKENS_PER_CALL, 8), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
+    for t0 in range(0, t_rows, TOKENS_PER_CALL):
+        t1 = min(t_rows, t0 + TOKENS_PER_CALL)
+        xd_ = xd[t0:t1]
+        xs_ = xs[t0:t1] if xs.shape[0] > 0 else xd_  # Q8_1 sums, read by Q4_1/Q5_1 only
+        xb_ = xb[t0:t1] if xb.shape[0] > 0 else _NO_SUMS  # block sums, read by Q4_0/Q5_0 only
+        packed_dot(w, g0, g1, xc[t0:t1], xd_, xs_, xb_, out[t0:t1], acc)
+    return 1
 
 
-def cached(kind: int) -> bool:
-    return per_type.cached(decode_rows, kind)
+def type_function(kind: int, packed: bool = False) -> Any:
+    """The decode function of weight type `kind` (compiled or loaded now, once per process),
+    for its matrices as stored or packed."""
+    return per_type.type_function(decode_packed if packed else decode_rows, LAYOUT, kind)
+
+
+def cached(kind: int, packed: bool = False) -> bool:
+    return per_type.cached(decode_packed if packed else decode_rows, kind)
 
 
 @lru_cache(maxsize=256)
-def addresses(kinds: tuple[int, ...]) -> np.ndarray:
-    """`mm_decode_many`'s fns for matrices of these types (compiling the missing functions)."""
-    a = np.array(per_type.addresses(decode_rows, LAYOUT, kinds), dtype=np.int64)
+def addresses(kinds: tuple[int, ...], packed: bool = False) -> np.ndarray:
+    """`mm_decode_many`'s fns for matrices of these types, stored or packed (compiling the
+    missing functions)."""
+    a = np.array(per_type.addresses(decode_packed if packed else decode_rows, LAYOUT, kinds), dtype=np.int64)
     a.flags.writeable = False
     return a
 

@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.errors import UnsupportedTensorType
 from llamacli.core.model.kernels.qmm import block_dots as Kn
-from llamacli.core.model.kernels.qmm import decode, prefill
+from llamacli.core.model.kernels.qmm import decode, packed, prefill
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
@@ -42,15 +42,28 @@ def _rows16(fmt: QFormat, t: int) -> bool:
 
 @dataclass
 class QuantMatrix:
-    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes)."""
+    """W (n_out, n_in) of ggml type qtype, as its GGUF bytes (n_out, row bytes); `packed`: its
+    rows interleaved by eights (core/model/kernels/qmm/packed.py, `pack_matrix`), which the
+    matmuls then read instead (the same results)."""
 
     data: np.ndarray
     qtype: GGMLQuantizationType
     n_in: int
+    packed: np.ndarray | None = None
 
     @property
     def n_out(self) -> int:
         return int(self.data.shape[0])
+
+
+def pack_matrix(m: QuantMatrix) -> bool:
+    """Give m its packed form where its type has one (the 32-value legacy types) and its rows
+    come in eights; whether it did."""
+    fmt = QUANT_FORMATS.get(m.qtype)
+    if fmt is None or fmt.kind not in packed.KINDS or m.n_out % packed.GROUP or m.packed is not None:
+        return m.packed is not None
+    m.packed = packed.pack(np.ascontiguousarray(m.data), fmt.kind)
+    return True
 
 
 def supports(qtype: GGMLQuantizationType) -> bool:
@@ -93,8 +106,8 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     fmt = QUANT_FORMATS[m.qtype]
     t = xa.codes.shape[0]
     y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
-    xsub = _sub_sums(xa, fmt)
-    if _rows16(fmt, t):
+    xsub = _sub_sums(xa, fmt, m.packed is not None)
+    if m.packed is not None or _rows16(fmt, t):
         _decode([m], [fmt], xa, xsub, [y])
         return y
     tile = 16 if t <= 32 else TILE  # fewer padding tokens for small batches (results are the same)
@@ -112,22 +125,88 @@ def matmul_many(xa: QActs | np.ndarray, ms: list[QuantMatrix]) -> list[np.ndarra
     """[x @ W.T for W in ms], with xa from `prepare(x, ms[0].qtype)`: one parallel loop for all
     when they are few-row decodes of types that read the same quantized activation the same
     way; otherwise one matmul each (the results are the same bits either way)."""
-    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
-    f0 = fmts[0]
-    if (
-        isinstance(xa, np.ndarray)
-        or not 2 <= len(ms) <= MANY
-        or any(f is None or not _rows16(f, xa.codes.shape[0]) for f in fmts)
-        or any(f is None or (f.qk, f.nsub, f.act, f.min_term) != (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)  # type: ignore[union-attr]
-        or len({m.data.flags.writeable for m in ms}) != 1
-    ):
+    if isinstance(xa, np.ndarray) or not _one_call(ms, xa.codes.shape[0]):
         return [matmul(xa, m) for m in ms]
-    assert f0 is not None
+    fmts = [QUANT_FORMATS[m.qtype] for m in ms]
+    f0 = fmts[0]
     t = xa.codes.shape[0]
     threads.configure(t * sum(m.n_out for m in ms) * ms[0].n_in)
     outs = [np.empty((t, m.n_out), dtype=np.float32) for m in ms]
-    _decode(ms, [f for f in fmts if f is not None], xa, _sub_sums(xa, f0), outs)
+    _decode(ms, fmts, xa, _sub_sums(xa, f0, ms[0].packed is not None), outs)
     return outs
+
+
+def _one_call(ms: list[QuantMatrix], t: int) -> bool:
+    """Whether t activation rows times these matrices (of one input) are one `mm_decode_many`
+    call: 2 to MANY quantized matrices that decode t rows with the 16-row kernels and read
+    the quantized activation the same way (and are all read-only or all writable: one
+    compiled signature)."""
+    fmts = [QUANT_FORMATS.get(m.qtype) for m in ms]
+    f0 = fmts[0]
+    return (
+        2 <= len(ms) <= MANY
+        and f0 is not None
+        and all(f is not None and (_rows16(f, t) or m.packed is not None) for f, m in zip(fmts, ms))
+        and all(f is not None and (f.qk, f.nsub, f.act, f.min_term) == (f0.qk, f0.nsub, f0.act, f0.min_term) for f in fmts)
+        and len({(m.packed is not None, decode_weights(m).flags.writeable) for m in ms}) == 1
+    )
+
+
+def decode_weights(m: QuantMatrix) -> np.ndarray:
+    """What the decode kernels read of m: its packed form, or its bytes."""
+    return m.data if m.packed is None else m.packed
+
+
+# One `mm_decode_many` call of a one-row decode step (core/model/kernels/qmm/layer.py):
+# (fns, ws, tasks, act, nsub, sub16, slots, macs).
+DecodeCall = tuple[np.ndarray, tuple[np.ndarray, ...], np.ndarray, int, int, int, np.ndarray, int]
+
+
+def plan_decode_calls(ms: list[QuantMatrix], n_calls: int) -> tuple[DecodeCall, ...]:
+    """The `mm_decode_many` calls that multiply one activation row by these matrices (of one
+    input) as `matmul_many` does: the matrices whose activations round alike (`act_key`) in one
+    call where `_one_call` allows, else one call each; padded with calls of no work items to
+    `n_calls` (so that every layer of a model has the same argument types: one compilation).
+    Slot i of the calls' outputs is ms[i]'s. All matrices quantized (`supports_decode_plan`)."""
+    groups: dict[object, list[int]] = {}
+    for i, m in enumerate(ms):
+        groups.setdefault(act_key(m.qtype), []).append(i)
+    calls: list[DecodeCall] = []
+    for idx in groups.values():
+        parts = [idx] if _one_call([ms[i] for i in idx], 1) else [[i] for i in idx]
+        for part in parts:
+            calls.append(_decode_call([ms[i] for i in part], part))
+    if len(calls) > n_calls:
+        raise ValueError(f"{len(ms)} matrices need {len(calls)} calls, more than {n_calls}")
+    last = calls[-1]
+    no_work = np.zeros((0, 3), dtype=np.int64)
+    no_work.flags.writeable = False
+    calls += [(last[0], last[1], no_work, last[3], last[4], last[5], last[6], 0)] * (n_calls - len(calls))
+    return tuple(calls)
+
+
+def _decode_call(ms: list[QuantMatrix], slots: list[int]) -> DecodeCall:
+    fmts = [QUANT_FORMATS[m.qtype] for m in ms]
+    f0 = fmts[0]
+    pad = MANY - len(ms)
+    is_packed = ms[0].packed is not None
+    k_sums = f0.min_term == MIN_K or f0.qtype == QT.Q6_K  # as _sub_sums
+    block_sums = is_packed and f0.kind in OFFSET_KINDS  # (layer.py's `_quantize`: nsub 1, sub16 0)
+    return (
+        decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad), is_packed),
+        tuple([decode_weights(m) for m in ms] + [decode_weights(ms[-1])] * pad),
+        _tasks(tuple(m.n_out for m in ms)),
+        f0.act,
+        f0.nsub if k_sums else 1 if block_sums else 0,
+        f0.sub // 16 if k_sums else 0 if block_sums else 1,
+        np.array(slots + [slots[-1]] * pad, dtype=np.int64),
+        sum(m.n_out for m in ms) * ms[0].n_in,
+    )
+
+
+def supports_decode_plan(m: QuantMatrix) -> bool:
+    """Whether `plan_decode_calls` can take this matrix (a quantized type)."""
+    return m.qtype in QUANT_FORMATS
 
 
 # mm_decode_many takes its matrices and outputs as tuples of exactly MANY arrays (fewer are
@@ -140,31 +219,47 @@ def _decode(ms: list[QuantMatrix], fmts: list[QFormat], xa: QActs, xsub: np.ndar
     """outs[i] = x @ ms[i].W.T with the 16-row kernels, all matrices in one parallel loop."""
     f0 = fmts[0]
     pad = MANY - len(ms)
-    ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
+    ws = tuple([decode_weights(m) for m in ms] + [decode_weights(ms[-1])] * pad)
     ys = tuple(outs + [outs[-1]] * pad)
-    fns = decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad))
+    fns = decode.addresses(tuple([f.kind for f in fmts] + [fmts[-1].kind] * pad), ms[0].packed is not None)
     tasks = _tasks(tuple(m.n_out for m in ms))  # work items of the real matrices only
     if decode.mm_decode_many(fns, ws, xa.codes, xa.d, xa.s, xsub, ys, tasks) != len(tasks):
         raise RuntimeError(f"the {f0.qtype.name} decode kernel failed (its error is printed above)")
 
 
+# Decode work items: about TASKS_PER_CALL of them per call (enough to balance the threads), of
+# 16 to MAX_ROWS_PER_TASK rows. Each item costs a call through a type function's address and
+# its scratch: 16-row items made the vocabulary projection (262144 rows) ~5% slower per token.
+TASKS_PER_CALL = 32
+MAX_ROWS_PER_TASK = 256
+
+
 @lru_cache(maxsize=64)
 def _tasks(n_outs: tuple[int, ...]) -> np.ndarray:
     """The work items of `mm_decode_many` for matrices of these row counts: (n, 3) rows of
-    (matrix, first row, end row), ROWS_PER_TASK rows each (built once per shape: a decode step
-    asks for it twice per layer)."""
+    (matrix, first row, end row), a multiple of ROWS_PER_TASK rows each (built once per shape:
+    a decode step asks for it twice per layer)."""
+    step = sum(n_outs) // TASKS_PER_CALL // Kn.ROWS_PER_TASK * Kn.ROWS_PER_TASK
+    step = max(Kn.ROWS_PER_TASK, min(MAX_ROWS_PER_TASK, step))
     t = np.array(
-        [(i, r, min(n, r + Kn.ROWS_PER_TASK)) for i, n in enumerate(n_outs) for r in range(0, n, Kn.ROWS_PER_TASK)],
+        [(i, r, min(n, r + step)) for i, n in enumerate(n_outs) for r in range(0, n, step)],
         dtype=np.int64,
     )
     t.flags.writeable = False
     return t
 
 
-def _sub_sums(xa: QActs, fmt: QFormat) -> np.ndarray:
+# The 32-value types whose packed kernel multiplies the codes before their offset (packed.py).
+OFFSET_KINDS = frozenset({QUANT_FORMATS[QT.Q4_0].kind, QUANT_FORMATS[QT.Q5_0].kind})
+
+
+def _sub_sums(xa: QActs, fmt: QFormat, is_packed: bool = False) -> np.ndarray:
     """K-quants with mins, and Q6_K (its one-row kernel takes the codes' offset 32 back through
-    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; an
-    empty array for the other types."""
+    them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; packed
+    Q4_0 and Q5_0: its code sums per block (T, nb, 1); an empty array for the other types."""
+    if is_packed and fmt.kind in OFFSET_KINDS:
+        t = xa.codes.shape[0]
+        return xa.codes.reshape(t, -1, 32).sum(axis=-1, dtype=np.int32)[..., None]
     if fmt.min_term != MIN_K and fmt.qtype != QT.Q6_K:
         return _EMPTY3
     return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)

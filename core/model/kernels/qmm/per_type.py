@@ -3,7 +3,7 @@
 A kernel whose inner loop depends on the weight type (its unpacker, its 16-row kernel, its
 block size and min term) is written once as a plain Python function, a *template* reading
 those as module globals (`QK`, `NSUB`, `MIN_TERM`, `BLOCK`, `ROWS16`, `LEGACY`, `unpack_row`,
-`rows16`, `legacy_dot`). `type_function(template, layout, kind)` compiles it for one type: a
+`rows16`, `legacy_dot`, `packed_dot`). `type_function(template, layout, kind)` compiles it for one type: a
 copy of the function whose globals are the type's (numba prunes the branches of the other
 types before typing them, the constants being known), as a C function (`numba.cfunc`) with a
 disk cache of its own, named after the template and the type (`decode_rows_q4_k`).
@@ -32,6 +32,7 @@ from numba import cfunc
 from numba.core import types
 
 from llamacli.core.model.kernels.qmm import unpack as U
+from llamacli.core.model.kernels.qmm.packed import PACKED_DOTS
 from llamacli.core.model.kernels.qmm.rows import rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0
 from llamacli.core.model.kernels.qmm.simd import dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, kernel_intrinsic
 from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS, QFormat
@@ -46,12 +47,14 @@ class TypeCode:
     unpack: Any  # the row unpacker (core/model/kernels/qmm/unpack.py)
     rows16: Any = None  # the 16-row kernel (core/model/kernels/qmm/rows.py), where the type has one
     legacy_dot: Any = None  # 32-value legacy types: the block dot in registers (simd.py)
+    packed_dot: Any = None  # the kernel of its packed matrices, where it has one (packed.py)
 
     def globals(self) -> dict[str, Any]:
         f = self.fmt
         return dict(
             QK=f.qk, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
             LEGACY=self.legacy_dot is not None, unpack_row=self.unpack, rows16=self.rows16, legacy_dot=self.legacy_dot,
+            packed_dot=self.packed_dot,
         )
 
 
@@ -67,7 +70,7 @@ _ROWS16 = {
 _LEGACY_DOT = {U.Q4_0: dot_q4_0, U.Q4_1: dot_q4_1, U.Q5_0: dot_q5_0, U.Q5_1: dot_q5_1, U.Q8_0: dot_q8_0}
 
 TYPE_CODES: dict[int, TypeCode] = {
-    f.kind: TypeCode(qt.name.lower(), f, _UNPACK[f.kind], _ROWS16.get(f.kind), _LEGACY_DOT.get(f.kind))
+    f.kind: TypeCode(qt.name.lower(), f, _UNPACK[f.kind], _ROWS16.get(f.kind), _LEGACY_DOT.get(f.kind), PACKED_DOTS.get(f.kind))
     for qt, f in QUANT_FORMATS.items()
 }
 ROWS16_KINDS = frozenset(_ROWS16)  # the types with a 16-row kernel

@@ -1,9 +1,10 @@
-"""Decode kernel for the 32-value legacy types: 16 weight rows against one activation row.
+"""The 16-row kernels: 16 weight rows against one or more activation rows.
 
-For each block b, in order, the 16 rows' exact integer dots are formed as 16 vectors of 16
-int32 partial sums (sign-extended codes, products added in pairs: vpmaddwd), and reduced
-together by a transposing shuffle tree (4 levels, 2 shuffles and an add per pair of vectors)
-into one vector holding the 16 rows' sums. The float terms of the 16 rows are then one vector
+For each block b, in order, the 16 rows' exact integer dots are formed as vectors of int32
+partial sums (one row, or two rows side by side, per vector: byte products, vpdpbusd or
+vpmaddubsw, or int16 products, vpmaddwd; each type's instructions chosen from the target's
+features, core/model/kernels/qmm/isa.py), and reduced together by a transposing shuffle tree
+(2 shuffles and an add per pair of vectors and level) into one vector holding the 16 rows' sums. The float terms of the 16 rows are then one vector
 operation each:
 
     acc[i] = acc[i] + (d_x[b] * d_w[i, b]) * float(isum[i, b])          (+ m_w[i, b] * s_x[b])
@@ -23,12 +24,14 @@ Per type (ggml-common.h layouts; d and m are fp16):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm.isa import concat, const_vec as _const_vec, vec as _vec
 
 ROWS = 16  # weight rows per call: one vector of 16 float32 accumulators
 
@@ -45,35 +48,15 @@ LAYOUTS: dict[int, tuple[int, int, int, int, int]] = {
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-def _vec(t: ir.Type, n: int) -> ir.VectorType:
-    return ir.VectorType(t, n)
-
-
-def _const_vec(t: ir.Type, values: list[int]) -> ir.Constant:
-    return ir.Constant(_vec(t, len(values)), values)
-
-
 def _splat(builder: Any, v: Any, n: int) -> Any:
     vt = _vec(v.type, n)
     one = builder.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(_I32, 0))
     return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), _const_vec(_I32, [0] * n))
 
 
-@dataclass
-class _Target:
-    """What the code being generated may use: set from the target machine's features at the
-    start of each kernel's code generation (numba generates one function at a time, under its
-    compiler lock); the types' `prepare` and `terms` read it to pick their instructions."""
-
-    avx512bw: bool = False
-    vnni: bool = False  # AVX512-VNNI (with BW)
-
-
-_TARGET = _Target()
-
-
-def block_codes(builder: Any, base: Any, kind: int) -> Any:
-    """The 32 int8 codes of the block at byte pointer `base`, as <32 x i8>."""
+def block_codes(builder: Any, base: Any, kind: int, signed: bool = True) -> Any:
+    """The 32 int8 codes of the block at byte pointer `base`, as <32 x i8>; signed=False: the
+    nibble types' codes as stored (0..31, before their offset is subtracted)."""
     _, qs_at, qh_at, offset, _ = LAYOUTS[kind]
     qs_ptr = builder.gep(base, [ir.Constant(_I64, qs_at)])
     if kind == 4:
@@ -84,21 +67,16 @@ def block_codes(builder: Any, base: Any, kind: int) -> Any:
     q = builder.shuffle_vector(lo, hi, _const_vec(_I32, list(range(32))))
     if qh_at >= 0:
         qh_ptr = builder.gep(base, [ir.Constant(_I64, qh_at)])
-        qh = builder.load(builder.bitcast(qh_ptr, _I32.as_pointer()), align=1)
-        bit = builder.and_(builder.lshr(_splat(builder, qh, 32), _const_vec(_I32, list(range(32)))), _const_vec(_I32, [1] * 32))
-        q = builder.or_(q, builder.shl(builder.trunc(bit, _vec(_I8, 32)), _const_vec(_I8, [4] * 32)))
-    if offset:
+        # bit j of the little-endian u32 = bit j % 8 of byte j // 8: each byte copied to 8
+        # lanes, tested against its lane's bit (a byte shuffle, an and, a compare)
+        qh = builder.load(builder.bitcast(qh_ptr, _vec(_I8, 4).as_pointer()), align=1)
+        spread = builder.shuffle_vector(qh, qh, _const_vec(_I32, [j // 8 for j in range(32)]))
+        lane_bit = _const_vec(_I8, [1 << (j % 8) for j in range(32)])
+        set_ = builder.icmp_unsigned("!=", builder.and_(spread, lane_bit), ir.Constant(_vec(_I8, 32), [0] * 32))
+        q = builder.or_(q, builder.select(set_, _const_vec(_I8, [16] * 32), ir.Constant(_vec(_I8, 32), [0] * 32)))
+    if offset and signed:
         q = builder.sub(q, _const_vec(_I8, [offset] * 32))
     return q
-
-
-def _pair_products(builder: Any, codes: Any, x32: Any) -> Any:
-    """<32 x i32> codes . <32 x i32> activation (both sign-extended int8) -> <16 x i32>:
-    products added in pairs."""
-    prod = builder.mul(codes, x32)
-    even = builder.shuffle_vector(prod, prod, _const_vec(_I32, list(range(0, 32, 2))))
-    odd = builder.shuffle_vector(prod, prod, _const_vec(_I32, list(range(1, 32, 2))))
-    return builder.add(even, odd)
 
 
 def _tree_plan(start: list[list[int]], width: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
@@ -173,69 +151,100 @@ def _prefetch_next(builder: Any, wbase: Any, row_bytes: Any, boff: Any, bsize: i
         builder.call(fn, [p, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
-def _legacy_terms(kind: int) -> tuple[int, Any, Any]:
-    """A 32-value type: `prepare` unpacks the 16 rows' codes and fp16 fields of a block once,
-    `terms` dots them with one activation row."""
-    bsize, _, _, _, m_at = LAYOUTS[kind]
-
-    def prepare(builder: Any, blocks: list[Any]) -> Any:
-        codes = [builder.sext(block_codes(builder, p, kind), _vec(_I32, 32)) for p in blocks]
-        mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
-        return codes, _gather_f16(builder, blocks, 0), mins
-
-    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
-        codes, d, mins = state
-        xv = builder.load(builder.bitcast(builder.gep(x, [builder.mul(b, ir.Constant(_I64, 32))]), _vec(_I8, 32).as_pointer()), align=1)
-        x32 = builder.sext(xv, _vec(_I32, 32))
-        isum = _reduce16(builder, [_pair_products(builder, c, x32) for c in codes])
-        term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
-        if mins is not None:
-            term = builder.fadd(term, builder.fmul(mins, sx))
-        return term
-
-    return bsize, prepare, terms
+def _legacy_x(builder: Any, x: Any, b: Any) -> Any:
+    """The activation's 32 codes of block b, <32 x i8>."""
+    return builder.load(builder.bitcast(builder.gep(x, [builder.mul(b, ir.Constant(_I64, 32))]), _vec(_I8, 32).as_pointer()), align=1)
 
 
-def _dpbusd(builder: Any, acc: Any, a: Any, b: Any) -> Any:
-    """acc + (sums of 4 products of unsigned bytes of a and signed bytes of b), per int32 lane
-    (vpdpbusd; a, b: <64 x i8>, acc: <16 x i32>). Exact: no saturation, |each sum| < 2^17."""
-    v16 = _vec(_I32, ROWS)
-    name = "llvm.x86.avx512.vpdpbusd.512"
-    fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v16, [v16, v16, v16]), name)
-    return builder.call(fn, [acc, builder.bitcast(a, v16), builder.bitcast(b, v16)])
+def _legacy_float_terms(builder: Any, isum: Any, dx: Any, d: Any, mins: Any, sx: Any) -> Any:
+    """The 16 rows' float terms of a block: (d_x * d_w) * float(isum) (+ m_w * s_x)."""
+    term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
+    if mins is not None:
+        term = builder.fadd(term, builder.fmul(mins, sx))
+    return term
+
+
+def _row_pairs(builder: Any, codes: list[Any]) -> list[Any]:
+    """16 rows' <32 x i8> codes -> 8 <64 x i8>: rows 2k and 2k + 1 side by side."""
+    return [builder.shuffle_vector(codes[2 * k], codes[2 * k + 1], _const_vec(_I32, list(range(64)))) for k in range(ROWS // 2)]
 
 
 def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
-    """As `_legacy_terms`, on CPUs with AVX512-VNNI: the same integers isum with byte products.
+    """A 32-value type on CPUs with vpdpbusd (AVX512-VNNI, AVX-VNNI): `prepare` unpacks the 16
+    rows' codes and fp16 fields of a block once, `terms` dots them with one activation row.
 
     Rows 2k and 2k + 1 share a vector (<64 x i8>: their 32 signed codes side by side), so a
-    block of 16 rows is 8 vpdpbusd per activation row and a 3-level tree instead of 16
-    multiplies and a 4-level one. vpdpbusd takes one unsigned operand: the activation's codes
-    are offset by 128 (x ^ 0x80 = x + 128 as an unsigned byte), and each lane's accumulator
-    starts at -128 * (the sum of its 4 weight codes), prepared once per block, so that every
-    lane holds the exact sum of its 4 products x * q."""
+    block of 16 rows is 8 vpdpbusd per activation row (16 on 256-bit vectors) and a 3-level
+    tree. vpdpbusd takes one unsigned operand: the activation's codes are offset by 128
+    (x ^ 0x80 = x + 128 as an unsigned byte), and each lane's accumulator starts at -128 * (the
+    sum of its 4 weight codes), prepared once per block, so that every lane holds the exact sum
+    of its 4 products x * q."""
     bsize, _, _, _, m_at = LAYOUTS[kind]
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
-        codes = [block_codes(builder, p, kind) for p in blocks]
-        pairs = [builder.shuffle_vector(codes[2 * k], codes[2 * k + 1], _const_vec(_I32, list(range(64)))) for k in range(ROWS // 2)]
+        pairs = _row_pairs(builder, [block_codes(builder, p, kind) for p in blocks])
         zero = ir.Constant(_vec(_I32, ROWS), [0] * ROWS)
         m128 = _const_vec(_I8, [-128] * 64)  # 0x80: 128 as the unsigned operand
         # 128 * quad sums of the codes, negated: -(128 * sum) as the accumulators' start
-        starts = [builder.sub(zero, _dpbusd(builder, zero, m128, p)) for p in pairs]
+        starts = [builder.sub(zero, isa.dpbusd(builder, zero, m128, p)) for p in pairs]
         mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
         return pairs, starts, _gather_f16(builder, blocks, 0), mins
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         pairs, starts, d, mins = state
-        xv = builder.load(builder.bitcast(builder.gep(x, [builder.mul(b, ir.Constant(_I64, 32))]), _vec(_I8, 32).as_pointer()), align=1)
-        xu = builder.xor(xv, _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
+        xu = builder.xor(_legacy_x(builder, x, b), _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
         x2 = builder.shuffle_vector(xu, xu, _const_vec(_I32, list(range(32)) * 2))
-        isum = _reduce16(builder, [_dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)], (_LEVELS2, _PERM2))
-        term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
-        if mins is not None:
-            term = builder.fadd(term, builder.fmul(mins, sx))
-        return term
+        isum = _reduce16(builder, [isa.dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)], (_LEVELS2, _PERM2))
+        return _legacy_float_terms(builder, isum, dx, d, mins, sx)
+
+    return bsize, prepare, terms
+
+
+def _legacy_terms_bytes(kind: int) -> tuple[int, Any, Any]:
+    """As `_legacy_terms_vnni`, for CPUs without vpdpbusd (AVX2, AVX512-BW, the generic path):
+    the same block sums, rows 2k and 2k + 1 side by side in a vector.
+
+    The nibble types (Q4_0, Q4_1, Q5_0, Q5_1): their codes as stored, u = 0..31, times the
+    activation's codes with byte products (vpmaddubsw: |pair| <= 2 * 31 * 128, no saturation),
+    the pairs added into int32 (vpmaddwd with ones); the codes' offset comes back once per
+    block for the 16 rows: isum = sum(u * x) - offset * sum(x).
+
+    Q8_0's codes span the whole int8 range (u * x would saturate): ggml's sign trick, |q| (0..128,
+    unsigned) times x with q's sign (vpsignb), |pair| <= 2 * 128 * 127. Exact for every weight
+    code and every activation code but -128, whose negation wraps; the activation quantizer
+    (acts.py) writes -128 only in a block whose scale overflowed, and that block's d is 0: its
+    term (0 * d) * isum is a zero whatever isum is, and adding a zero to an accumulator that
+    started at +0 never changes it (it is never -0), so the bits are those of the exact sum.
+    (Widening to int16 and vpmaddwd, exact for every code, took ~8% longer on the vocabulary
+    projection.)"""
+    bsize, _, _, offset, m_at = LAYOUTS[kind]
+    signed = kind == 4
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        if signed:  # (|q|, q) per pair of rows
+            q = _row_pairs(builder, [block_codes(builder, p, kind) for p in blocks])
+            zero = ir.Constant(_vec(_I8, 64), [0] * 64)
+            codes = [(builder.select(builder.icmp_signed("<", c, zero), builder.sub(zero, c), c), c) for c in q]
+        else:
+            codes = _row_pairs(builder, [block_codes(builder, p, kind, signed=False) for p in blocks])
+        mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
+        return codes, _gather_f16(builder, blocks, 0), mins
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        codes, d, mins = state
+        xv = _legacy_x(builder, x, b)
+        x2 = builder.shuffle_vector(xv, xv, _const_vec(_I32, list(range(32)) * 2))  # for both rows of a pair
+        if signed:
+            pairs = [isa.madd_u8(builder, a, isa.sign_i8(builder, x2, q)) for a, q in codes]
+        else:
+            pairs = [isa.madd_u8(builder, p, x2) for p in codes]
+        isum = _reduce16(builder, [isa.quad_sums(builder, p) for p in pairs], (_LEVELS2, _PERM2))
+        if offset:  # the nibble types' - offset * sum(x), the sum from byte products with ones (exact)
+            quads = isa.quad_sums(builder, isa.madd_u8(builder, _const_vec(_I8, [1] * 32), xv))
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [quads.type]), "llvm.vector.reduce.add.v8i32")
+            xsum = builder.mul(builder.call(fn, [quads]), ir.Constant(_I32, offset))
+            isum = builder.sub(isum, _splat(builder, xsum, ROWS))
+        return _legacy_float_terms(builder, isum, dx, d, mins, sx)
 
     return bsize, prepare, terms
 
@@ -244,20 +253,11 @@ def _load(builder: Any, base: Any, at: int, vt: ir.Type) -> Any:
     return builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_I64, at)]), vt.as_pointer()), align=1)
 
 
-def _pair16(builder: Any, c16: Any, x16: Any) -> Any:
-    """<32 x i16> codes (scales folded in) . <32 x i16> activation codes -> <16 x i32>, products
-    added in pairs (vpmaddwd)."""
-    prod = builder.mul(builder.sext(c16, _vec(_I32, 32)), builder.sext(x16, _vec(_I32, 32)))
-    even = builder.shuffle_vector(prod, prod, _const_vec(_I32, list(range(0, 32, 2))))
-    odd = builder.shuffle_vector(prod, prod, _const_vec(_I32, list(range(1, 32, 2))))
-    return builder.add(even, odd)
-
-
 def _sum_pairs(builder: Any, codes: list[Any], x16: list[Any]) -> Any:
     """sum_j pairs(codes[j] . x16[j]) -> <16 x i32> (the row's block dot in 16 partial sums)."""
-    acc = _pair16(builder, codes[0], x16[0])
+    acc = isa.madd_i16(builder, codes[0], x16[0])
     for c, x in zip(codes[1:], x16[1:]):
-        acc = builder.add(acc, _pair16(builder, c, x))
+        acc = builder.add(acc, isa.madd_i16(builder, c, x))
     return acc
 
 
@@ -290,11 +290,8 @@ def _k4_scales_mins(builder: Any, p: Any) -> tuple[Any, Any]:
 
 def _columns(builder: Any, per_row: list[Any]) -> list[Any]:
     """16 rows' <8 x i16> vectors -> 8 columns <16 x i32> (column j, lane i: row i's value j)."""
-    v = per_row
-    while len(v) > 1:  # concatenate: <128 x i16>, row-major (16, 8)
-        n = v[0].type.count
-        v = [builder.shuffle_vector(v[i], v[i + 1], _const_vec(_I32, list(range(2 * n)))) for i in range(0, len(v), 2)]
-    return [builder.sext(_shuf(builder, v[0], [8 * i + j for i in range(ROWS)]), _vec(_I32, ROWS)) for j in range(8)]
+    v = concat(builder, per_row)  # <128 x i16>, row-major (16, 8)
+    return [builder.sext(_shuf(builder, v, [8 * i + j for i in range(ROWS)]), _vec(_I32, ROWS)) for j in range(8)]
 
 
 def _splat_lane(builder: Any, v: Any, j: int, n: int) -> Any:
@@ -353,26 +350,6 @@ def _k_min_terms(with_qh: bool) -> Any:
     return (176 if with_qh else 144), prepare, terms
 
 
-def _madd_u8(builder: Any, codes: Any, x: Any) -> Any:
-    """<64 x i8> non-negative codes (< 64) . <64 x i8> activation codes -> <32 x i16>, products
-    added in pairs: vpmaddubsw, called by name where the target has AVX512-BW (LLVM rewrites
-    the written-out pattern below into 16-bit multiplies and shuffles: about five times the
-    instructions). The instruction saturates to int16, which never acts here (|pair| <=
-    2 * 63 * 128 = 16128), so both forms give the exact pair sums."""
-    if _TARGET.avx512bw:
-        v32x16, v64x8 = _vec(_I16, 32), _vec(_I8, 64)
-        name = "llvm.x86.avx512.pmaddubs.w.512"
-        fn = builder.module.globals.get(name) or ir.Function(builder.module, ir.FunctionType(v32x16, [v64x8, v64x8]), name)
-        return builder.call(fn, [codes, x])
-    even = _const_vec(_I32, list(range(0, 64, 2)))
-    odd = _const_vec(_I32, list(range(1, 64, 2)))
-    v32 = _vec(_I32, 32)
-    ce, co = (builder.zext(builder.shuffle_vector(codes, codes, m), v32) for m in (even, odd))
-    xe, xo = (builder.sext(builder.shuffle_vector(x, x, m), v32) for m in (even, odd))
-    pair = builder.add(builder.mul(ce, xe), builder.mul(co, xo))
-    return builder.trunc(pair, _vec(_I16, 32))
-
-
 def _k4_byte_terms() -> Any:
     """Q4_K for one activation row (decoding): the same integers isum and msum as
     `_k_min_terms(False)`, formed from the stored unsigned codes with byte products
@@ -417,7 +394,7 @@ def _k4_byte_terms() -> Any:
             # pairs of those times the scale (vpmaddwd), 16 int32 partial sums per row
             acc = None
             for (pair, scv), xg in zip(row, x64):
-                t = _pair16(builder, _madd_u8(builder, pair, xg), scv)
+                t = isa.madd_i16(builder, isa.madd_u8(builder, pair, xg), scv)
                 acc = t if acc is None else builder.add(acc, t)
             per_row.append(acc)
         isum = _reduce16(builder, per_row)
@@ -507,7 +484,7 @@ def _q6_k_byte_terms() -> Any:
         for row, neg in zip(codes, negs):
             acc = builder.mul(neg, xs)  # -32 * sc_g * xsum_g, lane g
             for (c, scv), xg in zip(row, x64):
-                acc = builder.add(acc, _pair16(builder, _madd_u8(builder, c, xg), scv))
+                acc = builder.add(acc, isa.madd_i16(builder, isa.madd_u8(builder, c, xg), scv))
             per_row.append(acc)
         isum = _reduce16(builder, per_row)
         return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
@@ -529,18 +506,6 @@ def _count(builder: Any, n: Any, body: Any, after: Any) -> None:
     builder.cbranch(builder.icmp_signed("<", i1, n), loop, after)
 
 
-def _features(context: Any) -> list[str]:
-    """The features of the target machine numba generates code for (the host's, or
-    NUMBA_CPU_FEATURES)."""
-    return str(getattr(context.codegen(), "_tm_features", "")).split(",")
-
-
-def target_has_vnni(context: Any) -> bool:
-    """Whether the code numba generates targets a CPU with AVX512-VNNI (and BW)."""
-    features = _features(context)
-    return "+avx512vnni" in features and "+avx512bw" in features
-
-
 def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
@@ -548,7 +513,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     row (blocks: the blocks' byte pointers; x: the row's codes; dx, sx: its scale and Q8_1 sum
     of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
     another (prepare, terms) pair for one activation row, giving the same values. Both read
-    `_TARGET`, set here from the target machine's features."""
+    `isa.TARGET`, set here from the target machine's features."""
     prepare1, terms1 = single if single is not None else (prepare, terms)
 
     @intrinsic
@@ -560,8 +525,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
         sig = types.void(w, r0, nb, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            _TARGET.avx512bw = "+avx512bw" in _features(context)
-            _TARGET.vnni = target_has_vnni(context)
+            isa.set_target(context)
             f32 = ir.FloatType()
             vf = _vec(f32, ROWS)
             wa, xa, xda, xsa, xba, oa, aa = (
@@ -670,19 +634,24 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     return rows_dot
 
 
+def _on_vnni(vnni: Any, other: Any) -> tuple[Any, Any]:
+    """(prepare, terms) taking the pair `vnni` where the target has VNNI (vpdpbusd and
+    vpdpwssd: AVX512-VNNI or AVX-VNNI), else `other`: chosen as each kernel is generated."""
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        return (vnni if isa.TARGET.dpbusd_bytes else other)[0](builder, blocks)
+
+    def terms(*args: Any) -> Any:
+        return (vnni if isa.TARGET.dpbusd_bytes else other)[1](*args)
+
+    return prepare, terms
+
+
 def _legacy_rows_dot(kind: int) -> Any:
-    """The 16-row kernel of a 32-value type: byte products (`_legacy_terms_vnni`) where the
-    target has AVX512-VNNI, else `_legacy_terms`; both give the same integers."""
-    bsize, prepare, terms = _legacy_terms(kind)
-    _, prepare_v, terms_v = _legacy_terms_vnni(kind)
-
-    def prepare_any(builder: Any, blocks: list[Any]) -> Any:
-        return (prepare_v if _TARGET.vnni else prepare)(builder, blocks)
-
-    def terms_any(*args: Any) -> Any:
-        return (terms_v if _TARGET.vnni else terms)(*args)
-
-    return _make_rows_dot(bsize, prepare_any, terms_any)
+    """The 16-row kernel of a 32-value type: vpdpbusd (`_legacy_terms_vnni`) where the target
+    has it, else byte products (`_legacy_terms_bytes`); both give the same integers."""
+    bsize, *vnni = _legacy_terms_vnni(kind)
+    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:]))
 
 
 rows_q4_0 = _legacy_rows_dot(0)
@@ -690,8 +659,11 @@ rows_q4_1 = _legacy_rows_dot(1)
 rows_q5_0 = _legacy_rows_dot(2)
 rows_q5_1 = _legacy_rows_dot(3)
 rows_q8_0 = _legacy_rows_dot(4)
-_Q4_K = _k_min_terms(False)
-rows_q4_k = _make_rows_dot(_Q4_K[0], _Q4_K[1], _Q4_K[2], single=_k4_byte_terms()[1:])
+# Q4_K and Q6_K: one activation row takes byte products everywhere (`_k4_byte_terms`,
+# `_q6_k_byte_terms`); several take the codes widened once per block where the target has
+# vpdpwssd (one instruction per 32 products on AVX-512), else byte products too (AVX2: two
+# instructions per 32, against four for vpmaddwd and an add).
+_K4_BYTES, _Q6_K_BYTES = _k4_byte_terms()[1:], _q6_k_byte_terms()[1:]
+rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), single=_K4_BYTES)
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
-_Q6_K = _q6_k_terms()
-rows_q6_k = _make_rows_dot(_Q6_K[0], _Q6_K[1], _Q6_K[2], single=_q6_k_byte_terms()[1:])
+rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), single=_Q6_K_BYTES)

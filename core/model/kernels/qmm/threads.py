@@ -99,14 +99,40 @@ _HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _contention = _Contention()
 
 
+def policy() -> tuple[int, int]:
+    """(serial, n): a kernel of at least `serial` multiply-adds runs on n threads, a smaller
+    one on the calling thread alone (the thresholds above, as the machine is busy or not)."""
+    start()
+    serial = SERIAL_MACS_BUSY if _contention.update() else SERIAL_MACS
+    return serial, _wanted or max_threads()
+
+
+_started = False
+
+
+def start() -> None:
+    """Start numba's threading layer (if not yet): compiled code that sets its thread count
+    calls the layer's set_num_threads by its symbol (core/model/kernels/qmm/layer.py)."""
+    global _started
+    if not _started:
+        numba.get_num_threads()
+        _started = True
+
+
 def configure(macs: int = SERIAL_MACS) -> None:
     """Apply the thread count for a kernel of `macs` multiply-adds in the calling thread
     (numba's setting is per thread). The results do not depend on it."""
-    serial = SERIAL_MACS_BUSY if _contention.update() else SERIAL_MACS
-    want = (_wanted or max_threads()) if macs >= serial else 1
+    serial, n = policy()
+    want = n if macs >= serial else 1
     if getattr(_local, "n", None) != want:
         numba.set_num_threads(want)
         _local.n = want
+
+
+def forget() -> None:
+    """After compiled code set the calling thread's count itself (`policy`): `configure` sets
+    it again next time."""
+    _local.n = None
 
 
 # Below this many elements a row-wise step (a norm, a table lookup, quantizing activations)

@@ -1,0 +1,148 @@
+"""One sequence's one-token decode step with each layer in one compiled call (ggml numerics).
+
+`DecoderModel.forward_hidden` hands a one-token batch to `DecodeStep.run` when `DecodeStep.plan`
+accepted the model: quantized weights (the ggml numerics), the base class's own attention and
+FFN blocks (a family that overrides one keeps its code), a gated GELU or SiLU FFN, and no LoRA
+adapter active for the step. Each layer is then `decode_layer` (GELU) or `attention_block`,
+the SiLU gate in NumPy (as `Precision.silu`), `ffn_out` (core/model/kernels/qmm/layer.py): the
+kernels, values and order of the step through `attention` and `ffn`, so the same bits
+(tests/test_decode_step.py), from 1 (GELU) or 2 calls a layer instead of ~25.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from llamacli.core.model.kernels.qmm import layer as L
+from llamacli.core.model.kernels.qmm import threads
+from llamacli.core.model.kernels.qmm.matrix import DecodeCall, QuantMatrix, decode_weights, plan_decode_calls, supports_decode_plan
+from llamacli.core.model.precision import _gelu_f16_table
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.state.kv_cache import KVCache
+from llamacli.core.model.weights.tensors import Linear
+
+if TYPE_CHECKING:
+    from llamacli.core.model.families.base import DecoderModel, LayerWeights
+
+_NONE = np.zeros(0, dtype=np.float32)  # an absent norm or bias
+
+
+def _vec(a: np.ndarray | None) -> np.ndarray:
+    return _NONE if a is None else np.array(a, dtype=np.float32, order="C").reshape(-1)
+
+
+@dataclass
+class _LayerPlan:
+    """A layer's arguments to the compiled calls (core/model/kernels/qmm/layer.py)."""
+
+    norms: tuple[np.ndarray, ...]  # layer.ATTN_NORM ..: (n,) float32 or empty
+    biases: tuple[np.ndarray, ...]  # layer.BQ ..
+    qkv: tuple[DecodeCall, ...]
+    o: tuple[DecodeCall, ...]
+    up: tuple[DecodeCall, ...]
+    down: tuple[DecodeCall, ...]
+    ints: np.ndarray  # layer.N_HEAD .. ROPE_NEOX (SEQ, POS, K_START filled per step)
+    swa: bool  # rotated with the sliding-window layers' rope
+    window: int | None
+
+
+class DecodeStep:
+    """The planned layers of a model (`plan`), run for one-token batches (`run`)."""
+
+    def __init__(self, layers: list[_LayerPlan], eps: float, q_scale: float, attn_scale: float, cap: float, gelu: bool) -> None:
+        self.layers = layers
+        self.ints = np.stack([lp.ints for lp in layers])  # (n_layer, 10)
+        self.eps = np.float32(eps)
+        self.q_scale = np.float32(q_scale)
+        self.attn_scale = np.float32(attn_scale)
+        self.cap = np.float32(cap)
+        self.gelu = gelu
+        self.table = _gelu_f16_table()
+
+    @classmethod
+    def plan(cls, model: DecoderModel) -> DecodeStep | None:
+        """The step for this model, or None when its layers cannot run this way (module)."""
+        from llamacli.core.model.families.base import DecoderModel
+
+        a = model.args
+        kind = type(model)
+        if (
+            not model.precision.quantized_weights
+            or kind.attention is not DecoderModel.attention
+            or kind.ffn is not DecoderModel.ffn
+            or a.activation not in ("gelu", "silu")
+            or any(lw.moe is not None for lw in model.layers)  # experts: the base FFN's mul_mat_id path
+        ):
+            return None
+        mats = [lin.q for lw in model.layers for lin in _linears(lw)]
+        if any(m is None or not supports_decode_plan(m) for m in mats):
+            return None
+        if len({decode_weights(m).flags.writeable for m in mats if m is not None}) != 1:
+            return None  # one compiled signature for all layers
+        layers = [_plan_layer(model, il, lw) for il, lw in enumerate(model.layers)]
+        q_scale, attn_scale = (a.attn_scale, 1.0) if a.scale_q else (0.0, a.attn_scale)
+        return cls(layers, a.norm_eps, q_scale, attn_scale, a.attn_softcap or 0.0, a.activation == "gelu")
+
+    def run(self, model: DecoderModel, x: np.ndarray, batch: Batch, cache: KVCache,
+            cs_global: tuple[np.ndarray, np.ndarray], cs_swa: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """The residual stream x (1, n_embd) after every layer, for the batch's one token; its K
+        and V written to the cache."""
+        x = np.array(x, dtype=np.float32, order="C")
+        pos = int(batch.positions[0])
+        ints = self.ints.copy()
+        ints[:, L.SEQ] = int(batch.seq_ids[0])
+        ints[:, L.POS] = pos
+        serial, want = threads.policy()
+        try:
+            for il, lp in enumerate(self.layers):
+                ints[il, L.K_START] = 0 if lp.window is None else max(0, pos - lp.window + 1)
+                cos, sin = cs_swa if lp.swa else cs_global
+                args = (lp.norms, lp.biases, lp.qkv, lp.o, lp.up)
+                if self.gelu:
+                    ok = L.decode_layer(x, *args, lp.down, ints[il], self.eps, self.q_scale, self.attn_scale, self.cap,
+                                        cos, sin, cache.k[il], cache.v[il], self.table, serial, want)
+                else:
+                    ok, g, u = L.attention_block(x, *args, ints[il], self.eps, self.q_scale, self.attn_scale, self.cap,
+                                                 cos, sin, cache.k[il], cache.v[il], serial, want)
+                    ok = ok and L.ffn_out(x, model.precision.silu(g) * u, lp.norms, lp.biases, lp.down, self.eps, serial, want)
+                if not ok:
+                    raise RuntimeError(f"layer {il}'s decode kernels failed (their error is printed above)")
+        finally:
+            threads.forget()
+        return x
+
+
+def _linears(lw: LayerWeights) -> list[Linear]:
+    """The layer's seven matrices (a layer with experts has no dense FFN: plan() refuses it)."""
+    ffn = [lw.w_gate, lw.w_up, lw.w_down]
+    assert all(lin is not None for lin in ffn)
+    return [lw.wq, lw.wk, lw.wv, lw.wo, *ffn]  # type: ignore[list-item]
+
+
+def _q(lin: Linear) -> QuantMatrix:
+    assert lin.q is not None
+    return lin.q
+
+
+def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
+    a = model.args
+    swa = a.swa_layers[il]
+    rope = model._rope_swa if swa else model._rope
+    wq, wk, wv, wo, w_gate, w_up, w_down = _linears(lw)
+    ints = np.zeros(10, dtype=np.int64)
+    ints[[L.N_HEAD, L.N_HEAD_KV, L.HEAD_DIM, L.HEAD_DIM_V, L.N_FF, L.ROPE_HALF, L.ROPE_NEOX]] = [
+        a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v, w_gate.n_out, rope.n_dims // 2, int(rope.neox)]
+    return _LayerPlan(
+        norms=tuple(_vec(v) for v in (lw.attn_norm, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.ffn_norm, lw.post_ffn_norm)),
+        biases=tuple(_vec(lin.b) for lin in _linears(lw)),
+        qkv=plan_decode_calls([_q(wq), _q(wk), _q(wv)], 3),
+        o=plan_decode_calls([_q(wo)], 1),
+        up=plan_decode_calls([_q(w_gate), _q(w_up)], 2),
+        down=plan_decode_calls([_q(w_down)], 1),
+        ints=ints,
+        swa=swa,
+        window=a.layer_window(il),
+    )

@@ -1,0 +1,214 @@
+"""One decoding token's transformer layer in one compiled call (the ggml numerics, one sequence).
+
+A decode step ran about 25 Python-level operations per layer (norms, activation quantization,
+matmuls, rope, K/V's f16 rounding, the cache write, attention, GELU), each a few microseconds of
+interpreter and dispatch around a few microseconds of work: ~150 us a layer, ~2.7 ms of the demo
+model's 18-layer step on one thread, a quarter of the step on two (its kernels run on both
+threads, the glue on one). `decode_layer` runs the same compiled kernels on the same values in
+the same order from one call, so its results are the same bits as the operations one by one
+(tests/test_decode_step.py). The caller (core/model/families/decode_step.py) plans each layer's
+arguments once: tuples of arrays and the matmuls' work items, the empty array standing for an
+absent norm or bias.
+
+Shapes: E = n_embd, H / Hkv query / KV heads, D / Dv their sizes, F = n_ff; x (1, E) is the
+residual stream, updated in place.
+
+A matmul group (`MatCall`) is one `mm_decode_many` call: the matrices that read the same
+quantized activation the same way (Q/K/V or gate/up, when their types allow), as
+core/model/kernels/qmm/matrix.py's `matmul_many` forms them:
+  (fns (3,) type function addresses, ws (3 weight matrices, the last repeated), tasks (n, 3),
+   act (activation type), nsub and sub16 (the code sums per sub-block it needs: nsub = 0 none;
+   else sums of sub16 groups of 16, or of each block for a packed Q4_0 / Q5_0), slots (3,) which
+   outputs of the projection, macs)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import cgutils, types
+
+from llamacli.core.model.kernels.ops import _rms_rows, _rope_fma
+from llamacli.core.model.kernels.qmm.acts import _q8_0, _q8_k
+from llamacli.core.model.kernels.qmm.attention import _attend
+from llamacli.core.model.kernels.qmm.decode import mm_decode_many
+from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic, round_f16
+from llamacli.core.model.kernels.qmm.tables import gelu_lookup
+from llamacli.core.model.kernels.qmm.threads import start
+from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_1, ACT_Q8_K
+
+start()  # the threading layer's set_num_threads symbol, which `set_num_threads` calls
+
+# Indices into the per-layer norm and bias tuples.
+ATTN_NORM, Q_NORM, K_NORM, POST_ATTN_NORM, FFN_NORM, POST_FFN_NORM = range(6)
+BQ, BK, BV, BO, BGATE, BUP, BDOWN = range(7)
+# Indices into the per-layer integer parameters.
+N_HEAD, N_HEAD_KV, HEAD_DIM, HEAD_DIM_V, N_FF, ROPE_HALF, ROPE_NEOX, SEQ, POS, K_START = range(10)
+
+
+@kernel_intrinsic
+def set_num_threads(typingctx: Any, n: Any) -> Any:
+    """numba.set_num_threads(n) (the calling thread's count for the parallel loops), called by
+    its symbol: numba's own jitted form calls a ctypes pointer, which keeps a function out of
+    the disk cache. The symbol is numba's threading layer's, registered when the layer starts
+    (threads.start, at this module's import)."""
+    sig = types.void(n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i32]), "set_num_threads")
+        builder.call(fn, [builder.trunc(args[0], i32) if args[0].type.width > 32 else args[0]])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def _rms(x, w, eps):  # type: ignore[no-untyped-def]
+    """rms_norm over the rows of x (R, n) (ops.rms_norm), times w unless w is empty."""
+    y = np.empty_like(x)
+    _rms_rows(x, w, w.shape[0] > 0, eps, y)
+    return y
+
+
+@njit(cache=True, nogil=True)
+def _quantize(h, act, nsub, sub16):  # type: ignore[no-untyped-def]
+    """quantize_acts(h, act) for h (1, K), and matrix._sub_sums: codes, d, Q8_1 sums (or (0, 0)),
+    code sums per sub-block (1, nb, nsub) (Q8_K: sums of sub16 groups of 16; the others: nsub
+    1, each block's sum) or (0, 0, 0) for nsub 0."""
+    k = h.shape[1]
+    codes = np.empty((1, k), dtype=np.int8)
+    xb = np.zeros((0, 0, 0), dtype=np.int32)
+    if act == ACT_Q8_K:
+        d = np.empty((1, k // 256), dtype=np.float32)
+        bsums = np.empty((1, k // 16), dtype=np.int32)
+        _q8_k(h, codes, d, bsums)
+        if nsub > 0:
+            nb = k // 256
+            xb = np.zeros((1, nb, nsub), dtype=np.int32)
+            for b in range(nb):
+                for j in range(nsub):
+                    acc = np.int32(0)
+                    for g in range(sub16):
+                        acc += bsums[0, (b * nsub + j) * sub16 + g]
+                    xb[0, b, j] = acc
+        return codes, d, np.zeros((0, 0), dtype=np.float32), xb
+    d = np.empty((1, k // 32), dtype=np.float32)
+    s = np.empty((1, k // 32), dtype=np.float32) if act == ACT_Q8_1 else np.zeros((0, 0), dtype=np.float32)
+    _q8_0(h, codes, d, s, act == ACT_Q8_1)
+    if nsub > 0:  # packed Q4_0 / Q5_0: the codes' sum per block (matrix._sub_sums)
+        xb = np.zeros((1, k // 32, 1), dtype=np.int32)
+        for b in range(k // 32):
+            acc = np.int32(0)
+            for i in range(32):
+                acc += np.int32(codes[0, 32 * b + i])
+            xb[0, b, 0] = acc
+    return codes, d, s, xb
+
+
+@njit(cache=True, nogil=True)
+def _project(h, calls, outs, biases, serial, want):  # type: ignore[no-untyped-def]
+    """outs[i] = h @ W_i.T (+ biases[i]) for the matrices of `calls` (module docstring); each
+    call on `want` threads when it has at least `serial` multiply-adds, else on this one
+    (threads.configure). False when a work item failed."""
+    for c in calls:
+        fns, ws, tasks, act, nsub, sub16, slots, macs = c
+        set_num_threads(want if macs >= serial else 1)
+        xc, xd, xs, xb = _quantize(h, act, nsub, sub16)
+        ys = (outs[slots[0]], outs[slots[1]], outs[slots[2]])
+        if mm_decode_many(fns, ws, xc, xd, xs, xb, ys, tasks) != tasks.shape[0]:
+            return False
+    for i in range(len(outs)):
+        b = biases[i]
+        if b.shape[0] > 0:
+            y = outs[i]
+            for j in range(y.shape[1]):
+                y[0, j] += b[j]
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _add_block(x, y, post_norm, eps):  # type: ignore[no-untyped-def]
+    """x += post_norm(y) (or y): the residual after a block."""
+    if post_norm.shape[0] > 0:
+        y = _rms(y, post_norm, eps)
+    for j in range(x.shape[1]):
+        x[0, j] = x[0, j] + y[0, j]
+
+
+@njit(cache=True, nogil=True, inline="always")  # inlined into decode_layer: compiled once there
+def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
+                    cos, sin, kc, vc, serial, want):
+    """The layer up to its FFN's activation: x += post_norm(wo(attention(...))) in place, and
+    (gate, up) (1, F) of ffn_norm(x). kc, vc: the layer's cache (n_seq, Hkv, n_ctx, D) where the
+    token's K, V are written at (SEQ, POS); its keys K_START..POS are attended; q_scale > 0:
+    Q is multiplied by it before attention (and attn_scale is then 1). Returns (ok, gate, up)."""
+    H, Hkv, D, Dv = ints[N_HEAD], ints[N_HEAD_KV], ints[HEAD_DIM], ints[HEAD_DIM_V]
+    seq, pos, k_start = ints[SEQ], ints[POS], ints[K_START]
+    f32 = np.float32
+    h = _rms(x, norms[ATTN_NORM], eps)
+    q = np.empty((1, H * D), dtype=f32)
+    k = np.empty((1, Hkv * D), dtype=f32)
+    v = np.empty((1, Hkv * Dv), dtype=f32)
+    if not _project(h, qkv_calls, (q, k, v), (biases[BQ], biases[BK], biases[BV]), serial, want):
+        return False, q, q
+    q3 = q.reshape((1, H, D))
+    k3 = k.reshape((1, Hkv, D))
+    if norms[Q_NORM].shape[0] > 0:
+        q3 = _rms(q3.reshape((H, D)), norms[Q_NORM], eps).reshape((1, H, D))
+        k3 = _rms(k3.reshape((Hkv, D)), norms[K_NORM], eps).reshape((1, Hkv, D))
+    _rope_fma(q3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
+    _rope_fma(k3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
+    if q_scale > 0:
+        for i in range(H):
+            for j in range(D):
+                q3[0, i, j] = q3[0, i, j] * q_scale
+    for i in range(Hkv):  # the cache holds K and V rounded to f16
+        for j in range(D):
+            kc[seq, i, pos, j] = round_f16(k3[0, i, j])
+        for j in range(Dv):
+            vc[seq, i, pos, j] = round_f16(v[0, i * Dv + j])
+    n_keys = pos + 1 - k_start
+    out = np.empty((1, H, 1, Dv), dtype=f32)
+    _attend(q3.reshape((1, H, 1, D)), kc[seq : seq + 1, :, k_start : pos + 1], vc[seq : seq + 1, :, k_start : pos + 1],
+            np.zeros((1, 1, n_keys), dtype=f32), attn_scale, cap, out)
+    o = np.empty((1, x.shape[1]), dtype=f32)
+    if not _project(out.reshape((1, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
+        return False, q, q
+    _add_block(x, o, norms[POST_ATTN_NORM], eps)
+    h = _rms(x, norms[FFN_NORM], eps)
+    g = np.empty((1, ints[N_FF]), dtype=f32)
+    u = np.empty((1, ints[N_FF]), dtype=f32)
+    if not _project(h, up_calls, (g, u), (biases[BGATE], biases[BUP]), serial, want):
+        return False, q, q
+    return True, g, u
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ffn_out(x, act, norms, biases, down_calls, eps, serial, want):  # type: ignore[no-untyped-def]
+    """x += post_ffn_norm(down(act)) in place, act (1, F) the gated activation. False when a
+    work item failed."""
+    y = np.empty((1, x.shape[1]), dtype=np.float32)
+    if not _project(act, down_calls, (y,), (biases[BDOWN],), serial, want):
+        return False
+    _add_block(x, y, norms[POST_FFN_NORM], eps)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def decode_layer(x, norms, biases, qkv_calls, o_calls, up_calls, down_calls, ints, eps, q_scale,  # type: ignore[no-untyped-def]
+                 attn_scale, cap, cos, sin, kc, vc, gelu_table, serial, want):
+    """The whole layer for a GELU-gated FFN (ggml's f16 table): `attention_block`, then
+    gelu(gate) * up (float32), then `ffn_out`. False when a work item failed."""
+    ok, g, u = attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,
+                               cos, sin, kc, vc, serial, want)
+    if not ok:
+        return False
+    a = np.empty_like(g)
+    gelu_lookup(g.reshape(-1), gelu_table, a.reshape(-1))
+    for j in range(a.shape[1]):
+        a[0, j] = a[0, j] * u[0, j]
+    return ffn_out(x, a, norms, biases, down_calls, eps, serial, want)

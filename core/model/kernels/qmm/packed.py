@@ -1,0 +1,292 @@
+"""The 32-value legacy types with their rows interleaved by eights (packed once, at load), and
+the kernel that multiplies them: llama.cpp's repacking (ggml-cpu/repack.cpp) for our arithmetic.
+
+The 16-row kernels (rows.py) read 16 rows as stored, each in its own vector, and pay per block
+for a transposing tree that sums each row's lanes and for gathering the 16 rows' scales: on
+AVX2 more instructions than the products. Packed, one 32-byte vector holds 4 codes of each of 8
+rows side by side; its byte products with 4 activation codes broadcast to every row (vpmaddubsw
+or vpdpbusd) leave each row's partial sum in its own lanes, so a block's 8 exact row sums come
+out of 8 products and a few adds, and the 8 scales are one 16-byte load. Demo shapes, one
+thread, Haswell target: Q5_0 2048 x 640, one activation row, 23.9 -> 73 G MAC/s.
+
+The arithmetic is the 16-row kernels' (block_dots.py's module docstring): for each row, its
+blocks in order, acc = acc + (d_x * d_w) * float(isum) (+ m_w * s_x), isum exact; so a packed
+matrix gives every row the same bits as the stored one (tests/test_qmm.py).
+
+Layout: a matrix of N rows (N a multiple of 8) packed is (N / 8, nb * R) bytes; group g (rows
+8g .. 8g + 7) holds, for each block b in order, a record of R bytes (R = 8 * the block's bytes):
+  d[8] fp16 | m[8] fp16 (Q4_1, Q5_1) | codes
+  Q8_0: 8 chunks of 32 bytes: chunk k, byte 4r + i = code 4k + i of row r (int8)
+  Q4_x, Q5_x: 4 chunks of 32 bytes: chunk c, byte 4r + i = the row's qs byte 4c + i, whose low
+      nibble is code 4c + i and high nibble code 16 + 4c + i (the file's own bytes, regrouped)
+  Q5_x: then 32 bytes of fifth bits: byte 4r + i, bit k = bit 4k + i of the row's qh (the fifth
+      bit of code 4k + i)
+Code chunk k (k < 8) is then codes 4k .. 4k + 3 of every row, against activation codes 4k .. 4k + 3.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm.isa import const_vec, vec
+from llamacli.core.model.kernels.qmm.rows import LAYOUTS
+
+GROUP = 8  # rows interleaved
+KINDS = frozenset(LAYOUTS)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids)
+
+_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+
+
+def record_bytes(kind: int) -> int:
+    return GROUP * LAYOUTS[kind][0]
+
+
+@njit(cache=True, nogil=True)
+def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, out):  # type: ignore[no-untyped-def]
+    """out (N / 8, nb * 8 * bsize) = w (N, nb * bsize) interleaved (module docstring)."""
+    rec = GROUP * bsize
+    n_groups = out.shape[0]
+    nb = w.shape[1] // bsize
+    code_at = 32 if m_at >= 0 else 16
+    for g in range(n_groups):
+        for b in range(nb):
+            o = b * rec
+            for r in range(GROUP):
+                src = w[g * GROUP + r]
+                s = b * bsize
+                out[g, o + 2 * r] = src[s]
+                out[g, o + 2 * r + 1] = src[s + 1]
+                if m_at >= 0:
+                    out[g, o + 16 + 2 * r] = src[s + m_at]
+                    out[g, o + 16 + 2 * r + 1] = src[s + m_at + 1]
+                if eight_bit:  # Q8_0: 32 int8 codes
+                    for k in range(8):
+                        for i in range(4):
+                            out[g, o + code_at + 32 * k + 4 * r + i] = src[s + 2 + 4 * k + i]
+                else:
+                    for c in range(4):
+                        for i in range(4):
+                            out[g, o + code_at + 32 * c + 4 * r + i] = src[s + qs_at + 4 * c + i]
+                    if qh_at >= 0:
+                        qh = np.uint32(src[s + qh_at]) | (np.uint32(src[s + qh_at + 1]) << 8)
+                        qh |= (np.uint32(src[s + qh_at + 2]) << 16) | (np.uint32(src[s + qh_at + 3]) << 24)
+                        for i in range(4):
+                            bits = 0
+                            for k in range(8):
+                                bits |= ((qh >> np.uint32(4 * k + i)) & np.uint32(1)) << np.uint32(k)
+                            out[g, o + code_at + 128 + 4 * r + i] = bits
+
+
+def pack(data: np.ndarray, kind: int) -> np.ndarray:
+    """The packed form (module docstring) of a matrix (N, row bytes) of type `kind`, N a
+    multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
+    bsize, qs_at, qh_at, _, m_at = LAYOUTS[kind]
+    n, row_bytes = data.shape
+    out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
+    _pack(data, bsize, qs_at, qh_at, m_at, kind == 4, out)
+    out.flags.writeable = False
+    return out
+
+
+def _splat(builder: Any, v: Any, n: int) -> Any:
+    vt = vec(v.type, n)
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), const_vec(_I32, [0] * n))
+
+
+def _load(builder: Any, p: Any, at: int, vt: ir.Type) -> Any:
+    return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(_I64, at)]), vt.as_pointer()), align=1)
+
+
+def _codes(builder: Any, rec: Any, kind: int) -> list[Any]:
+    """The 8 code chunks (<32 x i8>) of a record: Q8_0's signed codes, the others' unsigned
+    (0..31, before their offset)."""
+    _, _, qh_at, _, m_at = LAYOUTS[kind]
+    at = 32 if m_at >= 0 else 16
+    v32 = vec(_I8, 32)
+    if kind == 4:
+        return [_load(builder, rec, at + 32 * k, v32) for k in range(8)]
+    m15 = const_vec(_I8, [15] * 32)
+    nib = [_load(builder, rec, at + 32 * c, v32) for c in range(4)]
+    codes = [builder.and_(v, m15) for v in nib] + [builder.and_(builder.lshr(v, const_vec(_I8, [4] * 32)), m15) for v in nib]
+    if qh_at >= 0:  # bit k of each byte to bit 4: a shift of 16-bit words (a bit moved by less
+        # than 8 stays in its byte: the mask keeps bit 4 of each), an and, an or
+        bits = builder.bitcast(_load(builder, rec, at + 128, v32), vec(_I16, 16))
+        for k in range(8):
+            moved = bits if k == 4 else builder.shl(bits, const_vec(_I16, [4 - k] * 16)) if k < 4 else builder.lshr(bits, const_vec(_I16, [k - 4] * 16))
+            codes[k] = builder.or_(codes[k], builder.and_(builder.bitcast(moved, v32), const_vec(_I8, [16] * 32)))
+    return codes
+
+
+def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> Any:
+    """<8 x i32>: each row's sum over the 8 chunks of code * activation code (exact)."""
+    acc8 = ir.Constant(vec(_I32, 8), [0] * 8)
+    if signed:  # ggml's sign trick: |q| times x with q's sign (rows.py, `_legacy_terms_bytes`)
+        zero = ir.Constant(vec(_I8, 32), [0] * 32)
+        parts = [(builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, q), q), isa.sign_i8(builder, x, q))
+                 for q, x in zip(codes, xq)]
+    else:
+        parts = list(zip(codes, xq))
+    if isa.TARGET.dpbusd_bytes:
+        for u, s in parts:
+            acc8 = isa.dpbusd(builder, acc8, u, s)
+        return acc8
+    pairs = [isa.madd_u8(builder, u, s) for u, s in parts]
+    if signed:  # |pair| <= 2 * 128 * 127: to int32 at once
+        for p in pairs:
+            acc8 = builder.add(acc8, isa.quad_sums(builder, p))
+        return acc8
+    # unsigned codes < 32: |pair| <= 2 * 31 * 128, four of them fit int16
+    for h in range(2):
+        s16 = pairs[4 * h]
+        for p in pairs[4 * h + 1 : 4 * h + 4]:
+            s16 = builder.add(s16, p)
+        acc8 = builder.add(acc8, isa.quad_sums(builder, s16))
+    return acc8
+
+
+def _make_packed_dot(kind: int) -> Any:
+    bsize, _, _, offset, m_at = LAYOUTS[kind]
+    rec_bytes = GROUP * bsize
+
+    @intrinsic
+    def packed_dot(typingctx: Any, w: Any, g0: Any, g1: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
+        """out[t, 8g .. 8g + 7] for groups g0 <= g < g1 of the packed w (N / 8, nb * R) and every
+        activation row t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums (Q4_1,
+        Q5_1), xb (T, nb, 1) the codes' sums per block (Q4_0, Q5_0: the offset's share), out (T,
+        N); acc (>= T, 8) float32 scratch for several rows (one row keeps its accumulators in a
+        register)."""
+        sig = types.void(w, g0, g1, x, xd, xs, xb, out, acc)
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            isa.set_target(context)
+            f32 = ir.FloatType()
+            vf = vec(f32, GROUP)
+            wa, xa, xda, xsa, xba, oa, aa = (context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 3, 4, 5, 6, 7, 8))
+            i64 = [builder.sext(a, _I64) if a.type != _I64 else a for a in (args[1], args[2])]
+            g0_, g1_ = i64
+            row_bytes = builder.extract_value(wa.strides, 0)
+            nb = builder.udiv(builder.extract_value(wa.shape, 1), ir.Constant(_I64, rec_bytes))
+            n_tok = builder.extract_value(xa.shape, 0)
+            k_len = builder.extract_value(xa.shape, 1)
+            xd_len = builder.extract_value(xda.shape, 1)
+            xs_len = builder.extract_value(xsa.shape, 1)
+            xb_len = builder.extract_value(xba.shape, 1)
+            n_out = builder.extract_value(oa.shape, 1)
+            zero_f = ir.Constant(vf, [0.0] * GROUP)
+            pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]), "llvm.prefetch.p0i8")
+
+            def loop(lo: Any, hi: Any, body: Any, name: str, init: Any = None) -> Any:
+                """for i in lo .. hi - 1: v = body(i, v) (v from init; without init, body(i)),
+                from the current block; returns the last v (init when there was none)."""
+                pre = builder.block
+                head = builder.function.append_basic_block(name)
+                after = builder.function.append_basic_block(name + "_end")
+                builder.cbranch(builder.icmp_signed("<", lo, hi), head, after)
+                builder.position_at_end(head)
+                i = builder.phi(_I64)
+                i.add_incoming(lo, pre)
+                v: Any = builder.phi(init.type) if init is not None else None
+                if v is not None:
+                    v.add_incoming(init, pre)
+                v1 = body(i) if v is None else body(i, v)
+                i1 = builder.add(i, ir.Constant(_I64, 1))
+                last = builder.block
+                i.add_incoming(i1, last)
+                if v is not None:
+                    v.add_incoming(v1, last)
+                builder.cbranch(builder.icmp_signed("<", i1, hi), head, after)
+                builder.position_at_end(after)
+                if init is None:
+                    return None
+                out_v = builder.phi(init.type)
+                out_v.add_incoming(init, pre)
+                out_v.add_incoming(v1, last)
+                return out_v
+
+            def record(gbase: Any, b: Any) -> tuple[Any, Any, Any]:
+                """Block b of a group: its scales, mins (or None) and 8 code chunks."""
+                rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
+                for k in range(0, rec_bytes, 64):  # the records ahead (a group's are contiguous)
+                    builder.call(pf, [builder.gep(rec, [ir.Constant(_I64, 8 * rec_bytes + k)]),
+                                      ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
+                mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
+                return d, mins, _codes(builder, rec, kind)
+
+            def terms(state: tuple[Any, Any, Any], b: Any, t: Any) -> Any:
+                """<8 x float>: block b's terms of the group's rows for activation row t."""
+                d, mins, codes = state
+                xt = builder.bitcast(builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 32)))]),
+                                     _I32.as_pointer())
+                xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xt, [ir.Constant(_I64, k)]), align=1), GROUP),
+                                      vec(_I8, 32)) for k in range(8)]
+                isum = _row_sums(builder, codes, xq, kind == 4)
+                if offset:  # codes stored before their offset: - offset * sum(x)
+                    xsum = builder.load(builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), b)]))
+                    isum = builder.sub(isum, _splat(builder, builder.mul(xsum, ir.Constant(_I32, offset)), GROUP))
+                dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), GROUP)
+                term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vf))
+                if mins is not None:
+                    sx = _splat(builder, builder.load(builder.gep(xsa.data, [builder.add(builder.mul(t, xs_len), b)])), GROUP)
+                    term = builder.fadd(term, builder.fmul(mins, sx))
+                return term
+
+            def out_ptr(t: Any, g: Any) -> Any:
+                return builder.bitcast(builder.gep(oa.data, [builder.add(builder.mul(t, n_out), builder.mul(g, ir.Constant(_I64, GROUP)))]),
+                                       vf.as_pointer())
+
+            def acc_ptr(t: Any) -> Any:
+                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, GROUP))]), vf.as_pointer())
+
+            def group_one(g: Any) -> None:
+                """One activation row: the accumulators in a register."""
+                gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
+                t0 = ir.Constant(_I64, 0)
+                acc = loop(t0, nb, lambda b, a: builder.fadd(a, terms(record(gbase, b), b, t0)), "packed_block1", zero_f)
+                builder.store(acc, out_ptr(t0, g), align=4)
+
+            def group_many(g: Any) -> None:
+                """Several: each block's codes unpacked once for all of them, their accumulators
+                in contiguous scratch (as rows.py's)."""
+                gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
+                zero_i = ir.Constant(_I64, 0)
+                loop(zero_i, n_tok, lambda t: builder.store(zero_f, acc_ptr(t), align=4), "packed_init")
+
+                def block(b: Any) -> None:
+                    state = record(gbase, b)
+
+                    def token(t: Any) -> None:
+                        p = acc_ptr(t)
+                        builder.store(builder.fadd(builder.load(p, align=4), terms(state, b, t)), p, align=4)
+
+                    loop(zero_i, n_tok, token, "packed_token")
+
+                loop(zero_i, nb, block, "packed_block")
+                loop(zero_i, n_tok, lambda t: builder.store(builder.load(acc_ptr(t), align=4), out_ptr(t, g), align=4), "packed_copy")
+
+            with builder.if_else(builder.icmp_signed("==", n_tok, ir.Constant(_I64, 1))) as (one, many):
+                with one:
+                    loop(g0_, g1_, group_one, "packed_group1")
+                with many:
+                    loop(g0_, g1_, group_many, "packed_group")
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return packed_dot
+
+
+packed_q4_0 = _make_packed_dot(0)
+packed_q4_1 = _make_packed_dot(1)
+packed_q5_0 = _make_packed_dot(2)
+packed_q5_1 = _make_packed_dot(3)
+packed_q8_0 = _make_packed_dot(4)
+PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0}

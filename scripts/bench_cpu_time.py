@@ -1,0 +1,134 @@
+"""Decode and prompt speed as CPU time, ours beside llama.cpp's: figures that hold on a busy machine.
+
+    python scripts/bench_cpu_time.py [-m MODEL] [-n 64] [-p 512] [--reps 3]
+
+`llama bench` times wall clocks, which on a machine shared with other work measure how each
+engine copes with losing its cores as much as its speed (llama.cpp's threads spin at their
+barriers; ours run small matmuls on one thread when the machine is busy). Here both run on one
+thread, one after the other, and each reports the CPU time it spent: tg = a one-token decode
+step (its logits included) after a 100-token prompt, tg-nologits = the same step without the
+vocabulary projection (llama.cpp skips it when no logits are asked for; ours runs
+`forward_hidden`), pp = a P-token prompt into an empty cache. Best of `--reps`. llama.cpp runs
+in a child process (llama-cpp-python, `PYTHONPATH` chooses its build); the CPU our kernels use
+is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES choose another code path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+PROMPT = 100  # cached tokens before the decode steps
+
+
+def _cpu_ms(fn, n: int) -> float:  # type: ignore[no-untyped-def]
+    t = time.process_time()
+    for i in range(n):
+        fn(i)
+    return (time.process_time() - t) / n * 1e3
+
+
+def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
+    from llamacli.core.model.kernels.qmm import threads
+    from llamacli.core.model.load import load_model
+    from llamacli.core.model.state.batch import Batch
+
+    threads.set_threads(1)
+    model, _, _ = load_model(path)
+    rng = np.random.default_rng(1)
+    prompt = rng.integers(0, model.args.n_vocab, max(p, PROMPT + n + 1))
+    cache = model.new_cache(1, len(prompt))
+
+    def step(f):  # type: ignore[no-untyped-def]
+        def run(i: int) -> None:
+            f(Batch(prompt[PROMPT + i : PROMPT + i + 1], [0], [PROMPT + i]), cache)
+        return run
+
+    out: dict[str, list[float]] = {"tg": [], "tg-nologits": [], "pp": []}
+    for _ in range(reps):
+        cache.clear()
+        model.forward(Batch.single(prompt[:PROMPT]), cache)
+        out["tg"].append(_cpu_ms(step(model.forward), n))
+        cache.truncate(0, PROMPT)
+        out["tg-nologits"].append(_cpu_ms(step(model.forward_hidden), n))
+        cache.clear()
+        out["pp"].append(_cpu_ms(lambda i: model.forward(Batch.single(prompt[:p]), cache), 1) / p)
+    return {k: min(v) for k, v in out.items()}
+
+
+def reference(path: str, n: int, p: int, reps: int) -> dict[str, float]:
+    from llamacli.bench_reference import LlamaCppBench
+
+    lc = LlamaCppBench(path, n_ctx=max(p, PROMPT + n + 1) + 64, n_seq_max=1, threads=1)
+    b, L = lc.batch, lc.L
+    prompt = np.random.default_rng(1).integers(0, lc.n_vocab, max(p, PROMPT + n + 1))
+
+    def one(logits: bool):  # type: ignore[no-untyped-def]
+        def run(i: int) -> None:
+            b.token[0], b.pos[0], b.n_seq_id[0], b.seq_id[0][0] = int(prompt[PROMPT + i]), PROMPT + i, 1, 0
+            b.logits[0] = int(logits)
+            b.n_tokens = 1
+            if L.llama_decode(lc.ctx, b) != 0:
+                raise RuntimeError("llama_decode failed")
+            L.llama_synchronize(lc.ctx)
+        return run
+
+    def prefill(k: int) -> None:
+        lc._clear()
+        lc._decode(prompt[:k], np.zeros(k, int), np.arange(k))
+
+    out: dict[str, list[float]] = {"tg": [], "tg-nologits": [], "pp": []}
+    try:
+        for _ in range(reps):
+            prefill(PROMPT)
+            out["tg"].append(_cpu_ms(one(True), n))
+            prefill(PROMPT)
+            out["tg-nologits"].append(_cpu_ms(one(False), n))
+            out["pp"].append(_cpu_ms(lambda i: prefill(p), 1) / p)
+    finally:
+        lc.close()
+    return {k: min(v) for k, v in out.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-m", "--model", default=None)
+    ap.add_argument("-n", type=int, default=64, help="decode steps per measure")
+    ap.add_argument("-p", type=int, default=512, help="prompt tokens of the pp measure")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.model is None:
+        from llamacli.hub import demo_model
+
+        demo = demo_model()
+        if demo is None:
+            sys.exit("no demo model here: pass -m MODEL")
+        a.model = str(demo.path)
+    if a.child:
+        print(json.dumps(reference(a.model, a.n, a.p, a.reps)))
+        return
+    mine = ours(a.model, a.n, a.p, a.reps)
+    cmd = [sys.executable, __file__, "--child", "-m", a.model, "-n", str(a.n), "-p", str(a.p), "--reps", str(a.reps)]
+    run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
+    ref = json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 and run.stdout.strip() else None
+    print(f"{'ms CPU per token, 1 thread':28s} {'llamacli':>9s} {'llama.cpp':>9s} {'speed ratio':>11s}")
+    for k in ("tg", "tg-nologits", "pp"):
+        r = ref[k] if ref else float("nan")
+        print(f"{k:28s} {mine[k]:9.2f} {r:9.2f} {r / mine[k]:10.2f}x")
+    if ref is None:
+        print(f"(no llama.cpp column: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'llama-cpp-python missing'})")
+
+
+if __name__ == "__main__":
+    main()

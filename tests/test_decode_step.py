@@ -1,0 +1,68 @@
+"""The one-token decode step in one compiled call per layer (core/model/families/decode_step.py)
+gives the bits of the step through the operations one by one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.families.decode_step import DecodeStep
+from llamacli.core.model.load import load_model
+from llamacli.core.model.state.batch import Batch
+from tests.test_models import _path
+from tests.tiny_models import ARCHES, fixture_tokens
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("tiny-step")
+
+
+def _model(model_dir: Path, arch: str, variant: str) -> DecoderModel:
+    model, _, _ = load_model(_path(model_dir, arch, variant), numerics="ggml")
+    return model
+
+
+def _decode(model: DecoderModel, fused: bool, toks: list[int], n_prompt: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Logits of every one-token step after an n_prompt prompt (sequence 1 of 2), and the cache."""
+    model.fused_decode = fused
+    cache = model.new_cache(2, 64)
+    model.forward(Batch.single(toks[:n_prompt], seq_id=1), cache)
+    steps = [model.forward(Batch([t], [1], [i]), cache) for i, t in enumerate(toks[n_prompt:], start=n_prompt)]
+    return np.concatenate(steps), cache.k + cache.v
+
+
+@pytest.mark.parametrize("variant", ["Q8_0", "Q4_K"])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str) -> None:
+    """Every family (Q/K norms, QKV biases, post norms, GELU and SiLU, sliding windows: gemma3's
+    window is 8 tokens, passed here), logits and cache."""
+    model = _model(model_dir, arch, variant)
+    toks = fixture_tokens(arch, 24)
+    one_by_one, cache_a = _decode(model, False, toks, 5)
+    fused, cache_b = _decode(model, True, toks, 5)
+    assert model._decode_step is not None  # the fused path ran
+    assert model.one_token_step_kind() == ("gelu" if arch == "gemma3" else "silu")  # what warmup compiles
+    assert np.array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+
+
+def test_overridden_block_keeps_its_own_code(model_dir: Path) -> None:
+    """A family that overrides the attention or FFN block gets no fused step."""
+    model = _model(model_dir, "llama", "Q8_0")
+    assert DecodeStep.plan(model) is not None
+
+    class OwnFfn(type(model)):  # type: ignore[misc]
+        def ffn(self, lw, h):  # type: ignore[no-untyped-def]
+            return super().ffn(lw, h)
+
+    model.__class__ = OwnFfn
+    assert DecodeStep.plan(model) is None
+
+
+def test_float_weights_are_not_fused(model_dir: Path) -> None:
+    model = _model(model_dir, "llama", "F16")
+    assert DecodeStep.plan(model) is None and model.one_token_step_kind() is None
