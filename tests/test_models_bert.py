@@ -137,3 +137,11 @@ def test_schedule_never_splits_whole_prompts() -> None:
     # a decoder's prompt still fills what is left
     chunks = schedule([SlotState(0, False, 30, order=1, whole=True), SlotState(1, False, 100, order=2)], 40)
     assert [(c.slot_id, c.n_tokens) for c in chunks] == [(0, 30), (1, 10)]
+
+
+@pytest.mark.parametrize("name", ENCODERS)
+def test_encoders_have_no_one_token_step_to_compile(encoders: dict[str, Path], name: str) -> None:
+    """The kernel warm-up asks every model for its one-token step; an encoder has none (it
+    reads whole sequences), and asking must not fail (`llama serve --embeddings` loads it so)."""
+    model, _, _ = load_model(str(encoders[name]), numerics="ggml")
+    assert model.one_token_step_kind() is None

@@ -116,6 +116,10 @@ class BertModel(DecoderModel):
         self.n_cls_out = head.n_out if head is not None else 0
         self._rope = a.rope
 
+    def one_token_step_kind(self) -> str | None:
+        """None: an encoder reads whole sequences, it has no one-token decode step to compile."""
+        return None
+
     # ---- loading -------------------------------------------------------------------------
     def _norm(self, ld: WeightLoader, prefix: str) -> Norm:
         n = self.args.n_embd
