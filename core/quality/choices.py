@@ -277,7 +277,8 @@ def winogrande(runner: ChoiceRunner, tasks: list[WinograndeTask], tokenize: Toke
     """Per choice the mean log-probability of the sentence's tokens after the choice (or of the
     choice and after, when either side has 3 tokens or fewer), llama.cpp's index arithmetic
     included (for the second sentence it starts from a row of the first when the choice is
-    scored: its FIXME, kept so that the scores are llama.cpp's)."""
+    scored, which llama.cpp's source marks as questionable; reproduced on purpose so that the
+    scores equal llama-perplexity's)."""
     prepared = []
     for t in tasks:
         seqs = [tokenize(t.first + c + t.second) for c in t.choices]
