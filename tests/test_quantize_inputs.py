@@ -159,6 +159,26 @@ def write_input(name: str, path: str | os.PathLike[str]) -> Path:
     return path
 
 
+def write_imatrix(model: str | os.PathLike[str], path: str | os.PathLike[str], legacy: bool = False) -> Path:
+    """A deterministic importance matrix for a test input: every 2-D `blk.*` weight gets sums of
+    squares from a seeded gamma distribution over 512 tokens (4 chunks of 128); the output and
+    token embeddings get none, as llama-imatrix without --process-output. GGUF or legacy .dat."""
+    from llamacli.core.quantize.imatrix_file import ImatrixEntry, write_imatrix_dat, write_imatrix_gguf
+
+    g = GGUFFile(model)
+    rng = np.random.default_rng(4096)
+    entries: dict[str, ImatrixEntry] = {}
+    for name, t in sorted(g.tensors.items()):
+        if name.startswith("blk.") and name.endswith(".weight") and len(t.shape) == 2:
+            sums = (rng.gamma(0.7, 1.0, t.shape[-1]) * 512).astype(np.float32)
+            entries[name] = ImatrixEntry(sums, np.array([512], dtype=np.int64))
+    if legacy:
+        write_imatrix_dat(str(path), entries, 128, 4, "train.txt")
+    else:
+        write_imatrix_gguf(str(path), entries, ["train.txt"], 4, 128)
+    return Path(path)
+
+
 def sha256_file(path: str | os.PathLike[str]) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:

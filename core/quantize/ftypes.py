@@ -29,6 +29,7 @@ FILE_TYPES: tuple[FileType, ...] = (
     FileType("Q5_0", 8, QT.Q5_0, " 5.21G, +0.1316 ppl @ Llama-3-8B"),
     FileType("Q5_1", 9, QT.Q5_1, " 5.65G, +0.1062 ppl @ Llama-3-8B"),
     FileType("Q2_K", 10, QT.Q2_K, " 2.96G, +3.5199 ppl @ Llama-3-8B"),
+    FileType("Q2_K_S", 21, QT.Q2_K, " 2.96G, +3.1836 ppl @ Llama-3-8B"),
     FileType("Q3_K", 12, QT.Q3_K, "alias for Q3_K_M"),
     FileType("Q3_K_S", 11, QT.Q3_K, " 3.41G, +1.6321 ppl @ Llama-3-8B"),
     FileType("Q3_K_M", 12, QT.Q3_K, " 3.74G, +0.6569 ppl @ Llama-3-8B"),
@@ -44,10 +45,13 @@ FILE_TYPES: tuple[FileType, ...] = (
     FileType("F16", 1, QT.F16, "14.00G, +0.0020 ppl @ Mistral-7B"),
     FileType("BF16", 32, QT.BF16, "14.00G, -0.0050 ppl @ Mistral-7B"),
     FileType("F32", 0, QT.F32, "26.00G              @ 7B"),
+    # after F32, so that 0 means F32; COPY keeps every tensor and the input's file type
+    FileType("COPY", 0, QT.F32, "only copy tensors, no quantizing"),
 )
 
 # ftype ids by name, for the mixture rules (llama.h LLAMA_FTYPE_MOSTLY_*)
 Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M = 10, 11, 12, 13, 14, 15, 16, 17
+Q2_K_S = 21
 Q4_0, Q5_0 = 2, 8
 
 # Tensor types we can write (for --output-tensor-type / --token-embedding-type).
