@@ -104,6 +104,14 @@ OPTION_PLAN: list[tuple[str, list[str], str]] = [
                    "--override-kv", "test.scale=float:0.3"], "Q8_0"),
     ("llama-f32", [], "COPY"),
     ("llama-q8_0", [], "COPY"),
+    ("llama-f32", [], "TQ1_0"),
+    ("llama-f32", [], "TQ2_0"),
+    ("gemma3-640", [], "TQ1_0"),
+    ("llama-f32", [], "MXFP4_MOE"),
+    ("qwen3moe-f32", [], "MXFP4_MOE"),
+    ("qwen3moe-f32", [], "Q4_K_M"),
+    ("qwen3moe-f32", IMX, "Q4_K_M"),
+    ("qwen3moe-f32", IMX, "Q2_K_S"),
     ("llama-f32", [], "Q2_K_S"),  # refused: needs an imatrix
 ]
 
@@ -286,6 +294,9 @@ def kernel_inputs() -> np.ndarray:
     x[13] = np.repeat(rng.standard_normal(16), 16).astype(np.float32)  # constant groups
     x[14, :32] = 1e-30
     x[15, 100] = -7.0
+    # just below powers of two per 32 values: MXFP4's floor(log2(amax)) at its edges
+    x[16] = np.repeat(np.nextafter(np.float32(2.0) ** np.arange(-4, 12, 2, dtype=np.float32), np.float32(0)), 32)
+    x[16] *= np.tile(np.linspace(0.1, 1, 32, dtype=np.float32), 8)
     return x
 
 
@@ -326,11 +337,12 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo", action="store_true", help="also (only) the demo-model runs")
     ap.add_argument("--options", metavar="LLAMA_QUANTIZE",
-                    help="(only) the option runs and weighted kernels, with this llama-quantize binary")
+                    help="(only) the option runs and the kernel blocks, with this llama-quantize binary")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if args.options:
             make_option_runs(Path(d), args.options)
+            make_kernels()
             make_kernels_imatrix()
         elif args.demo:
             make_demo(Path(d))

@@ -202,7 +202,8 @@ class TypeChooser:
         if ncols % block == 0:
             return target, False
         self.n_fallback += 1
-        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
+        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.TQ1_0: QT.Q4_0, QT.TQ2_0: QT.Q4_0, QT.Q4_K: QT.Q5_0,
+               QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
         if ncols % GGML_QUANT_SIZES[ret][0]:
             ret = QT.F16  # not even a multiple of 32
         return ret, True
@@ -224,11 +225,17 @@ class TypeChooser:
             if self.output_tensor_type is not None:
                 return self.output_tensor_type
             nx = shape[-1]
-            if falcon or nx % GGML_QUANT_SIZES[new_type][0]:
+            if ft == FT.MXFP4_MOE or falcon or nx % GGML_QUANT_SIZES[new_type][0]:
                 return QT.Q8_0
             return new_type if new_type == QT.Q8_0 else QT.Q6_K
+        if ft == FT.MXFP4_MOE:
+            # expert tensors (3-D, more than one matrix) MXFP4, the rest Q8_0
+            experts = len(shape) >= 3 and shape[-3] > 1
+            if m.arch == "bailingmoe3" and cat not in (FFN_UP, FFN_GATE, FFN_DOWN):
+                experts = False
+            return QT.MXFP4 if experts else QT.Q8_0
         if cat == TOKEN_EMBD:
-            return new_type
+            return QT.Q4_K if ft in (FT.TQ1_0, FT.TQ2_0) else new_type
         if _is_attn_v(cat):
             if ft == FT.Q2_K:
                 new_type = QT.Q4_K if m.n_gqa >= 4 else QT.Q3_K
