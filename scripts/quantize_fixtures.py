@@ -112,6 +112,12 @@ OPTION_PLAN: list[tuple[str, list[str], str]] = [
     ("qwen3moe-f32", [], "Q4_K_M"),
     ("qwen3moe-f32", IMX, "Q4_K_M"),
     ("qwen3moe-f32", IMX, "Q2_K_S"),
+    ("llama-f32", [], "IQ4_NL"),
+    ("llama-f32", [], "IQ4_XS"),
+    ("llama-f32", IMX, "IQ4_XS"),
+    ("gemma3-640", [], "IQ4_XS"),
+    ("rules-llama32", [], "IQ4_XS"),
+    ("rules-llama32", IMX, "IQ4_NL"),
     ("llama-f32", [], "Q2_K_S"),  # refused: needs an imatrix
 ]
 

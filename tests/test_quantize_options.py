@@ -59,7 +59,7 @@ def test_option_run_equals_llama_quantize(run: dict[str, Any], tmp_path: Path, m
 
 
 def test_option_runs_cover_the_new_file_types() -> None:
-    assert {"Q2_K_S", "COPY", "TQ1_0", "TQ2_0", "MXFP4_MOE"} <= {r["type"] for r in RUNS if not r.get("refused")}
+    assert {"Q2_K_S", "COPY", "TQ1_0", "TQ2_0", "MXFP4_MOE", "IQ4_NL", "IQ4_XS"} <= {r["type"] for r in RUNS if not r.get("refused")}
     moe = {t for r in RUNS if r["input"] == "qwen3moe-f32" for _, t in r.get("types", [])}
     assert "MXFP4" in moe  # the experts of the MoE input
 

@@ -37,6 +37,8 @@ FILE_TYPES: tuple[FileType, ...] = (
     FileType("Q3_K_S", 11, QT.Q3_K, " 3.41G, +1.6321 ppl @ Llama-3-8B"),
     FileType("Q3_K_M", 12, QT.Q3_K, " 3.74G, +0.6569 ppl @ Llama-3-8B"),
     FileType("Q3_K_L", 13, QT.Q3_K, " 4.03G, +0.5562 ppl @ Llama-3-8B"),
+    FileType("IQ4_NL", 25, QT.IQ4_NL, " 4.50 bpw non-linear quantization"),
+    FileType("IQ4_XS", 30, QT.IQ4_XS, " 4.25 bpw non-linear quantization"),
     FileType("Q4_K", 15, QT.Q4_K, "alias for Q4_K_M"),
     FileType("Q4_K_S", 14, QT.Q4_K, " 4.37G, +0.2689 ppl @ Llama-3-8B"),
     FileType("Q4_K_M", 15, QT.Q4_K, " 4.58G, +0.1754 ppl @ Llama-3-8B"),
@@ -56,12 +58,14 @@ FILE_TYPES: tuple[FileType, ...] = (
 Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M = 10, 11, 12, 13, 14, 15, 16, 17
 Q2_K_S = 21
 TQ1_0, TQ2_0, MXFP4_MOE = 36, 37, 38
+IQ4_NL, IQ4_XS = 25, 30
 Q4_0, Q5_0 = 2, 8
 
 # Tensor types we can write (for --output-tensor-type / --token-embedding-type).
 WRITABLE_TYPES: tuple[QT, ...] = (
     QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0,
-    QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.TQ1_0, QT.TQ2_0, QT.MXFP4,
+    QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.TQ1_0, QT.TQ2_0, QT.MXFP4, QT.IQ4_NL,
+    QT.IQ4_XS,
 )
 
 

@@ -202,7 +202,7 @@ class TypeChooser:
         if ncols % block == 0:
             return target, False
         self.n_fallback += 1
-        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.TQ1_0: QT.Q4_0, QT.TQ2_0: QT.Q4_0, QT.Q4_K: QT.Q5_0,
+        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.TQ1_0: QT.Q4_0, QT.TQ2_0: QT.Q4_0, QT.IQ4_XS: QT.IQ4_NL, QT.Q4_K: QT.Q5_0,
                QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
         if ncols % GGML_QUANT_SIZES[ret][0]:
             ret = QT.F16  # not even a multiple of 32
@@ -248,6 +248,8 @@ class TypeChooser:
                 new_type = QT.Q5_K
             elif ft in (FT.Q4_K_M, FT.Q5_K_M) and _use_more_bits(self.i_attention_wv, self.n_attention_wv):
                 new_type = QT.Q6_K
+            elif ft in (FT.IQ4_NL, FT.IQ4_XS) and m.n_gqa >= 4:
+                new_type = QT.Q5_K
             elif ft == FT.Q4_K_S and self.i_attention_wv < 4:
                 new_type = QT.Q5_K
             if m.is_70b and new_type in (QT.Q3_K, QT.Q4_K):
@@ -284,6 +286,8 @@ class TypeChooser:
                 new_type = QT.Q6_K
             elif ft == FT.Q4_K_S and not falcon and i_layer < n_layer // 8:
                 new_type = QT.Q5_K
+            elif i_layer < n_layer // 8 and ft in (FT.IQ4_NL, FT.IQ4_XS) and not self.has_imatrix:
+                new_type = QT.Q5_K
             elif ft in (FT.Q4_0, FT.Q5_0) and self.has_imatrix and i_layer < n_layer // 8:
                 # llama.cpp's guard for the first ffn_down layers, only with an imatrix
                 new_type = QT.Q4_1 if ft == FT.Q4_0 else QT.Q5_1
@@ -291,7 +295,7 @@ class TypeChooser:
         elif cat == ATTN_OUTPUT:
             if not falcon:
                 if m.n_expert == 8:
-                    if ft in (FT.Q2_K, FT.Q3_K_S, FT.Q3_K_M, FT.Q4_K_S, FT.Q4_K_M):
+                    if ft in (FT.Q2_K, FT.Q3_K_S, FT.Q3_K_M, FT.IQ4_NL, FT.Q4_K_S, FT.Q4_K_M, FT.IQ4_XS):
                         new_type = QT.Q5_K
                 elif ft == FT.Q2_K:
                     new_type = QT.Q3_K

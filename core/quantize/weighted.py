@@ -78,10 +78,8 @@ def _sum_sq(a):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _make_qx_quants(n, nmax, x, L, qw):  # type: ignore[no-untyped-def]
-    """make_qx_quants(n, nmax, x, L, rmse_type=1, qw): symmetric x ~ scale * (L - nmax), L in
-    [0, 2 nmax), least squares with weights qw over 18 candidate inverse scales around
-    -nmax / max (max = the signed value of largest |x|). Returns the scale."""
+def _signed_absmax(x, n):  # type: ignore[no-untyped-def]
+    """(amax, max): the largest |x[i]| over i < n and the signed value that first reaches it."""
     mx = np.float32(0.0)
     amax = np.float32(0.0)
     for i in range(n):
@@ -89,6 +87,15 @@ def _make_qx_quants(n, nmax, x, L, qw):  # type: ignore[no-untyped-def]
         if ax > amax:
             amax = ax
             mx = x[i]
+    return amax, mx
+
+
+@njit(cache=True, nogil=True)
+def _make_qx_quants(n, nmax, x, L, qw):  # type: ignore[no-untyped-def]
+    """make_qx_quants(n, nmax, x, L, rmse_type=1, qw): symmetric x ~ scale * (L - nmax), L in
+    [0, 2 nmax), least squares with weights qw over 18 candidate inverse scales around
+    -nmax / max (max = the signed value of largest |x|). Returns the scale."""
+    amax, mx = _signed_absmax(x, n)
     if amax < _EPS:
         for i in range(n):
             L[i] = 0
@@ -564,7 +571,7 @@ def _rows(kind, x, qw, out):  # type: ignore[no-untyped-def]
 
 _KIND = {QT.Q4_0: 0, QT.Q5_0: 1, QT.Q4_1: 2, QT.Q5_1: 3, QT.Q2_K: 4, QT.Q3_K: 5, QT.Q4_K: 6,
          QT.Q5_K: 7, QT.Q6_K: 8}
-WEIGHTED_TYPES = frozenset(_KIND)
+WEIGHTED_TYPES = frozenset(_KIND) | {QT.IQ4_NL, QT.IQ4_XS}
 
 
 def encode_weighted(rows: np.ndarray, qw: np.ndarray, qtype: QT) -> np.ndarray:
@@ -575,5 +582,11 @@ def encode_weighted(rows: np.ndarray, qw: np.ndarray, qtype: QT) -> np.ndarray:
     x = np.ascontiguousarray(rows, dtype=np.float32)
     n_per_row = x.shape[1]
     out = np.empty((x.shape[0], n_per_row // block * size), dtype=np.uint8)
-    _rows(_KIND[qtype], x, np.ascontiguousarray(qw, dtype=np.float32), out)
+    w = np.ascontiguousarray(qw, dtype=np.float32)
+    if qtype in (QT.IQ4_NL, QT.IQ4_XS):
+        from .iq4 import SUPER_BLOCK, iq4_rows  # (iq4 builds on this module's helpers)
+
+        iq4_rows(x, w, True, out, SUPER_BLOCK[qtype])
+    else:
+        _rows(_KIND[qtype], x, w, out)
     return out.reshape(-1)

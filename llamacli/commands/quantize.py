@@ -26,9 +26,9 @@ class _QuantizeCommand(Command):
 @app.command(
     cls=_QuantizeCommand,
     epilog="Types: Q4_0, Q4_1, MXFP4_MOE, Q5_0, Q5_1, TQ1_0, TQ2_0, Q2_K, Q2_K_S, Q3_K_S, Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, "
-    "Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, COPY, any case, or llama.cpp's "
+    "IQ4_NL, IQ4_XS, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, COPY, any case, or llama.cpp's "
     "numeric ids (e.g. 15 = Q4_K_M); Q2_K_S needs --imatrix; COPY copies every tensor unchanged. Tensor types for the --*-type options: f32, f16, bf16, "
-    "q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4."
+    "q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4, iq4_nl, iq4_xs."
 )
 @guarded
 def quantize(
