@@ -1,7 +1,8 @@
 """A generic pre-norm transformer block (LayerNorm, full self-attention, LayerNorm, MLP), as
 mtmd's `clip_graph::build_vit` builds one for Whisper-style encoders: no mask, no rope, biases
 where the file has them. Matmuls go through the ggml numerics (core/model/precision.py): the
-activation rounded or quantized to each weight's dot type, as ggml-cpu does."""
+activation rounded or quantized to each weight's dot type, as ggml-cpu does; the LayerNorm and
+the attention (attention.py) follow ggml-cpu's order of float operations."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear
+from llamacli.core.multimodal.audio.attention import self_attention
 
 
 @dataclass
@@ -53,28 +54,60 @@ def gelu_erf(x: np.ndarray) -> np.ndarray:
     return out
 
 
+@njit(cache=True, nogil=True)
+def _norm_rows(x, eps, y):  # type: ignore[no-untyped-def]
+    """ggml_norm as ggml-cpu computes it on AVX-512 (the oracle's build): the mean from a double
+    sum, divided in float; the centred squares reduced in float 16 at a time in
+    _mm512_reduce_add_ps's order (halves, quarters, pairs) and those partial sums added in
+    double; the rest one by one; 1 / sqrtf(variance + eps) in float."""
+    n = x.shape[1]
+    nf = np.float32(n)
+    sq = np.empty(16, dtype=np.float32)
+    for t in range(x.shape[0]):
+        s = 0.0
+        for i in range(n):
+            s += np.float64(x[t, i])
+        mean = np.float32(s) / nf
+        acc = 0.0
+        i = 0
+        while i + 15 < n:
+            for lane in range(16):
+                v = x[t, i + lane] - mean
+                y[t, i + lane] = v
+                sq[lane] = v * v
+            for lane in range(8):
+                sq[lane] = sq[lane + 8] + sq[lane]
+            for lane in range(4):
+                sq[lane] = sq[lane + 4] + sq[lane]
+            acc += np.float64((sq[0] + sq[2]) + (sq[1] + sq[3]))
+            i += 16
+        while i < n:
+            v = x[t, i] - mean
+            y[t, i] = v
+            acc += np.float64(v * v)
+            i += 1
+        var = np.float32(acc / n)
+        scale = np.float32(1.0) / np.float32(math.sqrt(var + eps))
+        for i in range(n):
+            y[t, i] = y[t, i] * scale
+
+
 def layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
-    return K.layer_norm(x, n.w, n.b, eps)
-
-
-def self_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_head: int) -> np.ndarray:
-    """Full (unmasked) multi-head attention, ggml's non-flash path in float32: K Q^T, softmax of
-    the scaled scores, then V times the probabilities. q, k, v (T, H * D) -> (T, H * D)."""
-    t, width = q.shape
-    d = width // n_head
-    qh = q.reshape(t, n_head, d).transpose(1, 0, 2)  # (H, T, D)
-    kh = k.reshape(t, n_head, d).transpose(1, 0, 2)
-    vh = v.reshape(t, n_head, d).transpose(1, 0, 2)
-    scores = np.matmul(qh, kh.transpose(0, 2, 1)) * np.float32(1.0 / math.sqrt(d))  # (H, Tq, Tk)
-    probs = K.softmax(scores.astype(np.float32), axis=-1)
-    out = np.matmul(probs, vh)  # (H, T, D)
-    return np.ascontiguousarray(out.transpose(1, 0, 2).reshape(t, width), dtype=np.float32)
+    """ggml_norm (see _norm_rows), times the weight, plus the bias; x (T, n) float32."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    y = np.empty_like(x)
+    _norm_rows(x, np.float32(eps), y)
+    y *= n.w
+    if n.b is not None:
+        y += n.b
+    return y
 
 
 def block_forward(x: np.ndarray, w: BlockWeights, n_head: int, eps: float, p: Precision) -> np.ndarray:
     """One pre-norm block over x (T, n_embd): x + attn(ln1(x)), then + mlp(ln2(.)) with GELU (erf)."""
     h = layer_norm(x, w.ln1, eps)
     q, k, v = p.linear(h, w.q), p.linear(h, w.k), p.linear(h, w.v)
-    x = x + p.linear(self_attention(q, k, v, n_head), w.o)
+    scale = float(np.float32(1.0) / np.float32(math.sqrt(q.shape[1] // n_head)))  # 1.0f / sqrtf(d_head)
+    x = x + p.linear(self_attention(q, k, v, n_head, scale), w.o)
     h = layer_norm(x, w.ln2, eps)
     return x + p.linear(gelu_erf(p.linear(h, w.up)), w.down)

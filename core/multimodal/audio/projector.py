@@ -14,7 +14,10 @@ import numpy as np
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import md_float, md_get, md_int
+from gguf import GGMLQuantizationType as QT
+
 from llamacli.core.model.kernels.dequant import dequantize
+from llamacli.core.model.kernels.qmm import QuantMatrix
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
 from llamacli.core.multimodal.audio.block import BlockWeights, Norm
@@ -38,12 +41,11 @@ class AudioHParams:
 
 @dataclass
 class Conv1d:
-    """A conv1d kernel (OC, IC, K) as float32 (its values, whatever the file's type), whether
-    ggml rounds its input to f16 (an F16 kernel: im2col writes F16), and its bias (OC,)."""
+    """A conv1d kernel (GGUF shape (OC, IC, K)) as the (OC, IC * K) matrix that ggml's im2col
+    matmul multiplies (its bytes, any float type), with its bias (OC,) in `w.b`."""
 
-    w: np.ndarray
-    f16_input: bool
-    b: np.ndarray
+    w: Linear
+    kernel: int
 
 
 @dataclass
@@ -105,11 +107,18 @@ def _f32(g: GGUFFile, name: str) -> np.ndarray:
 
 def _conv(g: GGUFFile, i: int, ic: int, oc: int) -> Conv1d:
     name = f"a.conv1d.{i}.weight"
-    w = _f32(g, name)
-    if w.shape != (oc, ic, 3):
-        raise ModelLoadError(g.path, f"tensor {name!r} has shape {w.shape}, expected {(oc, ic, 3)}")
-    f16 = g.tensor(name).qtype.name == "F16"
-    return Conv1d(w, f16, _f32(g, f"a.conv1d.{i}.bias").reshape(oc))
+    if name not in g.tensors:
+        raise ModelLoadError(g.path, f"missing tensor {name!r}")
+    t = g.tensor(name)
+    if len(t.shape) != 3 or t.shape[:2] != (oc, ic):
+        raise ModelLoadError(g.path, f"tensor {name!r} has shape {t.shape}, expected ({oc}, {ic}, kernel)")
+    if t.qtype not in (QT.F32, QT.F16, QT.BF16):
+        raise ModelLoadError(g.path, f"tensor {name!r} is {t.qtype.name}: conv kernels must be F32, F16 or BF16")
+    k = int(t.shape[2])
+    data = np.asarray(g.raw(name)).reshape(-1).view(np.uint8).reshape(oc, -1)  # a view of the file
+    w = Linear(t.qtype, ic * k, oc, q=QuantMatrix(data, t.qtype, ic * k), name=name)
+    w.b = _f32(g, f"a.conv1d.{i}.bias").reshape(oc)
+    return Conv1d(w, k)
 
 
 def _norm(ld: WeightLoader, prefix: str, n: int) -> Norm:
