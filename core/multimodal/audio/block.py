@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from llamacli.core.model.kernels.ops import softmax
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear
 from llamacli.core.multimodal.audio.attention import self_attention
@@ -103,11 +104,21 @@ def layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
     return y
 
 
+def blas_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_head: int, scale: float) -> np.ndarray:
+    """The same attention in plain float32 with BLAS (the `f32` numerics mode): fast, not ggml's bits."""
+    t, width = q.shape
+    d = width // n_head
+    qh, kh, vh = (a.reshape(t, n_head, d).transpose(1, 0, 2) for a in (q, k, v))  # (H, T, D)
+    probs = softmax(np.matmul(qh, kh.transpose(0, 2, 1)) * np.float32(scale), axis=-1)  # (H, Tq, Tk)
+    return np.ascontiguousarray(np.matmul(probs, vh).transpose(1, 0, 2).reshape(t, width), dtype=np.float32)
+
+
 def block_forward(x: np.ndarray, w: BlockWeights, n_head: int, eps: float, p: Precision) -> np.ndarray:
     """One pre-norm block over x (T, n_embd): x + attn(ln1(x)), then + mlp(ln2(.)) with GELU (erf)."""
     h = layer_norm(x, w.ln1, eps)
     q, k, v = p.linear(h, w.q), p.linear(h, w.k), p.linear(h, w.v)
     scale = float(np.float32(1.0) / np.float32(math.sqrt(q.shape[1] // n_head)))  # 1.0f / sqrtf(d_head)
-    x = x + p.linear(self_attention(q, k, v, n_head, scale), w.o)
+    attend = self_attention if p.quantized_weights else blas_attention  # ggml's bits, or plain f32
+    x = x + p.linear(attend(q, k, v, n_head, scale), w.o)
     h = layer_norm(x, w.ln2, eps)
     return x + p.linear(gelu_erf(p.linear(h, w.up)), w.down)

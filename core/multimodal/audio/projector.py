@@ -24,6 +24,9 @@ from llamacli.core.multimodal.audio.block import BlockWeights, Norm
 
 AUDIO_TYPES = ("qwen2a",)
 _ALIASES = {"qwen2.5o": "qwen2a"}  # clip.cpp: PROJECTOR_TYPE_QWEN25O -> QWEN2A for audio
+# Text around each audio chunk in the prompt (mtmd.cpp init_audio: aud_beg, aud_end), tokenized
+# with special tokens parsed.
+AUDIO_MARKERS = {"qwen2a": ("<|audio_bos|>", "<|audio_eos|>")}
 
 
 @dataclass
@@ -60,13 +63,14 @@ class AudioProjector:
     blocks: list[BlockWeights]
     post_ln: Norm | None
     fc: Linear
+    quantized: bool  # weights as GGUF bytes (the ggml numerics) or float32 copies (f32)
 
 
 def _proj_type(g: GGUFFile) -> str:
     md = g.metadata
     if not md.get("clip.has_audio_encoder", False):
         raise ModelLoadError(g.path, "not an audio projector (clip.has_audio_encoder is not set)")
-    t = md.get("clip.audio.projector_type") or md.get("clip.projector_type")
+    t = md.get("clip.projector_type") or md.get("clip.audio.projector_type")  # clip.cpp's order
     if not isinstance(t, str):
         raise ModelLoadError(g.path, "missing metadata key 'clip.projector_type'")
     t = _ALIASES.get(t, t)
@@ -105,7 +109,7 @@ def _f32(g: GGUFFile, name: str) -> np.ndarray:
     return dequantize(g.raw(name), t.qtype, t.shape).astype(np.float32)
 
 
-def _conv(g: GGUFFile, i: int, ic: int, oc: int) -> Conv1d:
+def _conv(g: GGUFFile, i: int, ic: int, oc: int, quantized: bool) -> Conv1d:
     name = f"a.conv1d.{i}.weight"
     if name not in g.tensors:
         raise ModelLoadError(g.path, f"missing tensor {name!r}")
@@ -117,6 +121,8 @@ def _conv(g: GGUFFile, i: int, ic: int, oc: int) -> Conv1d:
     k = int(t.shape[2])
     data = np.asarray(g.raw(name)).reshape(-1).view(np.uint8).reshape(oc, -1)  # a view of the file
     w = Linear(t.qtype, ic * k, oc, q=QuantMatrix(data, t.qtype, ic * k), name=name)
+    if not quantized:
+        w.q, w.w = None, np.ascontiguousarray(_f32(g, name).reshape(oc, ic * k).T)  # (in, out)
     w.b = _f32(g, f"a.conv1d.{i}.bias").reshape(oc)
     return Conv1d(w, k)
 
@@ -126,13 +132,15 @@ def _norm(ld: WeightLoader, prefix: str, n: int) -> Norm:
     return Norm(ld.vector(prefix + ".weight", n), b)
 
 
-def load_audio_projector(path: str) -> AudioProjector:
-    """Read an audio mmproj GGUF; ModelLoadError (naming the file) if it is not one we run."""
+def load_audio_projector(path: str, quantized: bool = True) -> AudioProjector:
+    """Read an audio mmproj GGUF; ModelLoadError (naming the file) if it is not one we run.
+    `quantized`: keep the weights' GGUF bytes for the ggml numerics (libmtmd's results), else
+    float32 copies for the f32 numerics (plain maths, BLAS attention: faster, further off)."""
     g = GGUFFile(path)
     hp = read_hparams(g)
     if hp.n_pos < 1500:
         raise ModelLoadError(path, f"a.position_embd.weight has {hp.n_pos} positions: a 30 s window needs 1500")
-    ld = WeightLoader(g, quantized=True)
+    ld = WeightLoader(g, quantized=quantized)
     e, f = hp.n_embd, hp.n_ff
     blocks = []
     for il in range(hp.n_layer):
@@ -146,4 +154,15 @@ def load_audio_projector(path: str) -> AudioProjector:
     fc = ld.linear("mm.a.fc", e, hp.n_out)
     ld.finish()
     pos = _f32(g, "a.position_embd.weight")
-    return AudioProjector(path, hp, _conv(g, 1, hp.n_mel, e), _conv(g, 2, e, e), pos, blocks, post, fc)
+    convs = _conv(g, 1, hp.n_mel, e, quantized), _conv(g, 2, e, e, quantized)
+    return AudioProjector(path, hp, *convs, pos, blocks, post, fc, quantized)
+
+
+def check_text_model(proj: AudioProjector, n_embd_text: int) -> None:
+    """mtmd_init_from_file's check: the projection width must be the text model's n_embd."""
+    if proj.hp.n_out != n_embd_text:
+        raise ModelLoadError(
+            proj.path,
+            f"mismatch between text model (n_embd = {n_embd_text}) and mmproj (n_embd = {proj.hp.n_out}); "
+            "hint: you may be using wrong mmproj",
+        )

@@ -47,7 +47,7 @@ def avg_pool2(x: np.ndarray) -> np.ndarray:
 def encode_window(proj: AudioProjector, mel: np.ndarray, p: Precision | None = None) -> np.ndarray:
     """One log-mel window (n_mel, n_frames) -> embeddings (n_tokens, n_out) float32."""
     hp = proj.hp
-    p = p or GGMLPrecision()
+    p = p or (GGMLPrecision() if proj.quantized else Precision())
     if mel.shape[0] != hp.n_mel:
         raise ValueError(f"mel has {mel.shape[0]} bins, the projector wants {hp.n_mel}")
     h = gelu_erf(conv1d(mel, proj.conv1, 1, p))  # (3000, n_embd)
