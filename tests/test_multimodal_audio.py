@@ -194,6 +194,27 @@ def test_decode_limits_duration_before_allocating() -> None:
         decode_audio(flac_pcm16(tone(2.0, 16000), 16000), max_seconds=1)
 
 
+def _flac_claiming(seconds: int) -> bytes:
+    """A valid 0.3 s FLAC whose STREAMINFO says `seconds` long (the last 36 bits of its 18 bytes)."""
+    f = flac_pcm16(tone(0.3, 16000), 16000)
+    info = int.from_bytes(f[8:26], "big") >> 36 << 36 | 16000 * seconds
+    return f[:8] + info.to_bytes(18, "big") + f[26:]
+
+
+def test_decode_hostile_streams() -> None:
+    rng = np.random.default_rng(0)
+    for data, fmt in [(b"ID3\x04" + bytes(6) + rng.bytes(3000), "MP3"), (b"\xff\xfb" + rng.bytes(3000), "MP3"),
+                      (b"RIFF\x10\x00\x00\x00WAVE" + rng.bytes(3000), "WAV")]:
+        with pytest.raises(AudioDecodeError, match=f"cannot read the {fmt} audio"):
+            decode_audio(data)
+    # 10 hours claimed by a 9 kB FLAC: mtmd-helper would allocate 2.3 GB; refused from the header
+    with pytest.raises(AudioDecodeError, match="audio is 36000.0 s long: the limit is 600 s"):
+        decode_audio(_flac_claiming(36000))
+    # a FLAC cut after its header: the header's 0.3 s of zeros, as mtmd-helper gives
+    pcm = decode_audio(flac_pcm16(tone(0.3, 16000), 16000)[:42])
+    assert pcm.shape == (4800,) and not pcm.any()
+
+
 def test_decode_truncated_wav_keeps_header_length() -> None:
     full = wav_pcm16(tone(1.0, 16000), 16000)
     cut = full[: len(full) // 2]
