@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "core.speculative": _MODEL | {"core.sampling"},
     "core.runtime": _MODEL | {"core.sampling", "core.speculative"},
     "core.tools": {"core.errors"},  # the agent's tools: files, shell, MCP; no engine
+    "core.multimodal": _MODEL,  # media decoding and encoders, on the model's kernels and weights
 }
 # The HTTP adapter may import the whole engine, never the CLI.
 ALLOWED["http"] = set(ALLOWED) | {"core"}

@@ -1,0 +1,1 @@
+"""Multimodal input: media decoding and encoders, as llama.cpp's tools/mtmd."""
