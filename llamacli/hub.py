@@ -87,6 +87,16 @@ def _first_part(files: list[str]) -> str:
     return files[0]
 
 
+def other_parts(name: str) -> list[str]:
+    """Of the first part of a split model (`M-00001-of-00003.gguf`) the names of the others
+    (`M-00002-of-00003.gguf`, ...); [] for a whole file."""
+    m = _SPLIT.search(name)
+    if m is None or int(m.group(1)) != 1:
+        return []
+    n = int(m.group(2))
+    return [f"{name[: m.start()]}-{i:05d}-of-{n:05d}.gguf" for i in range(2, n + 1)]
+
+
 _QUANT_NAME = re.compile(
     r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d)(?![A-Za-z0-9])", re.IGNORECASE
 )
@@ -230,6 +240,10 @@ def resolve(spec: str, hf_file: str | None = None, token: str | None = None, pro
         kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})
     try:
         path = hf_hub_download(repo, name, **kwargs)
+        for part in other_parts(name):  # a split model: every part, beside the first
+            if progress:
+                kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {part}"})
+            hf_hub_download(repo, part, **kwargs)
     except LocalEntryNotFoundError as e:
         if _offline():
             raise HubError(f"{repo}: {name} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None

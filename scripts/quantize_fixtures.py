@@ -118,30 +118,36 @@ OPTION_PLAN: list[tuple[str, list[str], str]] = [
     ("gemma3-640", [], "IQ4_XS"),
     ("rules-llama32", [], "IQ4_XS"),
     ("rules-llama32", IMX, "IQ4_NL"),
+    ("llama-f32-split3", [], "Q4_K_M"),
+    ("llama-f32-split3", ["--keep-split"], "Q4_K_M"),
+    ("llama-f32-split3", [*IMX, "--keep-split", "--prune-layers", "1"], "Q5_K_M"),
+    ("llama-f32", ["--keep-split"], "Q8_0"),
     ("llama-f32", [], "Q2_K_S"),  # refused: needs an imatrix
 ]
 
 
 def make_option_runs(tmp: Path, binary: str) -> None:
+    import shutil
     import subprocess
 
     runs: list[dict[str, Any]] = []
     for name, args, type_name in OPTION_PLAN:
         work = tmp / "opt"
-        work.mkdir(exist_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir()
         src = write_input(name, work / "in.gguf")
         write_imatrix(src, work / "imatrix.gguf")
         write_imatrix(src, work / "imatrix.dat", legacy=True)
-        out = work / "out.gguf"
-        out.unlink(missing_ok=True)
-        p = subprocess.run([binary, *args, "in.gguf", "out.gguf", type_name, "2"], cwd=work,
+        p = subprocess.run([binary, *args, src.name, "out.gguf", type_name, "2"], cwd=work,
                            capture_output=True, text=True)
         run: dict[str, Any] = {"input": name, "args": args, "type": type_name}
+        outs = sorted(work.glob("out*.gguf"))
         if p.returncode != 0:
             run["refused"] = True
         else:
-            ref = GGUFFile(out)
-            run.update(file_sha256=sha256_file(out), bytes=out.stat().st_size,
+            run["files"] = {o.name: sha256_file(o) for o in outs}
+            ref = GGUFFile(outs[0])  # (the first part opens every part)
+            run.update(file_sha256=sha256_file(outs[0]), bytes=sum(o.stat().st_size for o in outs),
                        types=[[n, t.qtype.name] for n, t in ref.tensors.items()])
             del ref
         runs.append(run)

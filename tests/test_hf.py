@@ -347,3 +347,24 @@ def test_list_shows_the_models_opened_with_m_until_they_are_gone(hub: FakeHub, t
     rows = json.loads(llama("list", "--json", env=env).stdout)
     assert sorted(m["source"] for m in rows) == ["demo", "hub"]
     assert str(model) not in json.loads(kept.read_text())
+
+
+def test_a_split_model_comes_with_all_its_parts(hub: FakeHub, tmp_path: Path) -> None:
+    """-hf on a repository whose quant is split in parts: the first part is the model, every
+    part is downloaded beside it, and the model opens from the first."""
+    from tests.test_quantize_inputs import write_split
+
+    whole = write_tiny_model("llama", "Q8_0", tmp_path / "whole.gguf")
+    (tmp_path / "parts").mkdir()
+    first = write_split(whole, tmp_path / "parts" / "big-Q8_0", 3)
+    hub.repos["tester/Split-GGUF"] = {p.name: p.read_bytes() for p in sorted(first.parent.iterdir())}
+    r = llama("pull", "tester/Split-GGUF:Q8_0")
+    assert r.returncode == 0, r.stderr
+    path = Path(r.stdout.strip())
+    assert path.name == "big-Q8_0-00001-of-00003.gguf"
+    assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".gguf") == [
+        f"big-Q8_0-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+    r = llama("tokenize", "-hf", "tester/Split-GGUF:Q8_0", "-p", "hello world", "--ids")
+    r2 = llama("tokenize", "-m", str(whole), "-p", "hello world", "--ids")
+    assert r.returncode == 0 and r.stdout == r2.stdout, r.stderr
+    assert all(len(hub.gets(f"big-Q8_0-0000{i}-of-00003.gguf")) == 1 for i in (1, 2, 3))

@@ -150,6 +150,9 @@ def write_input(name: str, path: str | os.PathLike[str]) -> Path:
         return write_tiny_model("llama", "Q8_0", path)
     if name == "qwen3moe-f32":  # not in INPUTS: only the option runs use it
         return write_tiny_model("qwen3moe", "F32", path)
+    if name == "llama-f32-split3":  # not in INPUTS: llama-f32 in 3 parts beside `path`
+        whole = write_tiny_model("llama", "F32", path.with_name(path.stem + "-whole.gguf"))
+        return write_split(whole, path.with_suffix(""), 3)
     if name == "gemma3-640":
         _gemma3(path, n_embd=640, n_layer=2, n_ff=512, n_head=2, head_dim=128, rows=None, seed=640)
     elif name == "rules-gemma18":
@@ -185,6 +188,30 @@ def write_imatrix(model: str | os.PathLike[str], path: str | os.PathLike[str], l
     else:
         write_imatrix_gguf(str(path), entries, ["train.txt"], 4, 128)
     return Path(path)
+
+
+def write_split(src: str | os.PathLike[str], prefix: str | os.PathLike[str], n_parts: int) -> Path:
+    """`src` in n_parts parts as llama-gguf-split writes them (PREFIX-00001-of-0000N.gguf, ...):
+    the tensors in file order cut into n_parts runs, the first part with every metadata key,
+    each part with split.no, split.count and split.tensors.count. Returns the first part."""
+    from llamacli.core.quantize.gguf_out import AtomicOutput, TensorRecord, gguf_header, pad, raw_kv_pairs, split_kvs
+    from llamacli.core.model.weights.gguf_file import split_path
+
+    g = GGUFFile(src)
+    names = list(g.tensors)
+    per = -(-len(names) // n_parts)
+    kv = [raw for key, raw in raw_kv_pairs(g.data, g.path) if not key.startswith("split.")]
+    for i in range(n_parts):
+        part = names[i * per : (i + 1) * per]
+        splits = [raw for _, raw in split_kvs(i, n_parts, len(names))]
+        records = [TensorRecord(n, g.tensors[n].shape, int(g.tensors[n].qtype), g.tensors[n].nbytes) for n in part]
+        with AtomicOutput(split_path(str(prefix), i, n_parts)) as out:
+            out.write(gguf_header((kv if i == 0 else []) + splits, records))
+            for n in part:
+                raw = g.raw(n)
+                out.write(raw)
+                out.write(bytes(pad(raw.size, 32) - raw.size))
+    return Path(split_path(str(prefix), 0, n_parts))
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

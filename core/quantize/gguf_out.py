@@ -84,6 +84,15 @@ def u32_kv(key: str, value: int) -> bytes:
     return _gguf_string(key) + struct.pack("<II", GGUFValueType.UINT32, value)
 
 
+def split_kvs(index: int, n_split: int, n_tensors: int) -> list[tuple[str, bytes]]:
+    """The keys of one part of a split model, as gguf_set_val_u16/u16/i32 write them."""
+    return [
+        ("split.no", _gguf_string("split.no") + struct.pack("<IH", GGUFValueType.UINT16, index)),
+        ("split.count", _gguf_string("split.count") + struct.pack("<IH", GGUFValueType.UINT16, n_split)),
+        ("split.tensors.count", _gguf_string("split.tensors.count") + struct.pack("<Ii", GGUFValueType.INT32, n_tensors)),
+    ]
+
+
 def str_kv(key: str, value: str) -> bytes:
     """A metadata entry: key, type STRING, value."""
     return _gguf_string(key) + struct.pack("<I", GGUFValueType.STRING) + _gguf_string(value)

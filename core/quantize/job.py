@@ -16,6 +16,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import ExitStack
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.errors import LlamaError, ModelLoadError
-from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.weights.gguf_file import GGUFFile, split_path
 from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES, dequantize_into
 
 from .convert import ENCODERS, reencode, row_nbytes
@@ -34,8 +35,10 @@ from .gguf_out import (
     AtomicOutput,
     TensorRecord,
     build_header,
+    gguf_header,
     pad,
     raw_kv_pairs,
+    split_kvs,
     u32_kv,
 )
 from .importance import KEY_DATASET, KEY_FILE, KEY_N_CHUNKS, KEY_N_ENTRIES, Importance
@@ -71,6 +74,7 @@ class QuantizeOptions:
     kv_overrides: tuple[KVOverride, ...] = ()
     prune_layers: tuple[int, ...] = ()
     dry_run: bool = False
+    keep_split: bool = False  # one output part per input part: OUTPUT is then the parts' prefix
 
     @property
     def only_copy(self) -> bool:
@@ -93,6 +97,7 @@ class TensorPlan:
     src_name: str = ""
     weighted: bool = False  # quantized with its importance-matrix weights
     needs_imatrix: bool = False  # llama.cpp refuses this type without an importance matrix
+    part: int = 0  # the output part (--keep-split: the input's part)
 
     @property
     def input_name(self) -> str:
@@ -178,6 +183,8 @@ def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
     remap = LayerRemap(opts.prune_layers)
     renamed = [(n, remap.rename(n)) for n in tensor_order(list(g.tensors))]
     renamed = [(src, dst) for src, dst in renamed if dst]  # pruned layers are dropped
+    if opts.keep_split:  # in the parts' order, as the parts will be written
+        renamed.sort(key=lambda sd: (g.tensors[sd[0]].split, g.tensors[sd[0]].offset))
     names = [dst for _, dst in renamed]
     metadata = dict(g.metadata)
     metadata.update({o.key: o.metadata_value for o in opts.kv_overrides})  # the loader sees them
@@ -222,6 +229,7 @@ def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
         plans.append(TensorPlan(
             name, t.shape, t.qtype, dst, t.nbytes, n_rows * row_nbytes(dst, n_cols), fallback,
             src_name=src_name if src_name != name else "", weighted=weighted, needs_imatrix=needs,
+            part=t.split if opts.keep_split else 0,
         ))
     for p in plans:
         if not p.converts:
@@ -301,10 +309,12 @@ class QuantizeJob:
 
     def __init__(self, src: str, dst: str, opts: QuantizeOptions) -> None:
         self.t_start = time.perf_counter()
-        _check_paths(src, dst)
         self.src, self.dst, self.opts = src, dst, opts
         self.gguf = GGUFFile(src)
         self.plans = plan_quantization(self.gguf, opts)
+        self.n_parts = max(p.part for p in self.plans) + 1 if self.plans else 1
+        for path in self.part_paths():
+            _check_paths(src, path)
         # llama.cpp loads with check_tensors: no NaN/inf anywhere. Tensors that get converted
         # are checked slab by slab on the thread pool instead (see _convert_slab).
         for p in self.plans:
@@ -347,34 +357,58 @@ class QuantizeJob:
             out.append((f"{arch}.block_count", u32_kv(f"{arch}.block_count", len(layers))))
         return out
 
-    def run(self, on_tensor: ProgressFn | None = None) -> QuantizeReport:
-        """Write the output (replacing dst only on success). `on_tensor(i, n, plan)` is called
-        before tensor i (0-based) of n is processed, and once more with i == n at the end."""
-        g, plans, opts = self.gguf, self.plans, self.opts
+    def part_paths(self) -> list[str]:
+        """The output files: dst, or with --keep-split dst-00001-of-0000N.gguf, ... (llama.cpp's
+        split names; dst is the prefix)."""
+        if not self.opts.keep_split:
+            return [self.dst]
+        return [split_path(self.dst, i, self.n_parts) for i in range(self.n_parts)]
+
+    def _headers(self) -> list[tuple[bytes, int]]:
+        """Each part's header and alignment: the first part has the input's metadata (and the
+        split keys when there are parts), the others only their split keys, as
+        llama_model_quantize writes them."""
+        g, plans = self.gguf, self.plans
         align = int(g.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
-        header = build_header(
-            raw_kv_pairs(g.data, g.path), self.file_type_id(),
-            [TensorRecord(p.name, p.shape, int(p.dst_type), p.dst_nbytes) for p in plans], align,
-            extra=self.extra_metadata(),
-        )
+        out = []
+        for i in range(self.n_parts):
+            records = [TensorRecord(p.name, p.shape, int(p.dst_type), p.dst_nbytes) for p in plans if p.part == i]
+            splits = split_kvs(i, self.n_parts, len(plans)) if self.n_parts > 1 else []
+            if i == 0:
+                head = build_header(raw_kv_pairs(g.data, g.path), self.file_type_id(), records, align,
+                                    extra=self.extra_metadata() + splits)
+                out.append((head, align))
+            else:
+                out.append((gguf_header([raw for _, raw in splits], records, DEFAULT_ALIGNMENT), DEFAULT_ALIGNMENT))
+        return out
+
+    def run(self, on_tensor: ProgressFn | None = None) -> QuantizeReport:
+        """Write the output (replacing the files only on success). `on_tensor(i, n, plan)` is
+        called before tensor i (0-based) of n is processed, and once more with i == n at the end."""
+        g, plans, opts = self.gguf, self.plans, self.opts
+        headers = self._headers()
+        sizes = [len(h) + sum(pad(p.dst_nbytes, a) for p in plans if p.part == i) for i, (h, a) in enumerate(headers)]
         if opts.dry_run:
-            return self._report(len(header) + sum(pad(p.dst_nbytes, align) for p in plans), wrote=False)
+            return self._report(sum(sizes), wrote=False)
         n_threads = opts.n_threads if opts.n_threads > 0 else (os.cpu_count() or 1)
-        written = len(header)
         try:
-            with AtomicOutput(self.dst) as out, ThreadPoolExecutor(max_workers=n_threads) as pool:
-                out.write(header)
+            with ExitStack() as stack:
+                pool = stack.enter_context(ThreadPoolExecutor(max_workers=n_threads))
+                outs = [stack.enter_context(AtomicOutput(path)) for path in self.part_paths()]
+                for out, (header, _) in zip(outs, headers):
+                    out.write(header)
                 for i, p in enumerate(plans):
                     if on_tensor is not None:
                         on_tensor(i, len(plans), p)
+                    out, align = outs[p.part], headers[p.part][1]
                     if p.converts:
                         _write_converted(out, pool, g, p, 2 * n_threads, self._weights(p))
                     else:
                         out.write(g.raw(p.input_name))
                     out.write(bytes(pad(p.dst_nbytes, align) - p.dst_nbytes))
-                    written += pad(p.dst_nbytes, align)
         except OSError as e:
             raise _write_error(self.dst, e) from None
+        written = sum(sizes)
         if on_tensor is not None and plans:
             on_tensor(len(plans), len(plans), plans[-1])
         return self._report(written, wrote=True)

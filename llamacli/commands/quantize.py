@@ -82,6 +82,10 @@ def quantize(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Show each tensor's type and the final size without writing anything."
     ),
+    keep_split: bool = typer.Option(
+        False, "--keep-split",
+        help="Write the output in the same parts as the input (OUTPUT-00001-of-0000N.gguf, ...).",
+    ),
 ) -> None:
     """Quantize a GGUF model (llama-quantize's rules, bit-exact ggml quantizers)."""
     from llamacli.core.errors import InvalidRequest
@@ -112,7 +116,9 @@ def quantize(
         ftype = parse_file_type(type_name)
         output, threads_arg = output_or_type, nthreads
     if output is None:
-        output = os.path.join(os.path.dirname(input_path), f"ggml-model-{ftype.name}.gguf")
+        output = os.path.join(os.path.dirname(input_path), f"ggml-model-{ftype.name}" + ("" if keep_split else ".gguf"))
+    elif keep_split and output.endswith(".gguf"):  # the parts' prefix
+        output = output[: -len(".gguf")]
     try:
         n_threads = int(threads_arg) if threads_arg is not None else 0
     except ValueError:
@@ -145,6 +151,7 @@ def quantize(
         kv_overrides=overrides,
         prune_layers=prune,
         dry_run=dry_run,
+        keep_split=keep_split,
     )
     _run(input_path, output, opts)
 
@@ -180,7 +187,8 @@ def _run(input_path: str, output: str, opts: QuantizeOptions) -> None:
         report = job.run(on_tensor)
     mib = 1024.0 * 1024.0
     if report.wrote:
-        outcome = f"wrote {report.path} ({report.file_bytes / mib:.2f} MiB) in {report.seconds:.2f} s"
+        where = ", ".join(job.part_paths())
+        outcome = f"wrote {where} ({report.file_bytes / mib:.2f} MiB) in {report.seconds:.2f} s"
     else:
         for p in report.tensors:
             change = f"{p.src_type.name:>6} -> {p.dst_type.name:<6}" if p.converts else f"{p.src_type.name:>6} (copied)"

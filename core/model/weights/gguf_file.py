@@ -5,12 +5,18 @@ types). We parse the header ourselves instead of with `gguf.GGUFReader`: the rea
 Python object per array element, which costs ~10 s on a 262k-token vocabulary, while a
 direct parse of the same bytes takes a fraction of a second.
 
+A model split in parts (`NAME-00001-of-00003.gguf`, as llama-gguf-split and the hub write big
+models) is opened from its first part, as llama.cpp does: the other parts are found beside it by
+name, each is mapped, and `tensors` spans all of them (`TensorInfo.split` says which part holds
+a tensor). `metadata` is the first part's.
+
 Every problem with the file raises `ModelLoadError(path, what is wrong)`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,6 +28,15 @@ from llamacli.core.errors import ModelLoadError
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+KEY_SPLIT_NO = "split.no"
+KEY_SPLIT_COUNT = "split.count"
+KEY_SPLIT_TENSORS = "split.tensors.count"
+_SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+
+
+def split_path(prefix: str, index: int, n_split: int) -> str:
+    """llama_split_path: PREFIX-00001-of-00003.gguf for part index 0 of 3."""
+    return f"{prefix}-{index + 1:05d}-of-{n_split:05d}.gguf"
 
 # GGUF scalar value types -> (struct format, numpy dtype)
 _SCALARS: dict[int, tuple[str, str]] = {
@@ -50,8 +65,9 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...]
     qtype: GGMLQuantizationType
-    offset: int  # absolute byte offset in the file
+    offset: int  # absolute byte offset in the file (in its part, for a split model)
     nbytes: int
+    split: int = 0  # the part of a split model that holds the tensor
 
     @property
     def n_elements(self) -> int:
@@ -140,7 +156,9 @@ class _Cursor:
 class GGUFFile:
     """A parsed GGUF file: `metadata`, `tensors` (name -> TensorInfo) and mapped data."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], open_parts: bool = True) -> None:
+        """Parse and map `path`; of a split model's first part, also the other parts (unless
+        open_parts is False: then only this part)."""
         self.path = str(path)
         if not os.path.exists(self.path):
             raise ModelLoadError(self.path, "no such file")
@@ -158,6 +176,11 @@ class GGUFFile:
         self.metadata: dict[str, Any] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self._parse()
+        self.maps: list[np.memmap] = [self.data]  # the mapping of each part
+        self.paths: list[str] = [self.path]
+        n_split = int(self.metadata.get(KEY_SPLIT_COUNT, 0) or 0)
+        if n_split > 1 and open_parts:
+            self._open_parts(n_split)
 
     def _parse(self) -> None:
         buf = self.data.data  # the mapping as a memoryview (no copy)
@@ -227,10 +250,47 @@ class GGUFFile:
             )
         return TensorInfo(name, tuple(reversed(ne)), qtype, start, nbytes)
 
+    def _open_parts(self, n_split: int) -> None:
+        """Map parts 2..n of a split model (llama_model_loader's checks and messages)."""
+        idx = int(self.metadata.get(KEY_SPLIT_NO, 0))
+        if idx != 0:
+            raise ModelLoadError(
+                self.path, f"illegal split file idx: {idx}, model must be loaded with the first split ({split_path('PREFIX', 0, n_split)})"
+            )
+        m = _SPLIT_NAME.search(self.path)
+        if m is None or int(m.group(1)) != 1 or int(m.group(2)) != n_split:
+            raise ModelLoadError(self.path, f"invalid split file name: a split model's first part ends with -00001-of-{n_split:05d}.gguf")
+        prefix = self.path[: m.start()]
+        for i in range(1, n_split):
+            path = split_path(prefix, i, n_split)
+            try:
+                part = GGUFFile(path, open_parts=False)
+            except ModelLoadError as e:
+                raise ModelLoadError(self.path, f"failed to load GGUF split from {path}: {e}") from None
+            got = part.metadata.get(KEY_SPLIT_NO)
+            if got is None:
+                raise ModelLoadError(self.path, f"missing key {KEY_SPLIT_NO} in GGUF split {path}")
+            if int(got) != i:
+                raise ModelLoadError(self.path, f"invalid split file idx: {int(got)} (file: {path}), expected {i}")
+            for name, t in part.tensors.items():
+                if name in self.tensors:
+                    raise ModelLoadError(self.path, f"invalid model: tensor {name!r} is duplicated")
+                self.tensors[name] = TensorInfo(t.name, t.shape, t.qtype, t.offset, t.nbytes, split=i)
+            self.maps.append(part.data)
+            self.paths.append(path)
+            self.file_size += part.file_size
+        want = int(self.metadata.get(KEY_SPLIT_TENSORS, len(self.tensors)))
+        if want != len(self.tensors):
+            raise ModelLoadError(self.path, f"corrupted model: {want} tensors expected but {len(self.tensors)} found")
+
+    def mapping(self, name: str) -> np.memmap:
+        """The memory map of the part that holds tensor `name` (its offset is into this map)."""
+        return self.maps[self.tensor(name).split]
+
     def raw(self, name: str) -> np.ndarray:
         """The tensor's bytes as a uint8 view into the mapping (no copy)."""
         t = self.tensor(name)
-        return self.data[t.offset : t.offset + t.nbytes]
+        return self.maps[t.split][t.offset : t.offset + t.nbytes]
 
     def tensor(self, name: str) -> TensorInfo:
         try:

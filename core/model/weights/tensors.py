@@ -155,7 +155,7 @@ class WeightLoader:
         """Drop the mapped pages that lie wholly inside tensor `name` from this process
         (madvise DONTNEED: a file's pages come back from the page cache when read again)."""
         t = self.gguf.tensor(name)
-        mm = getattr(self.gguf.data, "_mmap", None)  # np.memmap's mmap.mmap (the whole file)
+        mm = getattr(self.gguf.mapping(name), "_mmap", None)  # np.memmap's mmap.mmap (the whole part)
         page = mmap.PAGESIZE
         start, end = -(-t.offset // page) * page, (t.offset + t.nbytes) // page * page
         if mm is not None and hasattr(mm, "madvise") and end > start:
