@@ -31,6 +31,7 @@ from llamacli.core.text.reasoning import (
     prompt_opens_thinking,
     thinking_tags,
 )
+from llamacli.core.text.tool_calls import harmony
 from llamacli.core.text.tool_calls.formats import detect_format, native_markers
 from llamacli.core.text.tool_calls.call_grammar import generic_schema, tool_call_grammar
 from llamacli.core.text.tool_calls.stream import ToolCallParser
@@ -94,6 +95,11 @@ def prepare_chat(
                      add_generation_prompt, template_kwargs)
     setup.reasoning_format = check_reasoning_format(reasoning_format)
     source = template.source if template.is_jinja else ""
+    if setup.format.startswith("harmony"):  # gpt-oss: thoughts in the analysis channel
+        setup.thinking = ThinkingTags(harmony.THINKING_START, harmony.THINKING_END)
+        setup.thinking_open = prompt_opens_thinking(setup.prompt, setup.thinking)
+        setup.template_thinks = True
+        return setup
     setup.thinking = thinking_tags(source)
     setup.thinking_open = prompt_opens_thinking(setup.prompt, setup.thinking)
     setup.template_thinks = setup.thinking.start in source
@@ -116,6 +122,12 @@ def _prepare(
     tool_list = parse_tools(tools)
     choice = parse_tool_choice(tool_choice, tool_list)
     parallel = parse_parallel(parallel_tool_calls)
+    if template.is_jinja and harmony.is_harmony(template.source):
+        calls = bool(tool_list) and choice.mode != "none"
+        prompt = harmony.render(template, messages, [x.to_openai() for x in tool_list] if calls else None,
+                                add_generation_prompt, template_kwargs)
+        fmt = "harmony" if calls else "harmony_text"
+        return ChatSetup(prompt, fmt, grammar, harmony.MARKERS, tool_list, choice, parallel)
     t = template.tool_use if (tool_list and template.tool_use is not None) else template
     caps = t.caps
     renders_calls = caps is not None and caps.supports_tool_calls
