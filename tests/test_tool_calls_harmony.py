@@ -11,12 +11,18 @@ from typing import Any
 
 import pytest
 
+from llamacli.core.model.weights.gguf_file import read_metadata
 from llamacli.core.text.chat_templates import ChatTemplate
+from llamacli.core.text.grammar import GrammarSpec
 from llamacli.core.text.reasoning import ReasoningSplitter
+from llamacli.core.text.tokenizer import load_tokenizer
 from llamacli.core.text.tool_calls.harmony import MARKERS, classify, scan_harmony
+from llamacli.core.text.tool_calls.harmony import grammar as harmony_grammar
 from llamacli.core.text.tool_calls.setup import prepare_chat
 from llamacli.core.text.tool_calls.stream import ParsedMessage, ToolCallParser
+from llamacli.core.text.tool_calls.tools import parse_tool_choice, parse_tools
 from tests.sdist_cache import llama_cpp_path
+from tests.test_tool_calls import accepts
 
 ANSWER = "Hello, world!\nWhat's up?"
 THOUGHTS = "I'm\nthinking"
@@ -197,3 +203,56 @@ def test_template_without_tools_and_continuing_a_message(gptoss: ChatTemplate) -
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hel"}]
     p = prepare_chat(gptoss, msgs, add_generation_prompt=False).prompt
     assert "<|return|>" not in p and p.endswith("<|channel|>final<|message|>Hel<|end|>")
+
+
+# ---- the grammar -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def demo_tok(demo_model: str):  # type: ignore[no-untyped-def]
+    return load_tokenizer(read_metadata(demo_model))
+
+
+ADD: dict[str, Any] = {"type": "function", "function": {
+    "name": "add", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}
+W_ARGS = '{"city": "Rome"}'
+GRAMMAR_CASES = [
+    # (tool_choice, accepted outputs, rejected outputs)
+    ("required",
+     ["<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + W_ARGS,
+      " to=functions.add<|channel|>commentary json<|message|>{\"a\": 1}",
+      "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant"
+      "<|channel|>commentary to=functions.get_weather<|message|>" + W_ARGS],
+     ["<|channel|>final<|message|>Hi", "<|channel|>commentary to=functions.nope<|message|>{}",
+      "<|channel|>commentary to=functions.add<|message|>{\"a\": \"x\"}"]),
+    ("auto",
+     ["<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>Hi there",
+      "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>commentary to=functions.add"
+      " <|constrain|>json<|message|>{\"a\": 2}"],
+     ["<|channel|>commentary to=functions.add<|message|>{\"b\": 2}",
+      "<|channel|>commentary to=functions.nope<|message|>{}"]),
+]
+
+
+@pytest.mark.parametrize("choice, good, bad", GRAMMAR_CASES)
+def test_call_grammar(demo_tok, choice: str, good: list[str], bad: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """llama.cpp's gpt-oss grammar: required, a call of a declared tool (either header order)
+    after any analysis; auto, free text until ` to=functions.`, then a declared tool's call."""
+    spec = harmony_grammar(parse_tools([WEATHER, ADD]), parse_tool_choice(choice, parse_tools([WEATHER, ADD])), None)
+    for text in good:
+        assert accepts(demo_tok, spec, text), text
+    for text in bad:
+        assert not accepts(demo_tok, spec, text), text
+    assert harmony_grammar(parse_tools([WEATHER]), parse_tool_choice("none", parse_tools([WEATHER])), None) is None
+
+
+def test_response_format_grammar_follows_the_analysis(demo_tok, gptoss: ChatTemplate) -> None:  # type: ignore[no-untyped-def]
+    """A JSON schema: analysis messages, then the final channel with the JSON (llama.cpp's
+    response-format rule); through prepare_chat, tools or not."""
+    schema = GrammarSpec.json_schema({"type": "object", "properties": {"amount": {"type": "number"}},
+                                      "required": ["amount"], "additionalProperties": False})
+    setup = prepare_chat(gptoss, [{"role": "user", "content": "x"}], tools=[WEATHER], grammar=schema)
+    for spec in (setup.grammar, harmony_grammar([], parse_tool_choice(None, []), schema)):
+        assert accepts(demo_tok, spec, "<|channel|>analysis<|message|>JSON it is<|end|><|start|>assistant"
+                                       '<|channel|>final <|constrain|>json<|message|>{"amount": 1.5}')
+        assert accepts(demo_tok, spec, '<|channel|>final<|message|>{"amount": 2}')
+        assert not accepts(demo_tok, spec, '{"amount": 2}')
+        assert not accepts(demo_tok, spec, '<|channel|>final<|message|>{"amount": "2"}')

@@ -24,14 +24,18 @@ the end of a body is held back.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llamacli.core.text.grammar.spec import GrammarSpec
 from llamacli.core.text.holdback import partial_stop_len
+from llamacli.core.text.tool_calls.call_grammar import TEXT, _chosen, _json, _params
 from llamacli.core.text.tool_calls.parse import RawCall
 from llamacli.core.text.tool_calls.partial_json import parse_partial
+from llamacli.core.text.tool_calls.tools import Tool, ToolChoice
 
 if TYPE_CHECKING:
     from llamacli.core.text.chat_templates import ChatTemplate
@@ -73,6 +77,40 @@ def render(template: ChatTemplate, messages: Sequence[Mapping[str, Any]], tools:
         if i >= 0:
             prompt = prompt[:i] + END + prompt[i + len("<|return|>") :]
     return prompt
+
+
+def grammar(tools: Sequence[Tool], choice: ToolChoice, response: GrammarSpec | None) -> GrammarSpec | None:
+    """llama.cpp's gpt-oss grammar. A JSON schema (response_format) takes precedence, as there:
+    analysis messages, then `<|channel|>final [<|constrain|>TYPE]<|message|>` and the JSON.
+    tool_choice required / named: analysis or commentary messages, then one call in either
+    header order (`to=functions.NAME<|channel|>commentary` or the reverse), its arguments valid
+    for the tool's schema. auto: free text until ` to=functions.` appears (llama.cpp's lazy
+    trigger), then a call of a declared tool. Another grammar (GBNF, Lark) is the reply's as given;
+    no tools, no constraint. The markers are text to the grammar: gpt-oss's vocabulary makes
+    them user-defined tokens (core/text/tokenizer/vocab.py), so a literal matches the token."""
+    constraint = ['constraint: " " "<|constrain|>"? CTYPE', "CTYPE: /[A-Za-z0-9_-]+/"]
+    body = ['body[lazy]: TEXT "<|end|>"', TEXT]
+    if response is not None and response.kind == "json_schema":
+        lines = ['start: pre* "<|channel|>final" constraint? "<|message|>" answer',
+                 'pre: "<|channel|>analysis<|message|>" body "<|start|>assistant"',
+                 f"answer: {_json(response.schema)}", *body, *constraint]
+        return GrammarSpec.lark("\n".join(lines))
+    if response is not None or not tools or choice.mode == "none":
+        return response
+    chosen = _chosen(tools, choice)
+    names = [json.dumps(t.name, ensure_ascii=False) for t in chosen]
+    lines = ['chan: "commentary" | "analysis"', *constraint]
+    lines += [f"args_{i}: {_json(_params(t))}" for i, t in enumerate(chosen)]
+    if choice.mode == "required":
+        lines[:0] = ["start: pre* call", "call: " + " | ".join(f"tool_{i}" for i in range(len(chosen))),
+                     'pre: "<|channel|>" chan "<|message|>" body "<|start|>assistant"', *body]
+        lines += [f'tool_{i}: (" to=functions." {n} "<|channel|>" chan | "<|channel|>" chan " to=functions." {n}) '
+                  f'constraint? "<|message|>" args_{i}' for i, n in enumerate(names)]
+    else:
+        lines[:0] = ["start: TEXT | hd call", "call: " + " | ".join(f"tool_{i}" for i in range(len(chosen))),
+                     'hd[lazy]: TEXT " to=functions."', TEXT]
+        lines += [f'tool_{i}: {n} ("<|channel|>" chan)? constraint? "<|message|>" args_{i}' for i, n in enumerate(names)]
+    return GrammarSpec.lark("\n".join(lines))
 
 
 @dataclass

@@ -127,7 +127,8 @@ def _prepare(
         prompt = harmony.render(template, messages, [x.to_openai() for x in tool_list] if calls else None,
                                 add_generation_prompt, template_kwargs)
         fmt = "harmony" if calls else "harmony_text"
-        return ChatSetup(prompt, fmt, grammar, harmony.MARKERS, tool_list, choice, parallel)
+        spec = harmony.grammar(tool_list, choice, grammar)
+        return ChatSetup(prompt, fmt, spec, harmony.MARKERS, tool_list, choice, parallel)
     t = template.tool_use if (tool_list and template.tool_use is not None) else template
     caps = t.caps
     renders_calls = caps is not None and caps.supports_tool_calls
