@@ -256,3 +256,22 @@ def test_response_format_grammar_follows_the_analysis(demo_tok, gptoss: ChatTemp
         assert accepts(demo_tok, spec, '<|channel|>final<|message|>{"amount": 2}')
         assert not accepts(demo_tok, spec, '{"amount": 2}')
         assert not accepts(demo_tok, spec, '<|channel|>final<|message|>{"amount": "2"}')
+
+
+def test_continuing_an_assistant_message(gptoss: ChatTemplate) -> None:
+    """A prefill (llama-server continues a final assistant message): as llama.cpp's gpt-oss
+    continuation the prompt ends in the final channel after the message's reasoning in the
+    analysis channel (test-chat.cpp's message_assist_prefill_content), and the parser reads the
+    output as the rest of that final message (the reply holds the generated part, as for every
+    format here)."""
+    from llamacli.http.oai import chat_setup
+
+    msgs = [{"role": "user", "content": "Hey"}, {"role": "assistant", "content": "Hello, ", "reasoning_content": "I'm thinking"}]
+    setup = chat_setup(gptoss, msgs, {}, None, None, reasoning_format="auto")
+    assert setup.prompt.endswith("<|start|>user<|message|>Hey<|end|><|start|>assistant<|channel|>analysis<|message|>"
+                                 "I'm thinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, ")
+    p = setup.parser()
+    deltas = p.feed("world!\nWhat's") + p.feed(" up?")
+    p.finish()
+    assert "".join(d.content or "" for d in deltas) == "world!\nWhat's up?"
+    assert (p.message.content, p.message.reasoning_content) == ("world!\nWhat's up?", "")

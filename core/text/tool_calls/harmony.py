@@ -113,6 +113,17 @@ def grammar(tools: Sequence[Tool], choice: ToolChoice, response: GrammarSpec | N
     return GrammarSpec.lark("\n".join(lines))
 
 
+def continuation(content: str, reasoning: str = "") -> tuple[str, str]:
+    """(the text after `<|start|>assistant` that continues an assistant message, the header of
+    the message it leaves open): llama.cpp's gpt-oss continuation, the reasoning in the analysis
+    channel, then (with content) the final channel."""
+    analysis = CHANNEL + "analysis" + MESSAGE
+    if not content:
+        return analysis + reasoning, analysis
+    final = CHANNEL + "final" + MESSAGE
+    return analysis + reasoning + END + NEXT_MESSAGE + final + content, final
+
+
 @dataclass
 class HarmonyScan:
     reasoning: str = ""

@@ -61,9 +61,22 @@ class ChatSetup:
     thinking: ThinkingTags = field(default_factory=ThinkingTags)  # the template's thinking tags
     thinking_open: bool = False  # the prompt ends inside an open thinking block
     template_thinks: bool = False  # the template writes thinking tags (a reasoning model)
+    open_header: str = ""  # harmony: the header of the message a prefill left open
 
     def parser(self, id_factory: Callable[[], str] | None = None) -> ToolCallParser:
-        return ToolCallParser(self.format, id_factory, frozenset(t.name for t in self.tools), reasoning=self.splitter())
+        return ToolCallParser(self.format, id_factory, frozenset(t.name for t in self.tools), reasoning=self.splitter(),
+                              prefix=self.open_header)
+
+    def continue_message(self, content: str, reasoning: str = "") -> None:
+        """Append a prefill (the final assistant message the answer continues) to a prompt that
+        ends with the assistant header. Harmony (gpt-oss), as llama.cpp: the analysis channel
+        holds the reasoning and, when there is content, the final channel the content; the
+        parser then starts inside the message left open."""
+        if not self.format.startswith("harmony"):
+            self.prompt += content
+            return
+        text, self.open_header = harmony.continuation(content, reasoning)
+        self.prompt += text
 
     def splitter(self) -> ReasoningSplitter | None:
         """How thoughts are taken out of the answer (None: reasoning_format none)."""

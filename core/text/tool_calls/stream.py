@@ -105,6 +105,7 @@ class ToolCallParser:
         tool_names: frozenset[str] | None = None,
         strip: bool | None = None,
         reasoning: ReasoningSplitter | None = None,
+        prefix: str = "",
     ) -> None:
         self.fmt = fmt
         self.id_factory = id_factory or (mistral_call_id if fmt.startswith("mistral") else random_call_id)
@@ -112,6 +113,7 @@ class ToolCallParser:
         # harmony bodies are kept as written (llama.cpp does not trim them)
         self.strip = fmt != "content" and not fmt.startswith("harmony") if strip is None else strip
         self.reasoning = reasoning  # thoughts are split off before the tool-call scan
+        self.prefix = prefix  # harmony: the open message's header, ahead of the output (a prefill)
         self.text = ""
         self._reasoning_sent = 0  # characters of reasoning sent
         self._content_sent = 0  # characters of content sent
@@ -149,7 +151,7 @@ class ToolCallParser:
         """(thoughts, content and calls) of the text so far. Harmony (gpt-oss) has its
         thoughts in a channel of its own; the other formats' come off the front first."""
         if self.fmt.startswith("harmony"):  # "harmony": calls parsed; "harmony_text": none
-            h = scan_harmony(self.text, final and not cut, self.reasoning is not None, self.fmt == "harmony")
+            h = scan_harmony(self.prefix + self.text, final and not cut, self.reasoning is not None, self.fmt == "harmony")
             return h.reasoning, Scan(h.content, h.calls)
         text, thoughts = self.text, ""
         if self.reasoning is not None:
