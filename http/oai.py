@@ -235,7 +235,8 @@ def chat_setup(
         **dict(kwargs or {}),
     )
     if prefill:
-        setup.prompt += prefill
+        thoughts = messages[-1].get("reasoning_content")
+        setup.continue_message(prefill, thoughts if isinstance(thoughts, str) else "")
     return setup
 
 

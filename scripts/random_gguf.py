@@ -30,6 +30,8 @@ def random_blocks(rng: np.random.Generator, qt: QT, rows: int, cols: int) -> np.
         blocks[..., 0:4] = half
     elif qt == QT.Q6_K:  # ... | d at byte 208
         blocks[..., 208:210] = half[:2]
+    elif qt == QT.Q8_0:  # d | 32 int8
+        blocks[..., 0:2] = half[:2]
     return blocks.reshape(rows, -1)
 
 

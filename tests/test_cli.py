@@ -78,7 +78,7 @@ def test_unsupported_architecture_or_type_is_one_line_exit_2(tmp_path: Path) -> 
 
     src = write_tiny_model("qwen3moe", "F32", tmp_path / "moe.gguf")
     cases = {
-        "'gpt-oss'": rewrite_gguf(src, tmp_path / "arch.gguf", arch="gpt-oss"),
+        "'grok'": rewrite_gguf(src, tmp_path / "arch.gguf", arch="grok"),
         "IQ2_XXS": rewrite_gguf(src, tmp_path / "type.gguf",
                                 retype=("blk.1.ffn_down_exps.weight", gguf.GGMLQuantizationType.IQ2_XXS)),
     }

@@ -163,3 +163,42 @@ def test_attention_mask_window_boundary() -> None:
     m = K.attention_mask(np.array([[10]]), 0, 11, 4)
     visible = np.flatnonzero(m[0, 0] == 0)
     assert visible.tolist() == [7, 8, 9, 10]
+
+
+def test_swiglu_oai_clamps_as_ggml() -> None:
+    """ggml_swiglu_oai (gpt-oss): the gate clamped above at 7, the up value to [-7, 7], then
+    x * sigmoid(1.702 x) * (y + 1); against the formula in float64."""
+    g = np.array([-100.0, -7.5, -1.0, 0.0, 0.5, 6.9, 7.0, 7.1, 50.0], dtype=np.float32)
+    u = np.array([-9.0, -7.0, -0.5, 3.0, 0.0, 8.0, -6.0, 7.5, 1.0], dtype=np.float32)
+    got = K.swiglu_oai(g[None], u[None])[0]
+    x = np.minimum(g.astype(np.float64), 7.0)
+    y = np.clip(u.astype(np.float64), -7.0, 7.0)
+    ref = x / (1.0 + np.exp(-1.702 * x)) * (y + 1.0)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-30)
+    assert got.dtype == np.float32
+    assert got[-1] == K.swiglu_oai(np.float32([[7.0]]), np.float32([[1.0]]))[0, 0]  # a gate of 50 acts as 7
+
+
+def test_rope_yarn_mixes_interpolation_and_extrapolation() -> None:
+    """ggml's rope_yarn: pair i's angle is interp * (1 - mix) + extrap * mix with
+    mix = 1 - clamp((i - low) / (high - low), 0, 1), cos and sin times the magnitude factor;
+    gpt-oss's numbers: 64 dims, base 150000, factor 32 from 4096 positions -> pairs 8..18, and
+    the factor 1 + 0.1 ln 32 (llama.cpp's attn_factor cancels get_mscale, rope_yarn applies it)."""
+    from llamacli.core.model.families.llama import yarn_rope
+
+    cfg = yarn_rope(K.RopeConfig(64, 150000.0, 1 / 32, True), 4096)
+    assert cfg.corr_dims == (8.0, 18.0) and cfg.ext_factor == 1.0
+    assert abs(cfg.attn_factor - (1 + 0.1 * math.log(32))) < 1e-6
+    pos = np.array([0, 1, 37, 1000, 70000])
+    cos, sin = K.rope_cos_sin(pos, cfg)
+    i = np.arange(32)
+    extrap = pos[:, None] * 150000.0 ** (-2.0 * i / 64)
+    mix = 1 - np.clip((i - 8.0) / 10.0, 0, 1)
+    theta = extrap / 32 * (1 - mix) + extrap * mix
+    m = 1 + 0.1 * math.log(32)
+    # float32 angles of up to 7e4 radians: an ulp of the angle is ~4e-3 rad there
+    tol = 1e-5 + 4 * np.abs(theta) * 2.0**-24
+    assert np.all(np.abs(cos - np.cos(theta) * m) <= tol * m)
+    assert np.all(np.abs(sin - np.sin(theta) * m) <= tol * m)
+    plain = K.rope_cos_sin(pos, K.RopeConfig(64, 150000.0, 1 / 32, True))  # linear scaling: every pair interpolated
+    assert not np.allclose(plain[0][:, :8], cos[:, :8] / m, atol=1e-3)

@@ -49,6 +49,20 @@ def test_router_softmax_and_weights() -> None:
     assert np.all(np.isfinite(tiny)) and np.all(tiny == 0)
 
 
+def test_softmax_weight_gating_takes_the_top_logits_then_their_soft_max() -> None:
+    """gpt-oss's gating (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT): the top k of the raw
+    logits, weighted by the soft max of those k alone (ggml's kernel), no normalisation after."""
+    rng = np.random.default_rng(5)
+    logits = (rng.standard_normal((20, 16)) * 2).astype(np.float32)
+    m = MoEArgs(16, 4, 64, norm_weights=False, gating="softmax_weight")
+    sel, w = route(logits, m)
+    np.testing.assert_array_equal(sel, np.argsort(-logits, axis=1, kind="stable")[:, :4])
+    top = np.take_along_axis(logits, sel, 1)
+    np.testing.assert_array_equal(w, softmax_rows(top))
+    ref = np.exp(top.astype(np.float64) - top.max(1, keepdims=True))
+    np.testing.assert_allclose(w, ref / ref.sum(1, keepdims=True), rtol=1e-6)
+
+
 @pytest.mark.parametrize("numerics", ["ggml", "f32"])
 @pytest.mark.parametrize("variant", ["Q4_K", "F32"])
 def test_expert_matmuls_equal_one_matmul_per_row(tmp_path: Path, numerics: str, variant: str) -> None:
@@ -95,8 +109,8 @@ def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytes
             used.append(ids[id(m)])
         return real_matmul(xa, m, out)
 
-    def spy_route(probs, m):  # type: ignore[no-untyped-def]
-        sel, w = real_route(probs, m)
+    def spy_route(probs, m, *rest):  # type: ignore[no-untyped-def]
+        sel, w = real_route(probs, m, *rest)
         picked.append(set(sel.reshape(-1).tolist()))
         return sel, w
 
@@ -141,13 +155,13 @@ def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: 
     edges = 0
     real_route = moe.route
 
-    def spy(probs, m):  # type: ignore[no-untyped-def]
+    def spy(probs, m, *rest):  # type: ignore[no-untyped-def]
         nonlocal edges
         for a, b in TIED_EXPERTS:
             np.testing.assert_array_equal(probs[:, a], probs[:, b])
         s = -np.sort(-probs, axis=1)
         edges += int(np.sum(s[:, m.n_expert_used - 1] == s[:, m.n_expert_used]))
-        return real_route(probs, m)
+        return real_route(probs, m, *rest)
 
     monkeypatch.setattr(moe, "route", spy)
     model.forward(Batch.single(fixture_tokens("qwen3moe"), all_logits=True), model.new_cache(1, 64))

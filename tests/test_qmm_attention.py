@@ -26,10 +26,12 @@ def _inputs(S: int, H: int, Hkv: int, Tq: int, L: int, D: int, Dv: int, seed: in
     return q, k, v
 
 
-def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, cap: float | None) -> np.ndarray:
+def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, cap: float | None,
+          sinks: np.ndarray | None = None) -> np.ndarray:
     """The module's documented order, written with NumPy: float32 sums in order of d (scores)
     and of l (the V product), each step one rounding; ggml's exp over each row's visible keys
-    and its sum order (test_qmm_expf.ref_exp_sum). Equal bits expected."""
+    and its sum order (test_qmm_expf.ref_exp_sum); a head's sink in the max and, after the
+    keys, in the float64 sum (ggml_soft_max_f32). Equal bits expected."""
     S, H, Tq, D = q.shape
     G = H // k.shape[1]
     out = np.zeros((S, H, Tq, v.shape[3]), dtype=f32)
@@ -45,6 +47,8 @@ def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: 
                 w = np.vectorize(lambda x: f32(math.tanh(f64(x / c))))(w).astype(f32) * c
             w = (w + mask[s]).astype(f32)
             m = np.max(w, axis=-1, keepdims=True)
+            if sinks is not None:
+                m = np.maximum(m, sinks[hq])
             m[~np.isfinite(m)] = 0
             e = np.zeros_like(w)
             total = np.zeros((Tq, 1), dtype=f64)
@@ -53,6 +57,8 @@ def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: 
                 if vis.size:
                     a, b = vis[0], vis[-1] + 1
                     e[t, a:b], total[t, 0] = ref_exp_sum((w[t, a:b] - m[t]).astype(f32))
+                if sinks is not None:
+                    total[t, 0] += f64(f32(math.exp(f64(sinks[hq] - m[t, 0]))))
             with np.errstate(divide="ignore"):
                 inv = np.where(total > 0, 1.0 / total, 0.0).astype(f32)
             p = _f16(e * inv)
@@ -63,16 +69,19 @@ def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: 
     return out
 
 
-def _float64_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """softmax in float64 of f16(q) k^T * scale + mask, times v; and sum_l p_l |v_l| (the
-    scale of the tolerance)."""
+def _float64_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float,
+                       sinks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """softmax in float64 of f16(q) k^T * scale + mask (and each head's sink logit, which
+    attends to nothing), times v; and sum_l p_l |v_l| (the scale of the tolerance)."""
     G = q.shape[1] // k.shape[1]
     kk = np.repeat(k, G, axis=1).astype(f64)
     vv = np.repeat(v, G, axis=1).astype(f64)
     w = np.einsum("shtd,shld->shtl", _f16(q).astype(f64), kk) * scale + mask[:, None].astype(f64)
-    w -= w.max(-1, keepdims=True)
-    p = np.exp(w)
-    p /= p.sum(-1, keepdims=True)
+    sink = np.full(q.shape[:3] + (1,), -np.inf) if sinks is None else np.broadcast_to(
+        sinks.astype(f64)[None, :, None, None], q.shape[:3] + (1,))
+    mx = np.maximum(w.max(-1, keepdims=True), sink)
+    p = np.exp(w - mx)
+    p /= p.sum(-1, keepdims=True) + np.exp(sink - mx)
     return np.einsum("shtl,shlj->shtj", p, vv), np.einsum("shtl,shlj->shtj", p, np.abs(vv))
 
 
@@ -95,6 +104,25 @@ def test_close_to_float64_softmax_attention() -> None:
     out = attention(q, k, v, mask, 1 / math.sqrt(128), None)
     ref, mag = _float64_reference(q, k, v, mask, 1 / math.sqrt(128))
     assert np.all(np.abs(out - ref) <= 2.0**-10 * mag + 1e-6)
+
+
+def test_sinks_follow_the_documented_order_and_float64_maths() -> None:
+    """gpt-oss's attention sinks: bit for bit the documented order (the sink in the max and
+    added to the sum after the keys), and within the float64 bound of a softmax whose extra
+    logit takes weight from every key (rows sum to less than 1); the f32 numerics' NumPy path
+    (K.gqa_attention) agrees with the same reference."""
+    q, k, v = _inputs(2, 4, 2, 5, 40, 32, 32, seed=3)
+    sinks = np.array([3.0, -1.0, 0.5, 8.0], dtype=f32)  # 8: a sink above every score
+    qpos = np.array([[10, 20, 30, 38, 39], [0, 1, 2, 3, 4]])
+    for window in (None, 8):
+        mask = K.attention_mask(qpos, 0, 40, window)
+        out = attention(q, k, v, mask, 0.125, None, sinks)
+        assert np.array_equal(out, _spec(q, k, v, mask, 0.125, None, sinks))
+        ref, mag = _float64_reference(q, k, v, mask, 0.125, sinks)
+        assert np.all(np.abs(out - ref) <= 2.0**-10 * mag + 1e-6)
+        plain = K.gqa_attention(_f16(q), k, v, mask, 0.125, None, sinks)
+        np.testing.assert_allclose(plain, ref, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(out, attention(q, k, v, mask, 0.125, None))  # the sinks change it
 
 
 def test_row_alone_equals_row_in_a_batch() -> None:

@@ -3,7 +3,10 @@
 Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
-with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows).
+with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows); gpt-oss
+(GPTOSS_MODELS, also in MOE_MODELS: F32, F16, Q8_0; the real file's metadata keys and tensor
+names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
+top-k edge and no early greedy step is a near-tie).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -45,7 +48,10 @@ VARIANTS = ("F32", "F16", "Q8_0", "Q4_K")
 EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
 # Mixture of experts: 8 experts, top 2; F32_TIE: 32 experts, top 4, four pairs of experts with
 # the same router row (so equal router probabilities for every token: ties at the top-k edge)
-MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"))
+# gpt-oss: 8 experts, top 4, with biases; sinks, alternating sliding window (8 tokens), YaRN;
+# F32, F16 and Q8_0 weights (MXFP4 experts: a weight type of their own)
+GPTOSS_MODELS = (("gpt-oss", "F32"), ("gpt-oss", "F16"), ("gpt-oss", "Q8_0"))
+MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE")) + GPTOSS_MODELS
 # phi3: fused attn_qkv and gate|up ffn_up, 3/4 of each head rotated (as Phi-4-mini), LongRoPE
 # factors; F32 and Q4_K: the short factors (original context 256, the fixtures' 128 cells pad to
 # 256), F32_LONGROPE: the long ones (original context 64) and attn_factor 1.19; F32_SPLIT: separate
@@ -82,6 +88,7 @@ class TinyConfig:
     tied_experts: tuple = ()           # pairs of experts given the same router row
     n_rot: int = 0                     # rotated dims per head (0: all); phi3: 3/4
     fused: bool = False                # phi3: attn_qkv and ffn_up = gate|up
+    yarn: tuple = ()                   # gpt-oss: (rope.scaling.factor, original_context_length)
     longrope: int = 0                  # phi3: rope.scaling.original_context_length (0: no factors)
     attn_factor: float = 1.0           # phi3: rope.scaling.attn_factor
     spm: bool = True                   # SPM vocab (else GPT-2 BPE)
@@ -98,6 +105,14 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
         return TinyConfig(arch, n_layer=2, rope_base=1000000.0, rms_eps=1e-6, qk_norm=True, spm=False,
                           n_expert=32 if tie else 8, n_expert_used=4 if tie else 2, n_ff_exp=256,
                           tied_experts=TIED_EXPERTS if tie else (), seed=900 + list(_WEIGHT_TYPE).index(variant))
+    if arch == "gpt-oss":
+        if (arch, variant) not in GPTOSS_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        # as gpt-oss-20b: head_dim * n_head != n_embd, rope base 150000, YaRN 32x from 4096
+        return TinyConfig(arch, n_layer=4, n_head=8, n_head_kv=2, head_dim=64, n_ff=256, n_ctx_train=131072,
+                          rope_base=150000.0, rms_eps=1e-5, sliding_window=8, qkv_bias=True, spm=False,
+                          n_expert=8, n_expert_used=4, n_ff_exp=256, yarn=(32.0, 4096),
+                          seed=1150 + list(_WEIGHT_TYPE).index(variant))
     if arch == "phi3":
         if (arch, variant) not in PHI3_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -316,6 +331,8 @@ def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expe
     x = (rng.standard_normal((n_expert, n_out, n_in)) * std).astype(np.float32)
     if qtype == QT.F32:
         w.add_tensor(name, x)
+    elif qtype == QT.F16:
+        w.add_tensor(name, x.astype(np.float16))
     elif qtype == QT.Q8_0:
         w.add_tensor(name, gguf.quants.quantize(x, QT.Q8_0), raw_dtype=QT.Q8_0)
     else:  # pragma: no cover
@@ -324,6 +341,20 @@ def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expe
 
 def _add_norm(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n: int, scale: float = 1.0) -> None:
     w.add_tensor(name, (scale * (1.0 + 0.1 * rng.standard_normal(n))).astype(np.float32))
+
+
+def _add_gptoss_attention_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig) -> None:
+    """gpt-oss: the attention output's bias and the per-head sink logits."""
+    w.add_tensor(p + "attn_output.bias", (0.1 * rng.standard_normal(cfg.n_embd)).astype(np.float32))
+    w.add_tensor(p + "attn_sinks.weight", (2.0 * rng.standard_normal(cfg.n_head)).astype(np.float32))
+
+
+def _add_gptoss_moe_biases(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig) -> None:
+    """gpt-oss: the router's bias and each expert's gate, up and down biases ((n_expert, n_out))."""
+    X, F = cfg.n_expert, cfg.n_ff_exp
+    w.add_tensor(p + "ffn_gate_inp.bias", (0.5 * rng.standard_normal(X)).astype(np.float32))
+    for name, n in (("ffn_gate_exps", F), ("ffn_up_exps", F), ("ffn_down_exps", cfg.n_embd)):
+        w.add_tensor(p + name + ".bias", (0.1 * rng.standard_normal((X, n))).astype(np.float32))
 
 
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
@@ -352,6 +383,10 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         w.add_rope_scaling_attn_factors(cfg.attn_factor)
     if cfg.sliding_window:
         w.add_sliding_window(cfg.sliding_window)
+    if cfg.yarn:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(cfg.yarn[0])
+        w.add_rope_scaling_orig_ctx_len(cfg.yarn[1])
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
@@ -404,7 +439,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
     w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
     if not cfg.tied_output:
-        _add_matrix(w, "output.weight", rng, n_vocab, E, emb_std, qtype)
+        # gpt-oss: logits of a smaller scale (its experts' activations are large, to reach the
+        # clamps, and F16's activation rounding grows with them)
+        _add_matrix(w, "output.weight", rng, n_vocab, E, 0.15 if arch == "gpt-oss" else emb_std, qtype)
     if cfg.rope_freqs:
         # llama3-style factors: 1 for high frequencies, up to 8 for the lowest ones
         ff = np.ones(D // 2, dtype=np.float32)
@@ -430,9 +467,12 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_norm(w, p + "attn_q_norm.weight", rng, D)
             _add_norm(w, p + "attn_k_norm.weight", rng, D)
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        if arch == "gpt-oss":
+            _add_gptoss_attention_extras(w, p, rng, cfg)
         if arch == "gemma3":
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
-        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        # gpt-oss names its pre-FFN norm post_attention_norm
+        _add_norm(w, p + ("post_attention_norm.weight" if arch == "gpt-oss" else "ffn_norm.weight"), rng, E)
         if cfg.n_expert:
             # the router stays F32 (llama-quantize keeps ffn_gate_inp unquantized)
             router = (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32)
@@ -440,9 +480,13 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 router[b] = router[a]
             w.add_tensor(p + "ffn_gate_inp.weight", router)
             XF = cfg.n_ff_exp
-            _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
-            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
-            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+            # gpt-oss: gate/up 4x larger, so that swiglu_oai's clamps at +-7 are reached
+            big = 3.0 if arch == "gpt-oss" else 1.0
+            _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, big * E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, big * E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 / big ** 2 * XF ** -0.5, qtype)
+            if arch == "gpt-oss":
+                _add_gptoss_moe_biases(w, p, rng, cfg)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

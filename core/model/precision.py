@@ -151,6 +151,9 @@ class Precision:
                 if key not in acts:
                     acts[key] = self.prepare_rows(x2, ex.qtype)
                 out[pairs] = self.expert_matmul(acts[key], rows, ex, e)
+        for ex, out in zip(exs, outs):
+            if ex.b is not None:  # ggml_add_id: each (token, slot) row + its expert's bias
+                out += ex.b[flat]
         return [o.reshape(t, k, -1) for o in outs]
 
     def prepare_rows(self, x: np.ndarray, qtype: object) -> object:
@@ -187,9 +190,11 @@ class Precision:
         return K.silu(x)
 
     def attention(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
+        sinks: np.ndarray | None = None,
     ) -> np.ndarray:
-        return K.gqa_attention(q, k, v, mask, scale, softcap)
+        """sinks (H,): gpt-oss's per-head logits in each softmax (K.gqa_attention)."""
+        return K.gqa_attention(q, k, v, mask, scale, softcap, sinks)
 
 
 class GGMLPrecision(Precision):
@@ -276,14 +281,15 @@ class GGMLPrecision(Precision):
         return y
 
     def attention(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
+        sinks: np.ndarray | None = None,
     ) -> np.ndarray:
         """The non-flash-attention path (docs/numerics.md 2.6): Q rounded to f16 for KQ (K, V
         are already f16 values from the cache), softmax with a float64 sum, probabilities
         rounded to f16 before the V product. Compiled (core/model/kernels/qmm/attention.py): both products
         are float32 sums of exact f16 products in one fixed order, so a row's result is the
         same on every CPU, for every thread count and whatever else is in the batch."""
-        return qmm_attention(q, k, v, mask, scale, softcap)
+        return qmm_attention(q, k, v, mask, scale, softcap, sinks)
 
 
 _GELU_TABLE: np.ndarray | None = None

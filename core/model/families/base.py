@@ -49,7 +49,7 @@ class ModelArgs:
     embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
     attn_softcap: float | None = None
     final_softcap: float | None = None
-    activation: str = "silu"  # gated FFN activation: "silu" or "gelu"
+    activation: str = "silu"  # gated FFN activation: "silu", "gelu" or (experts) "swiglu_oai"
     scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
     moe: MoEArgs | None = None  # a mixture-of-experts FFN in every layer instead of a dense one
     extra: dict[str, Any] = field(default_factory=dict)
@@ -141,6 +141,17 @@ def md_float(md: dict[str, Any], path: str, key: str, default: float | None = No
     return f
 
 
+def swa_pattern(md: dict[str, Any], path: str, key: str, n_layer: int, default: int) -> tuple[bool, ...]:
+    """Which layers use the sliding window (llama.cpp's load_swa_pattern): the key as a per-layer
+    array of booleans, or a period n (`default` when absent): layer il slides when il % n < n - 1
+    (every layer when n is 0)."""
+    pattern = md.get(key, default)
+    if isinstance(pattern, (list, np.ndarray)):
+        return tuple(bool(b) for b in np.asarray(pattern).reshape(-1)[:n_layer])
+    n = md_int(md, path, key, default, lo=0)
+    return tuple(n == 0 or il % n < n - 1 for il in range(n_layer))
+
+
 @dataclass
 class LayerWeights:
     attn_norm: np.ndarray
@@ -157,6 +168,7 @@ class LayerWeights:
     k_norm: np.ndarray | None = None
     post_attn_norm: np.ndarray | None = None
     post_ffn_norm: np.ndarray | None = None
+    attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
 
@@ -226,6 +238,9 @@ class DecoderModel:
     #: optional per-arch tensors; missing required ones raise ModelLoadError at load
     has_qk_norm = False
     has_post_norms = False
+    has_attn_sinks = False
+    #: the pre-FFN norm's tensor (gpt-oss names it `post_attention_norm`)
+    ffn_norm_name = "ffn_norm"
     #: decoders attend causally over a KV cache, so a prompt may be split across batches;
     #: encoders (bert) see the whole sequence and need it in one batch
     causal = True
@@ -271,7 +286,7 @@ class DecoderModel:
             wk=ld.linear(p + "attn_k", a.n_embd, a.n_head_kv * a.head_dim),
             wv=ld.linear(p + "attn_v", a.n_embd, a.n_head_kv * a.head_dim_v),
             wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
-            ffn_norm=ld.vector(p + "ffn_norm.weight"),
+            ffn_norm=ld.vector(p + self.ffn_norm_name + ".weight"),
         )
         if a.moe is not None:
             lw.moe = load_moe(ld, p, a.n_embd, a.moe)
@@ -282,6 +297,8 @@ class DecoderModel:
         if self.has_qk_norm:
             lw.q_norm = ld.vector(p + "attn_q_norm.weight")
             lw.k_norm = ld.vector(p + "attn_k_norm.weight")
+        if self.has_attn_sinks:
+            lw.attn_sinks = ld.vector(p + "attn_sinks.weight", a.n_head)
         if self.has_post_norms:
             lw.post_attn_norm = ld.vector(p + "post_attention_norm.weight")
             lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
@@ -450,7 +467,7 @@ class DecoderModel:
             k_start, mask = g.mask(window)
             kc, vc = cache.view(il, g.seq_ids, k_start, k_start + mask.shape[-1])
             qg = q[g.tok_idx].transpose(0, 2, 1, 3)  # (S, H, Tq, D)
-            o = pr.attention(qg, kc, vc, mask, scale, a.attn_softcap)  # (S, H, Tq, Dv)
+            o = pr.attention(qg, kc, vc, mask, scale, a.attn_softcap, lw.attn_sinks)  # (S, H, Tq, Dv)
             out[g.tok_idx] = o.transpose(0, 2, 1, 3)
 
         pr.run_each(attend, groups)

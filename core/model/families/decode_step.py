@@ -75,6 +75,7 @@ class DecodeStep:
             or kind.ffn is not DecoderModel.ffn
             or a.activation not in ("gelu", "silu")
             or any(lw.moe is not None for lw in model.layers)  # experts: the base FFN's mul_mat_id path
+            or any(lw.attn_sinks is not None for lw in model.layers)  # sinks: the base attention's
         ):
             return None
         mats = [lin.q for lw in model.layers for lin in _linears(lw)]

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int, swa_pattern
 from llamacli.core.model.families.llama import common_args
 
 
@@ -42,12 +42,7 @@ class Gemma3Model(DecoderModel):
         window = md_int(md, p, "gemma3.attention.sliding_window", 0, lo=0)
         if window > 0:
             a.sliding_window = window
-            pattern = md.get("gemma3.attention.sliding_window_pattern", 6)
-            if isinstance(pattern, (list, np.ndarray)):
-                a.swa_layers = tuple(bool(b) for b in np.asarray(pattern).reshape(-1)[: a.n_layer])
-            else:
-                n = md_int(md, p, "gemma3.attention.sliding_window_pattern", 6, lo=0)
-                a.swa_layers = tuple(n == 0 or il % n < n - 1 for il in range(a.n_layer))
+            a.swa_layers = swa_pattern(md, p, "gemma3.attention.sliding_window_pattern", a.n_layer, 6)
             base_swa = md_float(md, p, "gemma3.rope.freq_base_swa", 10000.0)
             a.rope_swa = replace(a.rope, base=base_swa, scale=1.0, freq_factors=None)
         return a

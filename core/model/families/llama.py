@@ -3,6 +3,7 @@ optional Llama-3 rope scaling through the `rope_freqs.weight` tensor."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,8 @@ def common_args(g: GGUFFile, neox: bool) -> ModelArgs:
     n_rot = md_int(md, p, f"{a}.rope.dimension_count", head_dim)
     base = md_float(md, p, f"{a}.rope.freq_base", 10000.0)
     scale = 1.0
-    if md.get(f"{a}.rope.scaling.type") == "linear" and md.get(f"{a}.rope.scaling.factor"):
+    scaling = md.get(f"{a}.rope.scaling.type")
+    if scaling in ("linear", "yarn") and md.get(f"{a}.rope.scaling.factor"):
         scale = 1.0 / md_float(md, p, f"{a}.rope.scaling.factor")
     elif md.get(f"{a}.rope.scale_linear"):
         scale = 1.0 / md_float(md, p, f"{a}.rope.scale_linear")
@@ -41,6 +43,11 @@ def common_args(g: GGUFFile, neox: bool) -> ModelArgs:
         n_vocab = g.tensors["token_embd.weight"].shape[0]
     n_layer = md_int(md, p, f"{a}.block_count")
     n_ff = md_int(md, p, f"{a}.feed_forward_length")  # per-layer arrays: uniform only
+    n_ctx_train = md_int(md, p, f"{a}.context_length", 4096)
+    rope = K.RopeConfig(n_rot, base, scale, neox, freq_factors)
+    if scaling == "yarn":
+        n_orig = md_int(md, p, f"{a}.rope.scaling.original_context_length", n_ctx_train)
+        rope = yarn_rope(rope, n_orig, md_float(md, p, f"{a}.rope.scaling.attn_factor", 1.0))
     return ModelArgs(
         arch=a,
         n_vocab=n_vocab,
@@ -52,9 +59,27 @@ def common_args(g: GGUFFile, neox: bool) -> ModelArgs:
         head_dim_v=head_dim_v,
         n_ff=n_ff,
         norm_eps=md_float(md, p, f"{a}.attention.layer_norm_rms_epsilon", 1e-5, positive=False),
-        n_ctx_train=md_int(md, p, f"{a}.context_length", 4096),
-        rope=K.RopeConfig(n_rot, base, scale, neox, freq_factors),
+        n_ctx_train=n_ctx_train,
+        rope=rope,
     )
+
+
+def yarn_rope(rope: K.RopeConfig, n_ctx_orig: int, attn_factor: float = 1.0,
+              beta_fast: float = 32.0, beta_slow: float = 1.0) -> K.RopeConfig:
+    """YaRN as llama.cpp applies it (`rope.scaling.type` "yarn": gpt-oss, Qwen long-context files):
+    ext_factor 1, ggml_rope_yarn_corr_dims' range of pairs from llama.cpp's default betas, and
+    the magnitude factor in float32 as llama_context sets it (get_mscale(1/scale) times its
+    inverse, times `rope.scaling.attn_factor`) and ggml's rope_yarn multiplies it
+    (by 1 + 0.1 ln(1/scale))."""
+    f32 = np.float32
+    freq_scale = f32(rope.scale)
+    factor = f32(1.0) / freq_scale
+    ln = f32(np.log(factor))
+    mscale = f32(1.0) if factor <= 1 else f32(f32(0.1) * ln + f32(1.0))
+    mscale = f32(mscale * (f32(1.0) / (f32(1.0) + f32(0.1) * ln))) * f32(attn_factor)
+    mscale = f32(mscale * (f32(1.0) + f32(0.1) * f32(np.log(f32(1.0) / freq_scale))))
+    corr = K.yarn_corr_dims(rope.n_dims, n_ctx_orig, rope.base, beta_fast, beta_slow)
+    return replace(rope, attn_factor=float(mscale), ext_factor=1.0, corr_dims=corr)
 
 
 class LlamaModel(DecoderModel):

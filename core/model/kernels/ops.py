@@ -77,6 +77,17 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e
 
 
+def swiglu_oai(g: np.ndarray, u: np.ndarray, alpha: float = 1.702, limit: float = 7.0) -> np.ndarray:
+    """ggml_swiglu_oai (gpt-oss): x = min(g, limit), y = clamp(u, -limit, limit),
+    out = x / (1 + expf(-alpha x)) * (y + 1), in float32 (expf correctly rounded)."""
+    f32 = np.float32
+    x = np.minimum(g, f32(limit)).astype(np.float32)
+    y = np.clip(u, f32(-limit), f32(limit)).astype(np.float32)
+    with np.errstate(over="ignore"):
+        e = np.exp((f32(alpha) * -x).astype(np.float64)).astype(np.float32)
+    return (x / (f32(1.0) + e) * (y + f32(1.0))).astype(np.float32)
+
+
 def silu(x: np.ndarray) -> np.ndarray:
     """x * sigmoid(x)."""
     with np.errstate(over="ignore"):  # exp(-x) = inf for x < -88: x / inf = -0, as in ggml
@@ -103,7 +114,9 @@ class RopeConfig:
     n_dims: rotated dims per head (<= head dim); base: theta base; scale: position scale
     (1/linear factor); neox: rotate halves (GPT-NeoX) instead of adjacent pairs;
     freq_factors: per-frequency divisors (Llama 3 rope scaling, LongRoPE), shape (n_dims/2,) or None;
-    attn_factor: multiplies cos and sin (ggml's mscale; LongRoPE's `rope.scaling.attn_factor`).
+    attn_factor: multiplies cos and sin (ggml's mscale; LongRoPE's `rope.scaling.attn_factor`; for
+    YaRN the whole factor ggml's rope_yarn multiplies by, its 1 + 0.1 ln(1/scale) included);
+    ext_factor, corr_dims: YaRN's extrapolation mix (0: none) and ggml_rope_yarn_corr_dims' range.
     """
 
     n_dims: int
@@ -112,6 +125,8 @@ class RopeConfig:
     neox: bool = False
     freq_factors: np.ndarray | None = None
     attn_factor: float = 1.0
+    ext_factor: float = 0.0
+    corr_dims: tuple[float, float] = (0.0, 0.0)
 
 
 def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +142,9 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
     _running_theta(positions.astype(np.float32), theta_scale, theta)
     if cfg.freq_factors is not None:
         theta /= cfg.freq_factors[None, :half].astype(np.float32)
-    if cfg.scale != 1.0:
+    if cfg.ext_factor != 0.0:
+        theta = _yarn_theta(theta, cfg, half)
+    elif cfg.scale != 1.0:
         theta *= np.float32(cfg.scale)
     # cos/sin in float64 then rounded: the float32 result libm's sincosf gives (to ~1 ulp).
     th = theta.astype(np.float64)
@@ -135,6 +152,30 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
     if cfg.attn_factor != 1.0:  # rope_yarn: cosf(theta) * mscale, in float32
         cos, sin = cos * np.float32(cfg.attn_factor), sin * np.float32(cfg.attn_factor)
     return cos, sin
+
+
+def _yarn_theta(theta_extrap: np.ndarray, cfg: RopeConfig, half: int) -> np.ndarray:
+    """ggml's rope_yarn: theta = interp * (1 - mix) + extrap * mix, interp = scale * extrap,
+    mix = ext_factor * ramp(i), ramp(i) = 1 - clamp((i - low) / max(0.001, high - low), 0, 1)
+    for the pair i (ggml's i0 / 2), low, high = corr_dims; in float32 as ggml-cpu."""
+    f32 = np.float32
+    low, high = f32(cfg.corr_dims[0]), f32(cfg.corr_dims[1])
+    y = (np.arange(half, dtype=np.float32) - low) / max(f32(0.001), f32(high - low))
+    mix = (f32(1.0) - np.minimum(f32(1.0), np.maximum(f32(0.0), y))) * f32(cfg.ext_factor)  # (half,)
+    interp = theta_extrap * f32(cfg.scale)
+    return (interp * (f32(1.0) - mix) + theta_extrap * mix).astype(np.float32)
+
+
+def yarn_corr_dims(n_dims: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float) -> tuple[float, float]:
+    """ggml_rope_yarn_corr_dims: the pairs between which YaRN's ramp goes from extrapolation to
+    interpolation, corr_dim(b) = n_dims ln(n_ctx_orig / (2 pi b)) / (2 ln base) in float32."""
+    f32 = np.float32
+
+    def dim(beta: float) -> np.float32:
+        return f32(f32(n_dims) * np.log(f32(n_ctx_orig) / (f32(beta) * f32(2) * f32(math.pi)))
+                   / (f32(2) * np.log(f32(base))))
+
+    return float(max(0.0, math.floor(dim(beta_fast)))), float(min(n_dims - 1, math.ceil(dim(beta_slow))))
 
 
 @njit(cache=True, nogil=True)
@@ -240,12 +281,15 @@ def attention_mask(q_pos: np.ndarray, k_start: int, n_keys: int, window: int | N
 
 
 def gqa_attention(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap_val: float | None = None
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap_val: float | None = None,
+    sinks: np.ndarray | None = None,
 ) -> np.ndarray:
     """softmax(q k^T * scale + mask) v with grouped KV heads, one batched matmul.
 
     q: (S, H, Tq, D); k: (S, Hkv, L, D); v: (S, Hkv, L, Dv); mask: (S, Tq, L).
     Query head h uses KV head h // (H / Hkv). Returns (S, H, Tq, Dv).
+    sinks (H,): a logit per head that joins each row's softmax and attends to nothing
+    (gpt-oss; ggml_soft_max_add_sinks): the row's weights then sum to less than 1.
     """
     S, H, Tq, D = q.shape
     Hkv = k.shape[1]
@@ -256,6 +300,10 @@ def gqa_attention(
     if softcap_val:
         scores = softcap(scores, softcap_val)
     scores = scores.reshape(S, Hkv, G, Tq, -1) + mask[:, None, None, :, :]
-    p = softmax(scores, axis=-1).reshape(S, Hkv, G * Tq, -1)
+    if sinks is not None:  # one more column per row holding its head's sink, dropped after
+        sink = np.broadcast_to(sinks.astype(np.float32).reshape(1, Hkv, G, 1, 1), (S, Hkv, G, Tq, 1))
+        p = softmax(np.concatenate([scores, sink], axis=-1), axis=-1)[..., :-1].reshape(S, Hkv, G * Tq, -1)
+    else:
+        p = softmax(scores, axis=-1).reshape(S, Hkv, G * Tq, -1)
     out = np.matmul(p, v)  # (S, Hkv, G*Tq, Dv)
     return out.reshape(S, H, Tq, -1)

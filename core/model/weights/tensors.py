@@ -87,6 +87,7 @@ class ExpertLinear:
     q: list[QuantMatrix] | None = None
     w: np.ndarray | None = None
     name: str = ""
+    b: np.ndarray | None = None  # (n_expert, n_out): the experts' biases (gpt-oss), float32
 
 
 @dataclass
@@ -249,10 +250,15 @@ class WeightLoader:
         return lins
 
     def experts(self, name: str, n_expert: int, n_in: int, n_out: int) -> ExpertLinear:
-        """The 3-D expert tensor `name` (GGUF shape (n_expert, n_out, n_in))."""
+        """The 3-D expert tensor `name` (GGUF shape (n_expert, n_out, n_in)) and its optional
+        biases `{name minus .weight}.bias` (GGUF shape (n_expert, n_out))."""
         self._check_shape(name, (n_expert, n_out, n_in))
         t = self.gguf.tensor(name)
         ex = ExpertLinear(t.qtype, n_expert, n_in, n_out, name=name)
+        bias = name.removesuffix(".weight") + ".bias"
+        if self.has(bias):
+            self._check_shape(bias, (n_expert, n_out))
+            ex.b = self.vector(bias).reshape(n_expert, n_out)
         if self.quantized:
             whole = self._matrix(name, n_expert * n_out)  # (n_expert * n_out, row bytes), a view
             ex.q = [QuantMatrix(whole.data[e * n_out : (e + 1) * n_out], t.qtype, n_in) for e in range(n_expert)]

@@ -31,6 +31,7 @@ from llamacli.core.text.reasoning import (
     prompt_opens_thinking,
     thinking_tags,
 )
+from llamacli.core.text.tool_calls import harmony
 from llamacli.core.text.tool_calls.formats import detect_format, native_markers
 from llamacli.core.text.tool_calls.call_grammar import generic_schema, tool_call_grammar
 from llamacli.core.text.tool_calls.stream import ToolCallParser
@@ -60,9 +61,22 @@ class ChatSetup:
     thinking: ThinkingTags = field(default_factory=ThinkingTags)  # the template's thinking tags
     thinking_open: bool = False  # the prompt ends inside an open thinking block
     template_thinks: bool = False  # the template writes thinking tags (a reasoning model)
+    open_header: str = ""  # harmony: the header of the message a prefill left open
 
     def parser(self, id_factory: Callable[[], str] | None = None) -> ToolCallParser:
-        return ToolCallParser(self.format, id_factory, frozenset(t.name for t in self.tools), reasoning=self.splitter())
+        return ToolCallParser(self.format, id_factory, frozenset(t.name for t in self.tools), reasoning=self.splitter(),
+                              prefix=self.open_header)
+
+    def continue_message(self, content: str, reasoning: str = "") -> None:
+        """Append a prefill (the final assistant message the answer continues) to a prompt that
+        ends with the assistant header. Harmony (gpt-oss), as llama.cpp: the analysis channel
+        holds the reasoning and, when there is content, the final channel the content; the
+        parser then starts inside the message left open."""
+        if not self.format.startswith("harmony"):
+            self.prompt += content
+            return
+        text, self.open_header = harmony.continuation(content, reasoning)
+        self.prompt += text
 
     def splitter(self) -> ReasoningSplitter | None:
         """How thoughts are taken out of the answer (None: reasoning_format none)."""
@@ -94,6 +108,11 @@ def prepare_chat(
                      add_generation_prompt, template_kwargs)
     setup.reasoning_format = check_reasoning_format(reasoning_format)
     source = template.source if template.is_jinja else ""
+    if setup.format.startswith("harmony"):  # gpt-oss: thoughts in the analysis channel
+        setup.thinking = ThinkingTags(harmony.THINKING_START, harmony.THINKING_END)
+        setup.thinking_open = prompt_opens_thinking(setup.prompt, setup.thinking)
+        setup.template_thinks = True
+        return setup
     setup.thinking = thinking_tags(source)
     setup.thinking_open = prompt_opens_thinking(setup.prompt, setup.thinking)
     setup.template_thinks = setup.thinking.start in source
@@ -116,6 +135,13 @@ def _prepare(
     tool_list = parse_tools(tools)
     choice = parse_tool_choice(tool_choice, tool_list)
     parallel = parse_parallel(parallel_tool_calls)
+    if template.is_jinja and harmony.is_harmony(template.source):
+        calls = bool(tool_list) and choice.mode != "none"
+        prompt = harmony.render(template, messages, [x.to_openai() for x in tool_list] if calls else None,
+                                add_generation_prompt, template_kwargs)
+        fmt = "harmony" if calls else "harmony_text"
+        spec = harmony.grammar(tool_list, choice, grammar)
+        return ChatSetup(prompt, fmt, spec, harmony.MARKERS, tool_list, choice, parallel)
     t = template.tool_use if (tool_list and template.tool_use is not None) else template
     caps = t.caps
     renders_calls = caps is not None and caps.supports_tool_calls

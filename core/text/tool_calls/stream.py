@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llamacli.core.text.reasoning import ReasoningSplitter
-from llamacli.core.text.tool_calls.parse import scan
+from llamacli.core.text.tool_calls.harmony import scan_harmony
+from llamacli.core.text.tool_calls.parse import Scan, scan
 
 _ALNUM = string.ascii_letters + string.digits
 
@@ -104,12 +105,15 @@ class ToolCallParser:
         tool_names: frozenset[str] | None = None,
         strip: bool | None = None,
         reasoning: ReasoningSplitter | None = None,
+        prefix: str = "",
     ) -> None:
         self.fmt = fmt
         self.id_factory = id_factory or (mistral_call_id if fmt.startswith("mistral") else random_call_id)
         self.tool_names = tool_names  # informational: calls of unknown tools are still reported
-        self.strip = fmt != "content" if strip is None else strip
+        # harmony bodies are kept as written (llama.cpp does not trim them)
+        self.strip = fmt != "content" and not fmt.startswith("harmony") if strip is None else strip
         self.reasoning = reasoning  # thoughts are split off before the tool-call scan
+        self.prefix = prefix  # harmony: the open message's header, ahead of the output (a prefill)
         self.text = ""
         self._reasoning_sent = 0  # characters of reasoning sent
         self._content_sent = 0  # characters of content sent
@@ -143,17 +147,25 @@ class ToolCallParser:
             return "tool_calls"
         return engine_reason
 
-    def _diff(self, final: bool, cut: bool = False) -> list[Delta]:
-        out: list[Delta] = []
+    def _scan(self, final: bool, cut: bool) -> tuple[str, Scan]:
+        """(thoughts, content and calls) of the text so far. Harmony (gpt-oss) has its
+        thoughts in a channel of its own; the other formats' come off the front first."""
+        if self.fmt.startswith("harmony"):  # "harmony": calls parsed; "harmony_text": none
+            h = scan_harmony(self.prefix + self.text, final and not cut, self.reasoning is not None, self.fmt == "harmony")
+            return h.reasoning, Scan(h.content, h.calls)
         text, thoughts = self.text, ""
         if self.reasoning is not None:
             split = self.reasoning.split(self.text, final)
             text, thoughts = split.content, split.reasoning
-            if len(thoughts) > self._reasoning_sent:
-                out.append(Delta(reasoning=thoughts[self._reasoning_sent :]))
-                self._reasoning_sent = len(thoughts)
         # a cut output reads as one that is still going: what is undecided is held, i.e. dropped
-        s = scan(self.fmt, text, final and not cut)
+        return thoughts, scan(self.fmt, text, final and not cut)
+
+    def _diff(self, final: bool, cut: bool = False) -> list[Delta]:
+        out: list[Delta] = []
+        thoughts, s = self._scan(final, cut)
+        if len(thoughts) > self._reasoning_sent:
+            out.append(Delta(reasoning=thoughts[self._reasoning_sent :]))
+            self._reasoning_sent = len(thoughts)
         if cut:
             done = 0
             while done < len(s.calls) and s.calls[done].complete and s.calls[done].name is not None:

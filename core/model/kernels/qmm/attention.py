@@ -6,6 +6,8 @@ For each sequence s and KV head h, the R = G * Tq query rows that share that hea
     s[r, l]  = sum over d of f16(q[r, d]) * k[l, d]          (float32, d = 0, 1, ... in order)
     w        = f32(s * scale), soft-capped if asked, + mask  (mask: 0 or -inf)
     e        = expf(w - max w); p = f32(e * f32(1 / sum e))      (ggml's exp and sum: expf.py)
+               with a sink (gpt-oss: one logit per head, ggml_soft_max_add_sinks): max w
+               includes it and the float64 sum gets expf(sink - max) added after the keys'
     out[r, j] = sum over l of f16(p[r, l]) * v[l, j]         (float32, l = 0, 1, ... in order)
 
 k and v hold f16 values (the cache stores them rounded), so every product is exact in
@@ -59,9 +61,10 @@ def _block_range(lo, hi, tq, r0, nr):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap):  # type: ignore[no-untyped-def]
+def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink):  # type: ignore[no-untyped-def]
     """Probabilities, rounded to f16, of the scores sc[so + l] for the visible keys l in
-    [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range)."""
+    [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range).
+    sink: the head's sink logit, or -inf for none."""
     m = -np.inf
     for l in range(a, b):
         w = sc[so + l]
@@ -72,9 +75,12 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap):  # type:
         w = w + mask[s, t, l]
         sc[so + l] = w
         m = max(m, w)
+    m = max(m, sink)
     if not np.isfinite(m):
         m = np.float32(0.0)
     total = exp_sum(sc, so + a, b - a, m)  # float64
+    if sink > -np.inf:  # ggml: sum += (ggml_float) expf(sink - max), libm's expf
+        total += np.float64(np.float32(math.exp(np.float64(sink - m))))
     inv = np.float32(1.0 / total) if total > 0.0 else np.float32(0.0)
     for l in range(la, lb):
         pb[po + l] = round_f16(sc[so + l] * inv) if a <= l < b else np.float32(0.0)
@@ -101,9 +107,10 @@ def _transpose_keys(k, s, h, klo, khi, kt, lp):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _attend(q, k, v, mask, scale, cap, out):  # type: ignore[no-untyped-def]
+def _attend(q, k, v, mask, scale, cap, sinks, out):  # type: ignore[no-untyped-def]
     """out (S, H, Tq, Dv) = attention of q (S, H, Tq, D) over k (S, Hkv, L, D), v (S, Hkv, L, Dv)
-    with the additive mask (S, Tq, L); see the module for the order of every sum."""
+    with the additive mask (S, Tq, L) and sinks (H,) (empty: none); see the module for the
+    order of every sum."""
     S, H, Tq, D = q.shape
     Hkv, L, Dv = k.shape[1], k.shape[2], v.shape[3]
     G = H // Hkv
@@ -145,7 +152,8 @@ def _attend(q, k, v, mask, scale, cap, out):  # type: ignore[no-untyped-def]
                             fma_tile_1x2(qb, r * D, D, kt, lt, Lp, D, sc, r * Lp + lt, Lp)
                 for r in range(r0, r0 + nr):
                     t = r % Tq
-                    _softmax_row(sc, r * Lp, pb, r * Lp, mask, s, t, lo[t], hi[t], blo[ib], bhi[ib], scale, cap)
+                    sink = sinks[h * G + r // Tq] if sinks.shape[0] > 0 else f32(-np.inf)
+                    _softmax_row(sc, r * Lp, pb, r * Lp, mask, s, t, lo[t], hi[t], blo[ib], bhi[ib], scale, cap, sink)
             # f16(p) times v, 32 (then 16, then 1) output columns at a time
             vbase = s * vs0 + h * vs1
             for ib in range(nblk):
@@ -181,7 +189,8 @@ def _attend(q, k, v, mask, scale, cap, out):  # type: ignore[no-untyped-def]
 # One compiled form for every call (views of the cache are of any layout; a C-contiguous
 # array converts to it), so neither a batch's shape nor a copy triggers a compilation.
 _SIGNATURE = (
-    "void(float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:], float32, float32, float32[:,:,:,::1])"
+    "void(float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:], float32, float32, float32[::1], "
+    "float32[:,:,:,::1])"
 )
 
 
@@ -205,15 +214,20 @@ def _writable(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None) -> np.ndarray:
+NO_SINKS = np.zeros(0, dtype=np.float32)
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
+              sinks: np.ndarray | None = None) -> np.ndarray:
     """softmax(f16(q) k^T * scale (soft-capped) + mask) rounded to f16, times v.
 
     q (S, H, Tq, D); k (S, Hkv, L, D) and v (S, Hkv, L, Dv) hold f16 values (the KV cache);
-    mask (S, Tq, L) of 0 / -inf. Returns (S, H, Tq, Dv) float32. A query row that sees no key
-    gets zeros."""
+    mask (S, Tq, L) of 0 / -inf; sinks (H,) float32 or None. Returns (S, H, Tq, Dv) float32. A
+    query row that sees no key (and has no sink) gets zeros."""
     _compiled()
     S, H, Tq, _ = q.shape
     out = np.empty((S, H, Tq, v.shape[3]), dtype=np.float32)
     cap = np.float32(softcap) if softcap else np.float32(0.0)
-    _attend(_writable(q), _writable(k), _writable(v), _writable(mask), np.float32(scale), cap, out)
+    sk = NO_SINKS if sinks is None else np.ascontiguousarray(sinks, dtype=np.float32)
+    _attend(_writable(q), _writable(k), _writable(v), _writable(mask), np.float32(scale), cap, sk, out)
     return out

@@ -174,7 +174,7 @@ def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q
     n_keys = pos + 1 - k_start
     out = np.empty((1, H, 1, Dv), dtype=f32)
     _attend(q3.reshape((1, H, 1, D)), kc[seq : seq + 1, :, k_start : pos + 1], vc[seq : seq + 1, :, k_start : pos + 1],
-            np.zeros((1, 1, n_keys), dtype=f32), attn_scale, cap, out)
+            np.zeros((1, 1, n_keys), dtype=f32), attn_scale, cap, np.zeros(0, dtype=f32), out)
     o = np.empty((1, x.shape[1]), dtype=f32)
     if not _project(out.reshape((1, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
         return False, q, q
