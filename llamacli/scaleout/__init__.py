@@ -1,0 +1,15 @@
+"""`llama serve --ray`: the same engine and the same HTTP API as a Ray Serve application on a
+Ray cluster (docs/scaleout.md). A driver beside `http/` and the CLI: nothing in core/ knows it.
+
+- `request`: what the ingress sends a replica (one HTTP request, its routing text, a pin)
+- `routing_key`, `affinity`: the routing text of a request body; which replica holds its
+  longest prefix, and the ranking that falls back to the least-loaded replica (pure)
+- `router`: that ranking on Ray Serve's public `RequestRouter` API
+- `replica`: one engine per replica, the whole Quart app run in-process per request
+- `ingress`: the ASGI app at the Serve proxy: forwards, retries, aggregates
+- `aggregate`: /health, /props, /slots, /metrics, /models merged over the replicas (pure)
+- `deploy`: connect to the cluster, build the application, run it until a signal
+
+Ray is imported only by `router`, `replica`, `ingress` and `deploy`, and only when `--ray` is
+given: `pip install 'llamacli[ray]'`.
+"""
