@@ -83,19 +83,32 @@ def test_the_least_loaded_wins_when_loads_differ_beyond_the_threshold() -> None:
 
 
 def test_new_text_goes_to_the_replicas_that_hold_the_least() -> None:
+    """Fewest texts first (each is a conversation in a slot), then fewest characters."""
     index = PrefixIndex()
     index.insert("a", "x" * 100)
     assert rank(["a", "b", "c"], {}, "something new", index, AffinityPolicy()) == [["b", "c"], ["a"]]
+    index.insert("b", "y")
+    index.insert("b", "z")
+    index.insert("c", "w" * 10)
+    assert rank(["a", "b", "c"], {}, "something new", index, AffinityPolicy()) == [["c"], ["a", "b"]]
 
 
-def test_a_match_below_the_minimum_share_is_no_match() -> None:
+def test_a_conversations_earlier_turn_beats_a_longer_partial_match() -> None:
     index = PrefixIndex()
-    index.insert("a", "The")
-    index.insert("b", "zzzzzz")
-    text = "The quick brown fox jumps over the lazy dog"  # "The" is 3/43 < 10%
-    assert rank(["a", "b"], {}, text, index, AffinityPolicy(min_match=0.1))[0] == ["a"]  # a holds less text
-    index.insert("a", "a longer text that a holds")
-    assert rank(["a", "b"], {}, text, index, AffinityPolicy(min_match=0.1))[0] == ["b"]
+    index.insert("a", "System prompt. User: one")
+    index.insert("b", "System prompt. User: two, and more")
+    text = "System prompt. User: one. Assistant: ... User: next"
+    assert rank(["a", "b"], {}, text, index, AffinityPolicy())[0] == ["a"]
+
+
+def test_a_partial_match_counts_from_its_minimum_share() -> None:
+    index = PrefixIndex()
+    index.insert("a", "A long shared system prompt, then question one")
+    index.insert("b", "zz")
+    text = "A long shared system prompt, then question two"  # shares 44 of 46 characters with a's
+    assert rank(["a", "b"], {}, text, index, AffinityPolicy(min_match=0.5))[0] == ["a"]
+    short = "A long shared system prompt? No: a different text that goes on and on and on"  # 28 of 76
+    assert rank(["a", "b"], {}, short, index, AffinityPolicy(min_match=0.5))[0] == ["b"]  # b holds less
 
 
 def test_no_routing_text_routes_on_load_alone() -> None:
@@ -112,7 +125,7 @@ def test_the_index_keeps_recent_texts_and_forgets_gone_replicas() -> None:
     assert list(index.texts["a"]) == ["three", "four"]
     assert index.matches("one two three", ["a"]) == {"a": 0}
     index.keep_only(["b"])
-    assert "a" not in index.texts and index.size("b") == 0
+    assert "a" not in index.texts and index.size("b") == (0, 0)
 
 
 # ---- the aggregated endpoints -----------------------------------------------------------------

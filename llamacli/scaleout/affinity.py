@@ -8,11 +8,16 @@ keeps its recent prompts: llama.cpp's slots keep the last prompt each), and
 
 1. when the replicas' loads differ by more than `imbalance` requests, the least-loaded one wins
    (affinity must not pile a hot conversation's followers onto one busy replica);
-2. else the replicas whose remembered text shares the longest prefix with the request, when
-   that prefix is at least `min_match` of the request's text;
-3. else the replicas that remember the least text (new conversations spread out).
+2. else the replicas that were sent the longest earlier text of which the request is a
+   continuation (a conversation's earlier turn: its whole prompt is cached there);
+3. else the replicas whose remembered text shares the longest prefix with the request, when
+   that prefix is at least `min_match` of the request's text (a long shared system prompt);
+4. else the replicas that hold the fewest texts, then the fewest characters (new
+   conversations spread out over the replicas' slots).
 
-Ours differs in where the memory lives: in the router's process (the ingress replica), not in
+Ours differs in rule 2 (Ray's goes from the load check straight to the longest partial
+match with a 10% threshold: new conversations that share a few words of preamble all land on
+one replica while loads are even) and in where the memory lives: in the router's process (the ingress replica), not in
 a detached actor (one call less per request); it keeps `keys_per_replica` texts per replica,
 the most recently routed, and forgets a replica when it leaves.
 """
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class AffinityPolicy:
     imbalance: int = 4  # ongoing requests: a larger spread between replicas routes on load alone
-    min_match: float = 0.1  # share of the request's text a replica must hold to be preferred
+    min_match: float = 0.5  # share of the request's text a partial match must cover to count
     keys_per_replica: int = 64  # texts remembered per replica (its slots hold one prompt each)
 
 
@@ -66,9 +71,14 @@ class PrefixIndex:
         return {r: max((len(os.path.commonprefix([text, t])) for t in self.texts.get(r, ())), default=0)
                 for r in replicas}
 
-    def size(self, replica: str) -> int:
-        """Characters remembered for `replica`."""
-        return sum(len(t) for t in self.texts.get(replica, ()))
+    def continued(self, text: str, replicas: Iterable[str]) -> dict[str, int]:
+        """Per replica, the length of the longest text it was sent that `text` continues."""
+        return {r: max((len(t) for t in self.texts.get(r, ()) if text.startswith(t)), default=0) for r in replicas}
+
+    def size(self, replica: str) -> tuple[int, int]:
+        """What `replica` holds: texts (conversations, each in a slot), then their characters."""
+        held = self.texts.get(replica, ())
+        return len(held), sum(len(t) for t in held)
 
 
 def rank(
@@ -81,10 +91,12 @@ def rank(
     load = [loads.get(r, 0) for r in replicas]
     if not text or max(load) - min(load) > policy.imbalance:
         return [replicas]
+    earlier = index.continued(text, replicas)
     held = index.matches(text, replicas)
-    best = max(held.values())
-    if best > 0 and best >= policy.min_match * len(text):
-        first = [r for r in replicas if held[r] == best]
+    if max(earlier.values()) > 0:
+        first = [r for r in replicas if earlier[r] == max(earlier.values())]
+    elif max(held.values()) >= max(1.0, policy.min_match * len(text)):
+        first = [r for r in replicas if held[r] == max(held.values())]
     else:
         sizes = {r: index.size(r) for r in replicas}
         first = [r for r in replicas if sizes[r] == min(sizes.values())]
