@@ -252,3 +252,18 @@ def test_without_a_cluster_it_says_how_to_start_one() -> None:
 def test_contradicting_replica_options_are_usage_errors(args: tuple[str, ...], message: str) -> None:
     r = _llama(*args)
     assert r.returncode == 1 and message in r.stderr
+
+
+def test_only_the_scaleout_driver_imports_ray() -> None:
+    """core/, http/ and the rest of the CLI know nothing of Ray (docs/architecture.md)."""
+    import ast
+
+    found = []
+    for path in sorted(ROOT.glob("core/**/*.py")) + sorted(ROOT.glob("http/**/*.py")) + sorted(ROOT.glob("llamacli/**/*.py")):
+        if "scaleout" in path.parts or path.is_symlink() or any(p.is_symlink() for p in path.parents):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "ray" or n.startswith("ray.")]
+    assert found == []
