@@ -142,3 +142,21 @@ def _wait(cond: Any, timeout: float = 60) -> None:
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def test_sigterm_drains_the_application(cluster: RayServe) -> None:
+    """SIGTERM to `llama serve --ray`: the application is deleted after the requests in flight
+    finished (a started stream runs to its end), and the command exits 0. Runs last."""
+    serve = next(p for p in cluster.procs if p.name == "serve")
+    with httpx2.stream("POST", cluster.url + "/v1/chat/completions", timeout=120, json={
+        "messages": [{"role": "user", "content": "Describe a forest."}], "stream": True, "max_tokens": 60,
+        "ignore_eos": True, "temperature": 0,
+    }) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("data: "))
+        serve.proc.send_signal(signal.SIGTERM)
+        rest = [x for x in lines if x.startswith("data: ")]
+    assert rest[-1] == "data: [DONE]"
+    assert json.loads(rest[-2][6:])["choices"][0]["finish_reason"] == "length"
+    assert serve.proc.wait(60) == 0
+    assert "draining" in serve.log()
