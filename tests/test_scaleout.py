@@ -248,6 +248,8 @@ def test_without_a_cluster_it_says_how_to_start_one() -> None:
     (("--replicas", "2"), "need --ray ADDRESS"),
     (("--ray", "auto", "--replicas", "2", "--max-replicas", "3"), "not both"),
     (("--ray", "auto", "--min-replicas", "3", "--max-replicas", "2"), "above --max-replicas"),
+    (("--ray", "auto", "--ray-router", "random"), "must be one of affinity, pow2"),
+    (("--ray", "auto", "--replicas", "0"), "must be at least 1"),
 ])
 def test_contradicting_replica_options_are_usage_errors(args: tuple[str, ...], message: str) -> None:
     r = _llama(*args)

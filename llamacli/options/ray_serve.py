@@ -21,6 +21,14 @@ def _not_negative(n: int) -> None:
         raise ValueError("must be 0 or more")
 
 
+ROUTERS = ("affinity", "pow2")
+
+
+def _router(name: str) -> None:
+    if name not in ROUTERS:
+        raise ValueError(f"must be one of {', '.join(ROUTERS)}")
+
+
 OPTIONS: list[Opt] = in_panel(RAY, [
     Opt("address", Optional[str], None, ("--ray",),
         "Deploy on the Ray cluster at ADDRESS as a Ray Serve application (`auto`: RAY_ADDRESS, else the cluster "
@@ -35,6 +43,10 @@ OPTIONS: list[Opt] = in_panel(RAY, [
         check=_at_least_one),
     Opt("replicas_per_node", int, 1, ("--replicas-per-node",), "Most replicas on one Ray node.", metavar="N",
         check=_at_least_one),
+    Opt("router", str, "affinity", ("--ray-router",),
+        "How requests pick a replica: `affinity` (the replica that holds the longest prefix of the prompt; the "
+        "least loaded when loads differ by more than -np) or `pow2` (Ray Serve's default: the less loaded of two).",
+        metavar="affinity|pow2", check=_router),
 ])
 
 
@@ -49,6 +61,7 @@ class RayOptions:
     min_replicas: int | None = None  # autoscaling bounds (either given: autoscaling)
     max_replicas: int | None = None
     replicas_per_node: int = 1
+    router: str = "affinity"  # or "pow2": Ray Serve's default router
 
     @property
     def enabled(self) -> bool:

@@ -66,11 +66,12 @@ def engine_options(spec: ReplicaSpec, scaling: RayOptions) -> dict[str, Any]:
         "max_ongoing_requests": 2 * slots,  # the slots, and as many queued in the engine
         "graceful_shutdown_timeout_s": DRAIN_S,
         "health_check_period_s": 2.0,
-        "request_router_config": {
+    }
+    if scaling.router == "affinity":
+        opts["request_router_config"] = {
             "request_router_class": "llamacli.scaleout.router:CacheAffinityRouter",
             "request_router_kwargs": {"imbalance": max(2, slots), "keys_per_replica": 16 * slots},
-        },
-    }
+        }
     if scaling.autoscaling:
         opts["autoscaling_config"] = {
             "min_replicas": scaling.min_replicas or 0, "max_replicas": scaling.max_replicas or max(1, scaling.min_replicas or 1),
