@@ -4,7 +4,8 @@ two-node Ray cluster on loopback (tests/ray_cluster.py), the demo model.
     python scripts/bench_scaleout.py [--requests 40] [--conversations 6] [--turns 4]
 
 1. the Serve hop: latency of one small request (/completion, one token, cached prompt) through
-   the Serve proxy and ingress vs straight to `llama serve` (p50, p90; same engine settings);
+   the Serve proxy and ingress vs straight to `llama serve` (p50, p90; same engine settings),
+   and its part outside the engine (the latency less the answer's own timings);
 2. tokens/s of one replica through Serve vs a plain `llama serve` with the same slots (-np 2, two
    streams at once, 64 tokens each), alternately (never at once), the median of three rounds;
 3. the prompt-cache hit rate of a multi-turn workload (conversations x turns, one request at a
@@ -36,20 +37,26 @@ from tests.ray_cluster import RayServe  # noqa: E402
 COMMON = ("-t", "1", "-c", "2048", "-sps", "0.5")
 
 
-def hop(urls: list[str], n: int) -> list[tuple[float, float]]:
-    """p50 and p90 latency (ms) of a one-token /completion on a cached prompt, per server; the
-    servers are asked in turn, so that the machine's other load falls on each alike."""
+def hop(urls: list[str], n: int) -> list[tuple[float, float, float]]:
+    """Per server: p50 and p90 latency (ms) of a one-token /completion on a cached prompt, and
+    the p50 of the time spent outside the engine (the latency less the answer's prompt_ms and
+    predicted_ms). The servers are asked in turn, so that the machine's other load falls on
+    each alike."""
     body = {"prompt": "The capital of France is", "n_predict": 1, "temperature": 0}
     ms: list[list[float]] = [[] for _ in urls]
+    outside: list[list[float]] = [[] for _ in urls]
     with httpx2.Client(timeout=60) as c:
         for url in urls:
             c.post(url + "/completion", json=body)  # the prompt is cached from here on
         for _ in range(n):
             for i, url in enumerate(urls):
                 t = time.perf_counter()
-                assert c.post(url + "/completion", json=body).status_code == 200
-                ms[i].append((time.perf_counter() - t) * 1000)
-    return [(statistics.median(m), statistics.quantiles(m, n=10)[8]) for m in ms]
+                r = c.post(url + "/completion", json=body)
+                wall = (time.perf_counter() - t) * 1000
+                timings = r.json()["timings"]
+                ms[i].append(wall)
+                outside[i].append(wall - timings["prompt_ms"] - timings["predicted_ms"])
+    return [(statistics.median(m), statistics.quantiles(m, n=10)[8], statistics.median(o)) for m, o in zip(ms, outside)]
 
 
 def throughput(url: str, streams: int = 2, tokens: int = 64) -> float:
@@ -98,11 +105,14 @@ def main() -> None:
     a = ap.parse_args()
     print(f"CPU: {platform.processor() or platform.machine()}, {_cpu_name()}; demo model; -t 1 per engine")
 
-    with LlamaServer("-np", "2", *COMMON) as plain, RayServe("--replicas", "1", "-np", "2", *COMMON) as ray:
-        (p50, p90), (s50, s90) = hop([plain.url, ray.url], a.requests)
-        print(f"plain llama serve:   one-token request p50 {p50:.1f} ms, p90 {p90:.1f} ms")
-        print(f"through Ray Serve:   one-token request p50 {s50:.1f} ms, p90 {s90:.1f} ms "
-              f"(the hop: {s50 - p50:+.1f} ms p50)")
+    # Ray starts its workers with OMP_NUM_THREADS = their num_cpus (1 here): the plain server gets
+    # the same, or its BLAS threads would compete with the engine's and the comparison be unfair
+    with LlamaServer("-np", "2", *COMMON, env={"OMP_NUM_THREADS": "1"}) as plain, \
+            RayServe("--replicas", "1", "-np", "2", *COMMON) as ray:
+        (p50, p90, p_out), (s50, s90, s_out) = hop([plain.url, ray.url], a.requests)
+        print(f"plain llama serve:   one-token request p50 {p50:.1f} ms, p90 {p90:.1f} ms; outside the engine {p_out:.1f} ms")
+        print(f"through Ray Serve:   one-token request p50 {s50:.1f} ms, p90 {s90:.1f} ms; outside the engine {s_out:.1f} ms "
+              f"(the hop: {s_out - p_out:+.1f} ms)")
         rounds = [(throughput(plain.url), throughput(ray.url)) for _ in range(3)]  # alternately, never at once
         tps_plain, tps_ray = (statistics.median(x) for x in zip(*rounds))
     print(f"tokens/s, one engine of 2 slots, 2 streams of 64 (median of 3 alternating rounds): plain {tps_plain:.1f}, "

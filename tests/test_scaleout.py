@@ -4,6 +4,7 @@ command line's errors. The cluster tests are in test_scaleout_ray.py."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import subprocess
@@ -258,8 +259,6 @@ def test_contradicting_replica_options_are_usage_errors(args: tuple[str, ...], m
 
 def test_only_the_scaleout_driver_imports_ray() -> None:
     """core/, http/ and the rest of the CLI know nothing of Ray (docs/architecture.md)."""
-    import ast
-
     found = []
     for path in sorted(ROOT.glob("core/**/*.py")) + sorted(ROOT.glob("http/**/*.py")) + sorted(ROOT.glob("llamacli/**/*.py")):
         if "scaleout" in path.parts or path.is_symlink() or any(p.is_symlink() for p in path.parents):
@@ -269,3 +268,36 @@ def test_only_the_scaleout_driver_imports_ray() -> None:
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "ray" or n.startswith("ray.")]
     assert found == []
+
+
+def _deployed(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, Any]:
+    """The ReplicaSpec and RayOptions that `llama serve --ray auto ARGS` deploys."""
+    from typer.testing import CliRunner
+
+    import llamacli.commands.serve as cmd
+    from llamacli.cli import app
+    from llamacli.scaleout.replica import ReplicaSpec
+
+    seen: list[tuple[Any, Any]] = []
+    monkeypatch.setattr(cmd, "_serve_on_ray", lambda source, opts, sampling, speculative, ray: seen.append(
+        (ReplicaSpec(source, opts, sampling, speculative), ray)))
+    result = CliRunner().invoke(app, ["serve", "--ray", "auto", *args])
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_the_engine_deployments_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llamacli.scaleout.deploy import engine_options
+
+    opts = engine_options(*_deployed(monkeypatch, "-np", "3", "-t", "4", "--replicas", "2"))
+    assert opts["num_replicas"] == 2 and "autoscaling_config" not in opts
+    assert opts["ray_actor_options"] == {"num_cpus": 4}  # -t: the CPUs a replica reserves
+    assert opts["max_replicas_per_node"] == 1
+    assert opts["max_ongoing_requests"] == 6  # the slots, and as many queued
+    assert opts["request_router_config"]["request_router_class"] == "llamacli.scaleout.router:CacheAffinityRouter"
+    opts = engine_options(*_deployed(monkeypatch, "-np", "2", "--min-replicas", "1", "--max-replicas", "4",
+                                     "--ray-router", "pow2"))
+    assert opts["autoscaling_config"] == {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 2,
+                                          "initial_replicas": 1}
+    assert "num_replicas" not in opts and "request_router_config" not in opts
+    assert opts["ray_actor_options"] == {"num_cpus": 1}  # -t every core: one CPU reserved
