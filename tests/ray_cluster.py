@@ -91,14 +91,16 @@ class RayServe:
             self._run("worker", [RAY, "start", "--address", self.address, "--node-ip-address", WORKER, *common]).wait_for(
                 "Ray runtime started", 120)
             port = free_port(HEAD)
-            serve = self._run("serve", [sys.executable, "-m", "llamacli", "serve", "--ray", self.address, "--host", HEAD,
-                                        "--port", str(port), *self.serve_args])
-            serve.wait_for(r"ready at http://", 600)
+            self.serve("serve", "--port", str(port), *self.serve_args).wait_for(r"ready at http://", 600)
             self.url = f"http://{HEAD}:{port}"
         except BaseException:
             self.stop()
             raise
         return self
+
+    def serve(self, name: str, *args: str) -> Process:
+        """`llama serve --ray` on this cluster (its proxy on the head), as process `name`."""
+        return self._run(name, [sys.executable, "-m", "llamacli", "serve", "--ray", self.address, "--host", HEAD, *args])
 
     def _run(self, name: str, cmd: list[str]) -> Process:
         p = Process(name, cmd, self.tmp, self.env)
@@ -114,7 +116,7 @@ class RayServe:
     def stop(self) -> None:
         """`llama serve --ray` first (it deletes the application, drained), then the nodes."""
         for p in reversed(self.procs):
-            p.stop(60 if p.name == "serve" else 20)
+            p.stop(20 if p.name in ("head", "worker") else 60)
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def __enter__(self) -> RayServe:

@@ -160,3 +160,14 @@ def test_sigterm_drains_the_application(cluster: RayServe) -> None:
     assert json.loads(rest[-2][6:])["choices"][0]["finish_reason"] == "length"
     assert serve.proc.wait(60) == 0
     assert "draining" in serve.log()
+
+
+def test_sigterm_while_the_replicas_start(cluster: RayServe) -> None:
+    """Three replicas, one per node, on two nodes: one waits for a node forever. The command
+    says what it waits for, and SIGTERM stops it at once (the application deleted). Runs after
+    the application of the other tests was deleted."""
+    waiting = cluster.serve("serve-3", "--port", "0", "--replicas", "3", "-np", "1", "-t", "1", "-c", "512")
+    waiting.wait_for(r"waiting for the replicas: ", 120)
+    waiting.proc.send_signal(signal.SIGTERM)
+    assert waiting.proc.wait(60) == 0
+    assert "shutting down" in waiting.log() and "ready at" not in waiting.log()

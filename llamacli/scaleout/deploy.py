@@ -24,6 +24,7 @@ from llamacli.scaleout.replica import LlamaReplica, ReplicaSpec
 APP = "llama"  # the Serve application's name
 ENGINE, INGRESS = "LlamaEngine", "LlamaIngress"  # its deployments
 DRAIN_S = 30.0  # seconds a replica's requests may run on when the application is deleted
+PROGRESS_S = 10.0  # seconds between progress lines while the replicas start
 START_HINT = "start one with `ray start --head` (and `ray start --address=HEAD:6379` on each other machine)"
 
 
@@ -104,25 +105,54 @@ def application(spec: ReplicaSpec, scaling: RayOptions) -> Any:
 
 
 def serve_on_ray(spec: ReplicaSpec, scaling: RayOptions, host: str, port: int, log: Callable[[str], None]) -> None:
-    """Deploy, serve until SIGINT/SIGTERM, then delete the application (drained)."""
+    """Deploy, serve until SIGINT/SIGTERM, then delete the application (drained). A signal
+    while the replicas still load (or wait for a node) stops the deployment at once."""
     assert scaling.address is not None
     connect(scaling.address)
     import ray
     from ray import serve
 
-    stop = threading.Event()
+    stop, deployed = threading.Event(), threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        if not deployed.is_set():
+            raise KeyboardInterrupt  # out of serve.run, which waits for every replica
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    started = False
     try:
         serve.start(http_options={"host": host, "port": port, "location": "HeadOnly"})
         log(f"deploying on Ray ({ray.get_runtime_context().gcs_address}): loading the model on each replica")
+        started = True
+        threading.Thread(target=_report_progress, args=(deployed, log), name="llama-ray-progress", daemon=True).start()
         serve.run(application(spec, scaling), name=APP, route_prefix="/", blocking=False)
+        deployed.set()
         n = scaling.min_replicas if scaling.autoscaling else scaling.replicas or 1
         log(f"ready at http://{host}:{port} (Ray Serve application '{APP}', {n} replicas"
             f"{f' up to {scaling.max_replicas}' if scaling.max_replicas else ''})")
         while not stop.wait(0.5):
             pass
-        log(f"shutting down: draining the replicas (at most {DRAIN_S:.0f} s)")
-        serve.delete(APP)
+    except KeyboardInterrupt:
+        pass
     finally:
+        deployed.set()  # a second signal now waits for the drain
+        if started:
+            log(f"shutting down: draining the replicas (at most {DRAIN_S:.0f} s)")
+            serve.delete(APP)
         ray.shutdown()
+
+
+def _report_progress(deployed: threading.Event, log: Callable[[str], None]) -> None:
+    """While the application is not running: every PROGRESS_S seconds, its engine replicas'
+    states and Serve's message (a replica that no node can take waits forever: say so)."""
+    from ray import serve
+
+    while not deployed.wait(PROGRESS_S):
+        app = serve.status().applications.get(APP)
+        engine = app.deployments.get(ENGINE) if app is not None else None
+        if engine is not None:
+            # the states are ReplicaState names (plain strings in this schema)
+            states = ", ".join(f"{n} {str(getattr(state, 'value', state)).lower()}" for state, n in engine.replica_states.items())
+            log(f"waiting for the replicas: {states or 'none yet'}" + (f"; Ray Serve: {engine.message}" if engine.message else ""))
