@@ -12,7 +12,7 @@ Ray cluster (docs/scaleout.md). A driver beside `http/` and the CLI: nothing in 
 - `aggregate`: /health, /props, /slots, /metrics, /models merged over the replicas (pure)
 - `deploy`: connect to the cluster, build the application, run it until a signal
 
-Ray is imported only here: by `router` and `ingress` (loaded by Serve on the cluster), `replica`
+Ray is imported only here: by `router` and `ingress` (when they are imported), `replica`
 and `deploy` (inside their functions). The CLI imports `deploy` only when `--ray` is given; Ray
 comes with the `ray` extra: `pip install 'llamacli[ray]'`.
 """
