@@ -48,13 +48,13 @@ def test_serve_groups_its_options_as_llama_cpp_does() -> None:
     text = command_help(["serve"])
     panels = _panels(text)
     assert list(panels) == ["Options", "Common", "Sampling", "Speculative decoding", "Chat template and reasoning",
-                            "Server", "Slots", "Endpoints", "Tools", "Request limits", "Router mode"]
+                            "Server", "Slots", "Endpoints", "Tools", "Request limits", "Router mode", "Ray Serve"]
     for title, names in [("Options", "-m, --model"), ("Common", "-c, --ctx-size"), ("Common", "--numerics"),
                          ("Sampling", "--temp, --temperature"), ("Server", "--port"), ("Slots", "-np, --parallel"),
                          ("Slots", "-kvu, --kv-unified, -no-kvu,"), ("Endpoints", "--metrics"),
                          ("Chat template and reasoning", "--chat-template"), ("Router mode", "--models-dir"),
                          ("Tools", "--tools"), ("Tools", "-ag, --agent, -no-ag, --no-agent"),
-                         ("Request limits", "--max-n-probs")]:
+                         ("Request limits", "--max-n-probs"), ("Ray Serve", "--ray"), ("Ray Serve", "--replicas")]:
         assert _row(panels[title], names), (title, names)
     rows = [r for panel in panels.values() for r in panel]
     assert not [r for r in rows if re.match(r"(-ngl|-fa|--mlock|-ctk)\b", r)]  # llama.cpp's no-op flags stay hidden

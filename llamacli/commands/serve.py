@@ -16,6 +16,7 @@ from llamacli.cli import app, guarded
 from llamacli.core.sampling import SamplingParams
 from llamacli.options.llama_flags import llama_cpp_flags, note
 from llamacli.options.model_source import ModelSource, model_options
+from llamacli.options.ray_serve import RayOptions, ray_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
 from llamacli.options.speculative import SpecOptions, speculative_options
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 @llama_cpp_flags("serve")
 @sampling_options
 @speculative_options
+@ray_options
 @model_options
 @serve_options
 def serve(
@@ -39,6 +41,7 @@ def serve(
     opts: ServeOptions,  # the server's own options (@serve_options)
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
+    ray: RayOptions = None,  # type: ignore[assignment]  # set by @ray_options
 ) -> None:
     """Serve the model over llama-server's HTTP API (OpenAI, Anthropic and native endpoints).
 
@@ -53,6 +56,9 @@ def serve(
     router = opts.router
     if router.enabled and source.given:
         raise typer.BadParameter("--models-dir/--models-preset start a router over many models: give no -m/-hf")
+    if ray.enabled:
+        _serve_on_ray(source, opts, sampling, speculative, ray)
+        return
     model = None if router.enabled else source.path()
     config, listen, log = server_config(opts, sampling, speculative), listen_config(opts), _logger(opts.listen.log_format)
     if router.enabled:
@@ -64,7 +70,7 @@ def serve(
         return
 
     def load() -> tuple[ServingEngine, ModelInfo]:
-        return _load(model, opts, speculative, log)
+        return load_engine(model, opts, speculative, log)
 
     tools = open_toolbox(opts.tools, log, all_builtin=opts.endpoints.agent)
     if tools is not None:
@@ -72,6 +78,21 @@ def serve(
             "do not expose this server to untrusted clients")
     watch_router()
     run_server(ServerState(config, tools), listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
+
+
+def _serve_on_ray(source: ModelSource, opts: ServeOptions, sampling: SamplingParams, speculative: SpecOptions,
+                  ray: RayOptions) -> None:
+    """--ray: the same server as a Ray Serve application (llamacli/scaleout/)."""
+    from llamacli.scaleout.deploy import serve_on_ray
+    from llamacli.scaleout.replica import ReplicaSpec
+
+    if opts.router.enabled:
+        raise typer.BadParameter("--ray serves one model: --models-dir/--models-preset are not supported with it")
+    if opts.tools_on:
+        raise typer.BadParameter("--ray: the tools (--tools, --agent, --mcp-servers-*) run on one machine; not with --ray")
+    server_config(opts, sampling, speculative)  # the options' own checks, before anything is deployed
+    serve_on_ray(ReplicaSpec(source, opts, sampling, speculative), ray, opts.listen.host, opts.listen.port,
+                 _logger(opts.listen.log_format))
 
 
 def _logger(log_format: str) -> Callable[[str], None]:
@@ -86,7 +107,7 @@ def _logger(log_format: str) -> Callable[[str], None]:
     return log
 
 
-def _load(
+def load_engine(
     model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None]
 ) -> tuple[ServingEngine, ModelInfo]:
     """Open the model (and the draft model), start the engine and warm it up."""
