@@ -165,21 +165,23 @@ class LayerWeights:
 class AttnGroup:
     """Sequences attended together: S sequences with Tq query tokens each.
 
-    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions.
+    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions; see_upto (S, Tq):
+    the last key position each query sees when attention is non-causal (None: causal).
     """
 
     seq_ids: np.ndarray
     tok_idx: np.ndarray
     q_pos: np.ndarray
     masks: dict[int | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+    see_upto: np.ndarray | None = None
 
     def mask(self, window: int | None) -> tuple[int, np.ndarray]:
         """(k_start, additive mask (S, Tq, L)) for a layer with this window; cached per group."""
         if window not in self.masks:
-            q_max = int(self.q_pos.max())
+            q_max = int(self.q_pos.max() if self.see_upto is None else self.see_upto.max())
             k_start = 0 if window is None else max(0, int(self.q_pos.min()) - window + 1)
             n_keys = q_max + 1 - k_start
-            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window))
+            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window, self.see_upto))
         return self.masks[window]
 
 
@@ -216,6 +218,10 @@ def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: 
         for a in range(0, idx.shape[0], QUERY_BLOCK):
             blk = idx[a : a + QUERY_BLOCK]
             groups.append(AttnGroup(np.array([s]), blk[None, :], batch.positions[blk][None, :]))
+    if batch.non_causal:  # every query sees its sequence's keys up to the batch's last position
+        for g in groups:
+            last = {int(s): int(batch.positions[batch.seq_ids == s].max()) for s in g.seq_ids}
+            g.see_upto = np.array([[last[int(s)]] * g.q_pos.shape[1] for s in g.seq_ids], dtype=np.int64)
     return groups
 
 
@@ -354,7 +360,8 @@ class DecoderModel:
         rope, rope_swa = self.ropes(cache.n_ctx)
         cs_global = K.rope_cos_sin(batch.positions, rope)
         cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
-        x = self.embed(batch.tokens)  # (T, n_embd)
+        # (T, n_embd); media embeddings go in as they are (llama.cpp scales only token embeddings)
+        x = self.embed(batch.tokens) if batch.embd is None else batch.embd
         step = self._one_token_step(batch)
         if step is not None:
             x = step.run(self, x, batch, cache, cs_global, cs_swa)
@@ -376,7 +383,7 @@ class DecoderModel:
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled one-token step, for a batch of one token when the model allows it and
         no LoRA adapter is active."""
-        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora:
+        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora or batch.embd is not None:
             return None
         return self._planned_step()
 
