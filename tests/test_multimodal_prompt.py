@@ -12,7 +12,11 @@ from llamacli.core.model.families.base import plan_attention
 from llamacli.core.model.kernels.ops import attention_mask
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.multimodal.encoder import ImageFraming
-from llamacli.core.multimodal.prompt import Media, MediaChunk, TextChunk, split_markers, tokenize_prompt
+from llamacli.core.multimodal.prompt import (
+    Media, MediaChunk, MediaSpan, TextChunk, flatten, media_token, snap_out_of_media, split_markers, tokenize_prompt,
+)
+from llamacli.core.runtime.batch_plan import SlotFeed, build_batch
+from llamacli.core.runtime.scheduler import Chunk, SlotState, schedule
 
 
 class FakeEncoder:
@@ -20,6 +24,9 @@ class FakeEncoder:
 
     def encode(self, rgb: np.ndarray) -> np.ndarray:
         return np.full((3, 4), float(rgb[0, 0, 0]), dtype=np.float32)
+
+    def encode_cached(self, media_id: str, rgb: np.ndarray) -> np.ndarray:
+        return self.encode(rgb)
 
 
 def _tok(text: str) -> list[int]:
@@ -71,3 +78,35 @@ def test_non_causal_embedding_batches_plan_groups_that_see_the_whole_image() -> 
     assert plan_attention(Batch.single(list(range(300)), start_pos=10))[0].see_upto is None
     with pytest.raises(ValueError, match="one row per token"):
         Batch(np.zeros(3), np.zeros(3), np.arange(3), embd=np.zeros((2, 8)))
+
+
+def test_flat_prompt_placeholders_and_snapping() -> None:
+    chunks = tokenize_prompt("ab<__media__>c", [_img(5)], FakeEncoder(), _tok)  # type: ignore[arg-type]
+    tokens, spans = flatten(chunks)
+    ph = media_token(spans[0].media_id)
+    assert ph < -1 and tokens == [ord("a"), ord("b"), 1, ph, ph, ph, 2, ord("c")]
+    assert (spans[0].start, spans[0].end) == (3, 6)
+    assert [snap_out_of_media(n, spans) for n in (2, 3, 4, 5, 6, 7)] == [2, 3, 3, 3, 6, 7]
+
+
+def test_schedule_keeps_images_whole() -> None:
+    atoms = ((3, 7),)  # the image is prompt tokens 3..6 from here
+    assert schedule([SlotState(0, False, 10, atoms=atoms)], 5) == [Chunk(0, 3, False)]  # cut before it
+    assert schedule([SlotState(0, False, 7, atoms=((0, 4),))], 5) == [Chunk(0, 5, False)]  # the image and one more
+    assert schedule([SlotState(0, False, 7, atoms=((0, 6),)), SlotState(1, False, 9, order=1)], 8) == [
+        Chunk(0, 6, False), Chunk(1, 2, False)]
+    # the image does not fit what is left: the slot waits, the others take the budget
+    assert schedule([SlotState(0, False, 9, atoms=((0, 9),)), SlotState(1, True)], 8) == [Chunk(1, 1, True)]
+
+
+def test_batch_rows_of_an_image_carry_its_embeddings_and_see_its_end() -> None:
+    embd = np.arange(12, dtype=np.float32).reshape(3, 4)
+    span = MediaSpan(2, embd, "ab" * 8, True)
+    prompt = [7, 8, -5, -5, -5, 9]
+    plan = build_batch([Chunk(0, 4, False)], {0: SlotFeed(1, prompt, 1, media=(span,))}, 8)
+    b = plan.batch
+    assert b.tokens.tolist() == [8, -5, -5, -5] and b.positions.tolist() == [1, 2, 3, 4]
+    assert b.embd is not None and np.array_equal(b.embd[1:], embd) and not b.embd[0].any()
+    assert b.see_upto is not None and b.see_upto.tolist() == [1, 4, 4, 4]
+    plain = build_batch([Chunk(0, 2, False)], {0: SlotFeed(0, [7, 8], 0)}, 8).batch
+    assert plain.embd is None and plain.see_upto is None

@@ -3,6 +3,10 @@ image's embeddings for the text model (llama.cpp's clip_init + clip_image_encode
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +44,8 @@ class VisionEncoder:
     def __init__(self, path: str, hp: VisionHParams, tower: VisionTower, projector: Projector, pr: Precision) -> None:
         self.path, self.hp, self.tower, self.projector, self.pr = path, hp, tower, projector, pr
         self.framing = FRAMING[hp.family]
+        self.cache = EmbeddingCache()
+        self.n_encoded = 0  # images run through the ViT (a cache hit does not count)
 
     @classmethod
     def load(cls, path: str, n_embd_text: int | None = None, threads: int | None = None) -> "VisionEncoder":
@@ -80,4 +86,33 @@ class VisionEncoder:
         return self.encode_pixels(self.pixels(rgb))
 
     def encode_pixels(self, pixels: np.ndarray) -> np.ndarray:
+        self.n_encoded += 1
         return self.projector(self.tower.forward(pixels), self.hp, self.pr)
+
+    def encode_cached(self, media_id: str, rgb: np.ndarray) -> np.ndarray:
+        """encode(rgb), or the embeddings of the image with this id encoded lately."""
+        return self.cache.get_or_make(media_id, lambda: self.encode(rgb))
+
+
+class EmbeddingCache:
+    """The embeddings of the last `size` images by media id (their bytes' hash): a second turn
+    about the same image does not run the encoder again. Thread-safe (the server's handlers)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_make(self, key: str, make: Callable[[], np.ndarray]) -> np.ndarray:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        value = make()
+        value.setflags(write=False)
+        with self._lock:
+            self._items[key] = value
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value

@@ -21,6 +21,7 @@ from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.multimodal.encoder import MEDIA_MARKER, VisionEncoder
+from llamacli.core.text.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,50 @@ class MediaChunk:
 
 
 PromptChunk = TextChunk | MediaChunk
+
+
+@dataclass(frozen=True)
+class MediaSpan:
+    """A media chunk placed in a flat prompt: its tokens are prompt[start:end], all equal to
+    `media_token(media_id)`."""
+
+    start: int
+    embd: np.ndarray  # (n, n_embd)
+    media_id: str
+    non_causal: bool
+
+    @property
+    def end(self) -> int:
+        return self.start + int(self.embd.shape[0])
+
+
+def media_token(media_id: str) -> int:
+    """The placeholder id of a media's positions in a flat prompt: negative (never a vocabulary
+    id, never -1) and a function of the media's hash, so that comparing two prompts' tokens
+    compares their media too (the prompt cache reuses an image only when its bytes are the same)."""
+    return -2 - int(media_id[:12], 16)
+
+
+def flatten(chunks: Sequence[PromptChunk]) -> tuple[list[int], tuple[MediaSpan, ...]]:
+    """The chunks as one token list (media positions as placeholders) and the media spans."""
+    tokens: list[int] = []
+    spans: list[MediaSpan] = []
+    for ch in chunks:
+        if isinstance(ch, TextChunk):
+            tokens.extend(ch.tokens)
+        else:
+            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal))
+            tokens.extend([media_token(ch.media_id)] * ch.n_tokens)
+    return tokens, tuple(spans)
+
+
+def snap_out_of_media(n: int, spans: Sequence[MediaSpan]) -> int:
+    """n, or the start of the media span n falls strictly inside (a prompt is never cut in
+    the middle of an image: a cached prefix, a batch boundary)."""
+    for sp in spans:
+        if sp.start < n < sp.end:
+            return sp.start
+    return n
 
 
 @dataclass(frozen=True)
@@ -85,7 +130,7 @@ def tokenize_prompt(
 ) -> list[PromptChunk]:
     """The prompt as chunks; `encoded(media)` returns embeddings (a cache may answer it),
     by default the encoder runs."""
-    run = encoded or (lambda m: encoder.encode(m.rgb))
+    run = encoded or (lambda m: encoder.encode_cached(m.media_id, m.rgb))
     fr = encoder.framing
     chunks: list[PromptChunk] = []
 
@@ -112,6 +157,19 @@ def tokenize_prompt(
     if eos is not None:
         add_text([eos])
     return chunks
+
+
+def prompt_with_media(
+    prompt: str, media: Sequence[Media], encoder: VisionEncoder, tokenizer: Tokenizer, add_special: bool = True
+) -> tuple[list[int], tuple[MediaSpan, ...]]:
+    """A driver's prompt with `<__media__>` markers as an engine task's tokens and media spans
+    (special tokens parsed, BOS/EOS as the vocabulary adds them, as mtmd_tokenize)."""
+    v = tokenizer.vocab
+    chunks = tokenize_prompt(
+        prompt, media, encoder, lambda t: tokenizer.tokenize(t, add_special=False, parse_special=True),
+        bos=v.bos if add_special and v.add_bos else None, eos=v.eos if add_special and v.add_eos else None,
+    )
+    return flatten(chunks)
 
 
 def eval_chunks(

@@ -218,10 +218,9 @@ def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: 
         for a in range(0, idx.shape[0], QUERY_BLOCK):
             blk = idx[a : a + QUERY_BLOCK]
             groups.append(AttnGroup(np.array([s]), blk[None, :], batch.positions[blk][None, :]))
-    if batch.non_causal:  # every query sees its sequence's keys up to the batch's last position
+    if batch.see_upto is not None:  # non-causal rows (media) see beyond their own position
         for g in groups:
-            last = {int(s): int(batch.positions[batch.seq_ids == s].max()) for s in g.seq_ids}
-            g.see_upto = np.array([[last[int(s)]] * g.q_pos.shape[1] for s in g.seq_ids], dtype=np.int64)
+            g.see_upto = batch.see_upto[g.tok_idx]
     return groups
 
 
@@ -321,6 +320,19 @@ class DecoderModel:
             x = x * np.float32(self.args.embed_scale)
         return x
 
+    def embed_batch(self, batch: Batch) -> np.ndarray:
+        """The batch's input rows (T, n_embd): token embeddings, and the given embeddings for
+        media rows (negative tokens) as they are (llama.cpp scales only token embeddings)."""
+        if batch.embd is None:
+            return self.embed(batch.tokens)
+        if batch.embd.shape[1] != self.args.n_embd:
+            raise ValueError(f"embeddings of width {batch.embd.shape[1]} for a model of n_embd {self.args.n_embd}")
+        media = batch.tokens < 0
+        x = batch.embd.copy()
+        if not media.all():
+            x[~media] = self.embed(batch.tokens[~media])
+        return x
+
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)), or the mixture of experts; h (T, n_embd)."""
         pr = self.precision
@@ -360,8 +372,7 @@ class DecoderModel:
         rope, rope_swa = self.ropes(cache.n_ctx)
         cs_global = K.rope_cos_sin(batch.positions, rope)
         cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
-        # (T, n_embd); media embeddings go in as they are (llama.cpp scales only token embeddings)
-        x = self.embed(batch.tokens) if batch.embd is None else batch.embd
+        x = self.embed_batch(batch)  # (T, n_embd)
         step = self._one_token_step(batch)
         if step is not None:
             x = step.run(self, x, batch, cache, cs_global, cs_swa)
