@@ -11,6 +11,9 @@ the engine reports it (http/tasklog.py), whether or not a response still reads t
 
 from __future__ import annotations
 
+from llamacli.core.multimodal.encoder import VisionEncoder
+from llamacli.core.multimodal.image import ImageLimits
+
 import asyncio
 import dataclasses
 import os
@@ -85,6 +88,8 @@ class ServerState:
         self.started = time.time()
         self.sleep: Any = None  # an IdleSleep with --sleep-idle-seconds (http/sleep.py)
         self._pumps: set[asyncio.Task[None]] = set()  # readers of task streams (`results`)
+        self.vision: VisionEncoder | None = None  # -mm: the projector (set by the loader)
+        self.image_limits = ImageLimits()  # --image-max-pixels / --image-max-bytes
 
     # ---- readiness ------------------------------------------------------------------------
     def set_ready(self, engine: ServingEngine, model: ModelInfo) -> None:

@@ -18,12 +18,13 @@ from llamacli.options.llama_flags import llama_cpp_flags, note
 from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
+from llamacli.options.mmproj import MmprojOptions, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import open_toolbox
 
 if TYPE_CHECKING:
     from llamacli.core.model.loaded import ModelInfo
-    from llamacli.http.state import ServingEngine
+    from llamacli.http.state import ServerState, ServingEngine
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 @llama_cpp_flags("serve")
 @sampling_options
 @speculative_options
+@mmproj_options
 @model_options
 @serve_options
 def serve(
@@ -39,6 +41,7 @@ def serve(
     opts: ServeOptions,  # the server's own options (@serve_options)
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
+    mmproj: MmprojOptions = None,  # type: ignore[assignment]  # set by @mmproj_options
 ) -> None:
     """Serve the model over llama-server's HTTP API (OpenAI, Anthropic and native endpoints).
 
@@ -63,15 +66,19 @@ def serve(
         serve_router(ctx, config, listen, router.models_dir, router.models_preset, router.models_max, router.models_autoload, log)
         return
 
+    state = ServerState(config, None)
+    state.image_limits = mmproj.limits
+
     def load() -> tuple[ServingEngine, ModelInfo]:
-        return _load(model, opts, speculative, log)
+        return _load(model, opts, speculative, log, mmproj, state)
 
     tools = open_toolbox(opts.tools, log, all_builtin=opts.endpoints.agent)
+    state.tools = tools
     if tools is not None:
         log(f"tools on: {', '.join(t.name for t in tools.tools) or 'MCP servers only'} (working directory {tools.sandbox.root}); "
             "do not expose this server to untrusted clients")
     watch_router()
-    run_server(ServerState(config, tools), listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
+    run_server(state, listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
 
 
 def _logger(log_format: str) -> Callable[[str], None]:
@@ -87,12 +94,15 @@ def _logger(log_format: str) -> Callable[[str], None]:
 
 
 def _load(
-    model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None]
+    model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None],
+    mmproj: MmprojOptions, state: ServerState,
 ) -> tuple[ServingEngine, ModelInfo]:
-    """Open the model (and the draft model), start the engine and warm it up."""
+    """Open the model (and the draft model and the projector, which goes on `state`), start the
+    engine and warm it up."""
     from llamacli.core.runtime.engine import Engine, Metrics
     from llamacli.core.runtime.tasks import Task, TaskParams
     from llamacli.loading import open_draft, open_model
+    from llamacli.media import open_projector
 
     t0 = time.perf_counter()
     lo = opts.load
@@ -100,6 +110,7 @@ def _load(
         model, numerics=lo.numerics, threads=lo.threads, loras=lo.loras, chat_template=lo.chat_template, use_jinja=lo.jinja
     )
     draft = open_draft(speculative.draft_model, rt, lo.numerics, lo.threads) if speculative.draft_model else None
+    state.vision = open_projector(mmproj, rt.model.args.n_embd, lo.threads)
     engine = Engine(
         rt.model, rt.tokenizer, engine_config(opts, rt.model.args.n_ctx_train, speculative), rt.loras, draft_model=draft,
     ).start()
