@@ -81,3 +81,13 @@ def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped
     status, out = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]})
     assert status == 400 and "not remote or file URLs" in out["error"]["message"]
+
+
+def test_serve_with_a_projector_of_another_width_exits_2(tmp_path: Path) -> None:
+    from tests.test_cli import llama
+    from tests.tiny_mmproj import ProjectorSpec
+
+    wide = write_projector(ProjectorSpec("w", "gemma3", n_text=1024, n_layer=1), tmp_path / "wide.gguf")
+    r = llama("serve", "-mm", str(wide), "--port", "0", "--no-warmup", timeout=180)
+    assert r.returncode == 2
+    assert "mismatch between text model (n_embd = 640) and mmproj (n_embd = 1024)" in r.stderr
