@@ -20,6 +20,15 @@ tests/fixtures/quantize/kernels.npz
     and subnormal ranges, all-positive / all-negative, sparse, heavy-tailed, values on
     rounding ties, a demo-like Gaussian) and, per type T of convert.ENCODERS but F32, T: the
     bytes libggml's ggml_quantize_chunk (no imatrix) makes of x, uint8 [48, row bytes].
+tests/fixtures/quantize/kernels_imatrix.npz
+    x as in kernels.npz, two importance-weight rows qw_pos (all positive) and qw_zeros (30%
+    zeros), and per type T whose ggml quantizer uses weights, T_pos / T_zeros: the bytes of
+    ggml_quantize_chunk(T, x, imatrix=qw).
+tests/fixtures/quantize/option_runs.json   (--options, needs llama-quantize from the same source)
+    {"meta": {...}, "runs": [run, ...]}; a run: input, args (llama-quantize's options, with
+    imatrix files written by tests.test_quantize_inputs.write_imatrix in the working directory),
+    type, and either file_sha256, bytes and types (per tensor, in output order) of llama-quantize's
+    output, or refused: true when llama-quantize exits non-zero.
 tests/fixtures/quantize/demo.json   (--demo)
     the demo model's sha256 and, per requantization run (--allow-requantize): type,
     file_sha256, bytes and llama.cpp's wall time with 2 threads.
@@ -48,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.kernels.dequant import dequantize
 
-from tests.test_quantize_inputs import FIXTURES, INPUTS, sha256_file, write_input
+from tests.test_quantize_inputs import FIXTURES, INPUTS, sha256_file, write_imatrix, write_input
 
 ALL_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S",
              "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K")
@@ -72,6 +81,103 @@ PLAN: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
     ("rules-gemma18", ALL_TYPES, {}),
 ]
 DEMO_TYPES = ("Q8_0", "Q4_K_M", "Q6_K", "Q4_0")
+
+IMX = ["--imatrix", "imatrix.gguf"]
+# (input, llama-quantize options, type): imatrix.gguf / imatrix.dat are the input's write_imatrix
+OPTION_PLAN: list[tuple[str, list[str], str]] = [
+    *[("llama-f32", IMX, t) for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q2_K_S", "Q3_K_S",
+                                       "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")],
+    ("gemma3-640", IMX, "Q4_K_M"),
+    ("gemma3-640", IMX, "Q5_0"),
+    ("rules-llama32", IMX, "Q4_0"),
+    ("llama-f32", ["--imatrix", "imatrix.dat"], "Q4_K_M"),
+    ("llama-f32", [*IMX, "--include-weights", "attn_"], "Q4_K_M"),
+    ("llama-f32", [*IMX, "--exclude-weights", "ffn_down", "--exclude-weights", "attn_k"], "Q5_K_S"),
+    ("llama-f32", ["--tensor-type", "attn_q=q8_0", "--tensor-type", "ffn_.*=Q5_0"], "Q4_K_M"),
+    ("llama-f32", ["--pure", "--tensor-type", "blk\\.1\\..*=q6_k"], "Q4_0"),
+    ("rules-llama32", ["--tensor-type", "ffn_down=q8_0"], "Q3_K_M"),
+    ("llama-f32", ["--prune-layers", "0"], "Q8_0"),
+    ("rules-llama32", ["--prune-layers", "3,7,7,30"], "Q4_K_M"),
+    ("llama-f32", [*IMX, "--prune-layers", "0"], "Q4_K_M"),
+    ("llama-f32", ["--override-kv", "general.name=str:renamed model", "--override-kv",
+                   "llama.context_length=int:-4096", "--override-kv", "test.flag=bool:true",
+                   "--override-kv", "test.scale=float:0.3"], "Q8_0"),
+    ("llama-f32", [], "COPY"),
+    ("llama-q8_0", [], "COPY"),
+    ("llama-f32", [], "TQ1_0"),
+    ("llama-f32", [], "TQ2_0"),
+    ("gemma3-640", [], "TQ1_0"),
+    ("llama-f32", [], "MXFP4_MOE"),
+    ("qwen3moe-f32", [], "MXFP4_MOE"),
+    ("qwen3moe-f32", [], "Q4_K_M"),
+    ("qwen3moe-f32", IMX, "Q4_K_M"),
+    ("qwen3moe-f32", IMX, "Q2_K_S"),
+    ("llama-f32", [], "IQ4_NL"),
+    ("llama-f32", [], "IQ4_XS"),
+    ("llama-f32", IMX, "IQ4_XS"),
+    ("gemma3-640", [], "IQ4_XS"),
+    ("rules-llama32", [], "IQ4_XS"),
+    ("rules-llama32", IMX, "IQ4_NL"),
+    ("llama-f32", [], "Q2_K_S"),  # refused: needs an imatrix
+]
+
+
+def make_option_runs(tmp: Path, binary: str) -> None:
+    import subprocess
+
+    runs: list[dict[str, Any]] = []
+    for name, args, type_name in OPTION_PLAN:
+        work = tmp / "opt"
+        work.mkdir(exist_ok=True)
+        src = write_input(name, work / "in.gguf")
+        write_imatrix(src, work / "imatrix.gguf")
+        write_imatrix(src, work / "imatrix.dat", legacy=True)
+        out = work / "out.gguf"
+        out.unlink(missing_ok=True)
+        p = subprocess.run([binary, *args, "in.gguf", "out.gguf", type_name, "2"], cwd=work,
+                           capture_output=True, text=True)
+        run: dict[str, Any] = {"input": name, "args": args, "type": type_name}
+        if p.returncode != 0:
+            run["refused"] = True
+        else:
+            ref = GGUFFile(out)
+            run.update(file_sha256=sha256_file(out), bytes=out.stat().st_size,
+                       types=[[n, t.qtype.name] for n, t in ref.tensors.items()])
+            del ref
+        runs.append(run)
+        print(f"{name:14} {type_name:7} {' '.join(args):60} {run.get('file_sha256', 'refused')[:12]}")
+    meta = {"llama_quantize": binary, "made_by": "scripts/quantize_fixtures.py --options"}
+    (FIXTURES / "option_runs.json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1) + "\n")
+
+
+def make_kernels_imatrix() -> None:
+    from gguf import GGML_QUANT_SIZES
+    from llamacli.core.quantize.weighted import WEIGHTED_TYPES
+
+    fn = _ggml_quantize_chunk()
+    x = np.ascontiguousarray(kernel_inputs())
+    rng = np.random.default_rng(7)
+    weights = {"pos": (rng.random(256) * 3).astype(np.float32),
+               "zeros": np.where(rng.random(256) < 0.3, 0, rng.random(256)).astype(np.float32)}
+    out: dict[str, np.ndarray] = {"x": x, **{f"qw_{k}": v for k, v in weights.items()}}
+    for qt in sorted(WEIGHTED_TYPES):
+        block, size = GGML_QUANT_SIZES[qt]
+        for label, qw in weights.items():
+            y = np.zeros((x.shape[0], x.shape[1] // block * size), dtype=np.uint8)
+            fn(int(qt), x.ctypes.data, y.ctypes.data, 0, x.shape[0], x.shape[1], qw.ctypes.data)
+            out[f"{qt.name}_{label}"] = y
+    np.savez_compressed(FIXTURES / "kernels_imatrix.npz", **out)
+
+
+def _ggml_quantize_chunk() -> Any:
+    import llama_cpp
+
+    lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
+    fn = lib.ggml_quantize_chunk
+    fn.restype = ctypes.c_size_t
+    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                   ctypes.c_int64, ctypes.c_void_p]
+    return fn
 
 
 @contextlib.contextmanager
@@ -194,19 +300,17 @@ def kernel_inputs() -> np.ndarray:
     x[13] = np.repeat(rng.standard_normal(16), 16).astype(np.float32)  # constant groups
     x[14, :32] = 1e-30
     x[15, 100] = -7.0
+    # just below powers of two per 32 values: MXFP4's floor(log2(amax)) at its edges
+    x[16] = np.repeat(np.nextafter(np.float32(2.0) ** np.arange(-4, 12, 2, dtype=np.float32), np.float32(0)), 32)
+    x[16] *= np.tile(np.linspace(0.1, 1, 32, dtype=np.float32), 8)
     return x
 
 
 def make_kernels() -> None:
-    import llama_cpp
     from gguf import GGML_QUANT_SIZES
     from llamacli.core.quantize.convert import ENCODERS
 
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
-    fn = lib.ggml_quantize_chunk
-    fn.restype = ctypes.c_size_t
-    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                   ctypes.c_int64, ctypes.c_void_p]
+    fn = _ggml_quantize_chunk()
     x = np.ascontiguousarray(kernel_inputs())
     out: dict[str, np.ndarray] = {"x": x}
     for qt in ENCODERS:
@@ -238,9 +342,15 @@ def make_demo(tmp: Path) -> None:
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--demo", action="store_true", help="also (only) the demo-model runs")
+    ap.add_argument("--options", metavar="LLAMA_QUANTIZE",
+                    help="(only) the option runs and the kernel blocks, with this llama-quantize binary")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        if args.demo:
+        if args.options:
+            make_option_runs(Path(d), args.options)
+            make_kernels()
+            make_kernels_imatrix()
+        elif args.demo:
             make_demo(Path(d))
         else:
             make_runs(Path(d))

@@ -145,7 +145,9 @@ def _check_tensors(src: Path, out: Path, expected: dict[str, list[Any]]) -> None
 
 
 def test_fixture_runs_cover_every_type_and_fallbacks() -> None:
-    names = {f.name for f in FILE_TYPES} - {"Q3_K", "Q4_K", "Q5_K"}  # aliases
+    # aliases; Q2_K_S (needs an imatrix), COPY, the ternary and MXFP4 types: test_quantize_options.py
+    names = {f.name for f in FILE_TYPES} - {"Q3_K", "Q4_K", "Q5_K", "Q2_K_S", "COPY", "TQ1_0", "TQ2_0", "MXFP4_MOE",
+                                            "IQ4_NL", "IQ4_XS"}
     for inp in ("llama-f32", "gemma3-640", "rules-llama32", "rules-gemma18"):
         assert {r["type"] for r in RUNS if r["input"] == inp and not r["options"]} == names
     # the 640-wide model: K-quants fall back (Q4_K -> Q5_0, Q6_K -> Q8_0, ...), 1-D stay F32

@@ -148,6 +148,8 @@ def write_input(name: str, path: str | os.PathLike[str]) -> Path:
         return write_tiny_model("qwen2", "F16", path)
     if name == "llama-q8_0":
         return write_tiny_model("llama", "Q8_0", path)
+    if name == "qwen3moe-f32":  # not in INPUTS: only the option runs use it
+        return write_tiny_model("qwen3moe", "F32", path)
     if name == "gemma3-640":
         _gemma3(path, n_embd=640, n_layer=2, n_ff=512, n_head=2, head_dim=128, rows=None, seed=640)
     elif name == "rules-gemma18":
@@ -157,6 +159,32 @@ def write_input(name: str, path: str | os.PathLike[str]) -> Path:
     else:
         raise ValueError(f"unknown quantize test input {name!r}")
     return path
+
+
+def write_imatrix(model: str | os.PathLike[str], path: str | os.PathLike[str], legacy: bool = False) -> Path:
+    """A deterministic importance matrix for a test input: every 2-D `blk.*` weight gets sums of
+    squares from a seeded gamma distribution over 512 tokens (4 chunks of 128); the output and
+    token embeddings get none, as llama-imatrix without --process-output; expert tensors get
+    counts per expert, expert 1 none. GGUF or legacy .dat."""
+    from llamacli.core.quantize.imatrix_file import ImatrixEntry, write_imatrix_dat, write_imatrix_gguf
+
+    g = GGUFFile(model)
+    rng = np.random.default_rng(4096)
+    entries: dict[str, ImatrixEntry] = {}
+    for name, t in sorted(g.tensors.items()):
+        if name.startswith("blk.") and name.endswith(".weight") and len(t.shape) == 2:
+            sums = (rng.gamma(0.7, 1.0, t.shape[-1]) * 512).astype(np.float32)
+            entries[name] = ImatrixEntry(sums, np.array([512], dtype=np.int64))
+        elif name.startswith("blk.") and len(t.shape) == 3:  # experts: counts per expert, one unused
+            counts = rng.integers(1, 400, t.shape[0])
+            counts[1] = 0
+            sums = (rng.gamma(0.7, 1.0, t.shape[0] * t.shape[-1]) * np.repeat(counts, t.shape[-1])).astype(np.float32)
+            entries[name] = ImatrixEntry(sums, counts.astype(np.int64))
+    if legacy:
+        write_imatrix_dat(str(path), entries, 128, 4, "train.txt")
+    else:
+        write_imatrix_gguf(str(path), entries, ["train.txt"], 4, 128)
+    return Path(path)
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.model.kernels.dequant import dequantize_into
 
-from . import kquants, legacy
+from . import iq4, kquants, legacy, lowbit
 
 Encoder = Callable[[np.ndarray], np.ndarray]
 
@@ -31,6 +31,11 @@ ENCODERS: dict[QT, Encoder] = {
     QT.Q4_K: kquants.quantize_q4_K,
     QT.Q5_K: kquants.quantize_q5_K,
     QT.Q6_K: kquants.quantize_q6_K,
+    QT.TQ1_0: lowbit.quantize_tq1_0,
+    QT.TQ2_0: lowbit.quantize_tq2_0,
+    QT.MXFP4: lowbit.quantize_mxfp4,
+    QT.IQ4_NL: iq4.quantize_iq4_nl,
+    QT.IQ4_XS: iq4.quantize_iq4_xs,
 }
 
 # Values per encoder call: about 128 K, so that the (n, groups) temporaries stay in L2.

@@ -26,13 +26,19 @@ class FileType:
 FILE_TYPES: tuple[FileType, ...] = (
     FileType("Q4_0", 2, QT.Q4_0, " 4.34G, +0.4685 ppl @ Llama-3-8B"),
     FileType("Q4_1", 3, QT.Q4_1, " 4.78G, +0.4511 ppl @ Llama-3-8B"),
+    FileType("MXFP4_MOE", 38, QT.MXFP4, " MXFP4 MoE"),
     FileType("Q5_0", 8, QT.Q5_0, " 5.21G, +0.1316 ppl @ Llama-3-8B"),
     FileType("Q5_1", 9, QT.Q5_1, " 5.65G, +0.1062 ppl @ Llama-3-8B"),
+    FileType("TQ1_0", 36, QT.TQ1_0, " 1.69 bpw ternarization"),
+    FileType("TQ2_0", 37, QT.TQ2_0, " 2.06 bpw ternarization"),
     FileType("Q2_K", 10, QT.Q2_K, " 2.96G, +3.5199 ppl @ Llama-3-8B"),
+    FileType("Q2_K_S", 21, QT.Q2_K, " 2.96G, +3.1836 ppl @ Llama-3-8B"),
     FileType("Q3_K", 12, QT.Q3_K, "alias for Q3_K_M"),
     FileType("Q3_K_S", 11, QT.Q3_K, " 3.41G, +1.6321 ppl @ Llama-3-8B"),
     FileType("Q3_K_M", 12, QT.Q3_K, " 3.74G, +0.6569 ppl @ Llama-3-8B"),
     FileType("Q3_K_L", 13, QT.Q3_K, " 4.03G, +0.5562 ppl @ Llama-3-8B"),
+    FileType("IQ4_NL", 25, QT.IQ4_NL, " 4.50 bpw non-linear quantization"),
+    FileType("IQ4_XS", 30, QT.IQ4_XS, " 4.25 bpw non-linear quantization"),
     FileType("Q4_K", 15, QT.Q4_K, "alias for Q4_K_M"),
     FileType("Q4_K_S", 14, QT.Q4_K, " 4.37G, +0.2689 ppl @ Llama-3-8B"),
     FileType("Q4_K_M", 15, QT.Q4_K, " 4.58G, +0.1754 ppl @ Llama-3-8B"),
@@ -44,16 +50,22 @@ FILE_TYPES: tuple[FileType, ...] = (
     FileType("F16", 1, QT.F16, "14.00G, +0.0020 ppl @ Mistral-7B"),
     FileType("BF16", 32, QT.BF16, "14.00G, -0.0050 ppl @ Mistral-7B"),
     FileType("F32", 0, QT.F32, "26.00G              @ 7B"),
+    # after F32, so that 0 means F32; COPY keeps every tensor and the input's file type
+    FileType("COPY", 0, QT.F32, "only copy tensors, no quantizing"),
 )
 
 # ftype ids by name, for the mixture rules (llama.h LLAMA_FTYPE_MOSTLY_*)
 Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M = 10, 11, 12, 13, 14, 15, 16, 17
+Q2_K_S = 21
+TQ1_0, TQ2_0, MXFP4_MOE = 36, 37, 38
+IQ4_NL, IQ4_XS = 25, 30
 Q4_0, Q5_0 = 2, 8
 
 # Tensor types we can write (for --output-tensor-type / --token-embedding-type).
 WRITABLE_TYPES: tuple[QT, ...] = (
     QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0,
-    QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K,
+    QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.TQ1_0, QT.TQ2_0, QT.MXFP4, QT.IQ4_NL,
+    QT.IQ4_XS,
 )
 
 

@@ -109,13 +109,20 @@ def pad(n: int, align: int) -> int:
     return (n + align - 1) // align * align
 
 
-def build_header(kv: list[tuple[str, bytes]], file_type: int, tensors: list[TensorRecord], align: int) -> bytes:
-    """The complete metadata block (padded to `align`) for the given tensors, in order."""
-    skip = set(_DROP_KEYS) | {"general.quantization_version", "general.file_type"}
-    entries = [raw for key, raw in kv if key not in skip]
-    entries.append(u32_kv("general.quantization_version", GGML_QNT_VERSION))
-    entries.append(u32_kv("general.file_type", file_type))
-    return gguf_header(entries, tensors, align)
+def build_header(
+    kv: list[tuple[str, bytes]], file_type: int, tensors: list[TensorRecord], align: int,
+    extra: list[tuple[str, bytes]] | None = None,
+) -> bytes:
+    """The complete metadata block (padded to `align`) for the given tensors, in order. `extra`
+    entries are set after the file type, each removing its key from where it was before."""
+    pairs = [(k, raw) for k, raw in kv if k not in _DROP_KEYS]
+    for key, raw in [
+        ("general.quantization_version", u32_kv("general.quantization_version", GGML_QNT_VERSION)),
+        ("general.file_type", u32_kv("general.file_type", file_type)),
+        *(extra or []),
+    ]:
+        pairs = [(k, r) for k, r in pairs if k != key] + [(key, raw)]
+    return gguf_header([raw for _, raw in pairs], tensors, align)
 
 
 def gguf_header(entries: list[bytes], tensors: list[TensorRecord], align: int = DEFAULT_ALIGNMENT) -> bytes:

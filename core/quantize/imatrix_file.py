@@ -64,6 +64,7 @@ class Imatrix:
     chunk_count: int = 0
     chunk_size: int = 0
     is_legacy: bool = False
+    has_metadata: bool = False  # a GGUF file with datasets, chunk count and chunk size
 
 
 def read_imatrix(path: str) -> Imatrix:
@@ -90,6 +91,7 @@ def _read_gguf(path: str) -> Imatrix:
         out.datasets = [str(d) for d in ds]
     out.chunk_count = int(md.get(KEY_CHUNK_COUNT, 0))
     out.chunk_size = int(md.get(KEY_CHUNK_SIZE, 0))
+    out.has_metadata = all(k in md for k in (KEY_DATASETS, KEY_CHUNK_COUNT, KEY_CHUNK_SIZE))
     pairs: dict[str, dict[str, str]] = {}
     for name in g.tensors:
         for suffix in (SUM_SUFFIX, COUNT_SUFFIX):

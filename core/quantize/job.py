@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.errors import LlamaError, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES
+from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES, dequantize_into
 
 from .convert import ENCODERS, reencode, row_nbytes
 from .ftypes import FileType
@@ -35,9 +36,13 @@ from .gguf_out import (
     build_header,
     pad,
     raw_kv_pairs,
+    u32_kv,
 )
+from .importance import KEY_DATASET, KEY_FILE, KEY_N_CHUNKS, KEY_N_ENTRIES, Importance
+from .overrides import KVOverride, LayerRemap
 from .rules import ModelInfo, TypeChooser, is_quantized, tensor_order
 from .validate import has_invalid_values
+from .weighted import WEIGHTED_TYPES, encode_weighted
 
 # Values per work item: large enough to amortise the per-item overhead, small enough that a few
 # items in flight per thread stay within tens of MiB.
@@ -61,11 +66,22 @@ class QuantizeOptions:
     token_embedding_type: QT | None = None
     leave_output_tensor: bool = False
     n_threads: int = 0  # <= 0: all CPUs
+    tensor_types: tuple[tuple[str, QT], ...] = ()  # --tensor-type REGEX=TYPE, first match wins
+    importance: Importance | None = None  # --imatrix (already filtered by --include/--exclude-weights)
+    kv_overrides: tuple[KVOverride, ...] = ()
+    prune_layers: tuple[int, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def only_copy(self) -> bool:
+        """COPY: every tensor keeps its type; the file keeps its file type."""
+        return self.file_type.name == "COPY"
 
 
 @dataclass(frozen=True)
 class TensorPlan:
-    """One tensor's conversion: name, numpy-order shape, types, byte sizes before and after."""
+    """One tensor's conversion: name (in the output; src_name in the input, which differs when
+    layers are pruned), numpy-order shape, types, byte sizes before and after."""
 
     name: str
     shape: tuple[int, ...]
@@ -74,6 +90,13 @@ class TensorPlan:
     src_nbytes: int
     dst_nbytes: int
     fallback: bool  # the row length forced a different type than the mixture asked for
+    src_name: str = ""
+    weighted: bool = False  # quantized with its importance-matrix weights
+    needs_imatrix: bool = False  # llama.cpp refuses this type without an importance matrix
+
+    @property
+    def input_name(self) -> str:
+        return self.src_name or self.name
 
     @property
     def converts(self) -> bool:
@@ -99,6 +122,7 @@ class QuantizeReport:
     dst_bytes: int
     file_bytes: int
     seconds: float
+    wrote: bool = True  # False for a dry run
 
     @property
     def n_fallback(self) -> int:
@@ -108,19 +132,64 @@ class QuantizeReport:
 ProgressFn = Callable[[int, int, TensorPlan], None]
 
 
+_BLK = re.compile(r"blk\.(\d+)\.")
+
+
+def _c_str127(s: str) -> str:
+    """strncpy into llama_model_kv_override's 128-byte val_str: at most 127 bytes."""
+    return s.encode("utf-8")[:127].decode("utf-8", errors="ignore")
+
+
+def guess_file_type(types: list[QT]) -> int:
+    """llama_model_loader's guess: the llama_ftype of the most common tensor type (the type
+    that first reached the final count, as its running maximum does); ALL_F32 if unknown."""
+    counts: dict[QT, int] = {}
+    best, n_best = QT.F32, 0
+    for t in types:
+        counts[t] = counts.get(t, 0) + 1
+        if n_best < counts[t]:
+            best, n_best = t, counts[t]
+    by_type = {QT.F32: 0, QT.F16: 1, QT.BF16: 32, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q5_0: 8, QT.Q5_1: 9, QT.Q8_0: 7,
+               QT.Q2_K: 10, QT.Q3_K: 12, QT.Q4_K: 15, QT.Q5_K: 17, QT.Q6_K: 18, QT.TQ1_0: 36, QT.TQ2_0: 37,
+               QT.IQ2_XXS: 19, QT.IQ2_XS: 20, QT.IQ2_S: 28, QT.IQ3_XXS: 23, QT.IQ1_S: 24, QT.IQ1_M: 31,
+               QT.IQ4_NL: 25, QT.IQ4_XS: 30, QT.IQ3_S: 26}
+    return by_type.get(best, 0)
+
+
+def _requires_imatrix(name: str, dst: QT, ftype: FileType) -> bool:
+    """tensor_requires_imatrix, for the types we write: Q2_K in a Q2_K_S file (not the token
+    embeddings or the output)."""
+    if name in ("token_embd.weight", "per_layer_token_embd.weight", "output.weight"):
+        return False
+    return dst == QT.Q2_K and ftype.name == "Q2_K_S"
+
+
+def _n_mat(shape: tuple[int, ...]) -> int:
+    """ne[2]: the number of matrices (experts) of a tensor, numpy-order shape."""
+    return shape[-3] if len(shape) >= 3 else 1
+
+
 def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
     """Each tensor's new type, in output order, with llama-quantize's rules; raises
     QuantizeError for requests it cannot do (requantizing without permission, a forced type
-    whose block does not divide a row, a type we cannot decode)."""
-    names = tensor_order(list(g.tensors))
+    whose block does not divide a row, a type we cannot decode, a very low-bit type without an
+    importance matrix)."""
+    imx = opts.importance if opts.importance is not None and opts.importance.weights else None
+    remap = LayerRemap(opts.prune_layers)
+    renamed = [(n, remap.rename(n)) for n in tensor_order(list(g.tensors))]
+    renamed = [(src, dst) for src, dst in renamed if dst]  # pruned layers are dropped
+    names = [dst for _, dst in renamed]
+    metadata = dict(g.metadata)
+    metadata.update({o.key: o.metadata_value for o in opts.kv_overrides})  # the loader sees them
     chooser = TypeChooser(
-        ModelInfo.from_metadata(g.metadata, names), opts.file_type, pure=opts.pure,
+        ModelInfo.from_metadata(metadata, names), opts.file_type, pure=opts.pure,
         output_tensor_type=opts.output_tensor_type, token_embedding_type=opts.token_embedding_type,
-        leave_output=opts.leave_output_tensor, tensor_names=names,
+        leave_output=opts.leave_output_tensor, tensor_names=names, tensor_types=opts.tensor_types,
+        has_imatrix=imx is not None, only_copy=opts.only_copy,
     )
     plans: list[TensorPlan] = []
-    for name in names:
-        t = g.tensors[name]
+    for src_name, name in renamed:
+        t = g.tensors[src_name]
         try:
             dst, fallback = chooser.choose(name, t.shape, t.qtype)
         except ValueError as e:
@@ -132,7 +201,28 @@ def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
                 f"tensor {name!r}: row length {n_cols} is not a multiple of {dst.name}'s block "
                 f"size {GGML_QUANT_SIZES[dst][0]}; choose another type for it"
             )
-        plans.append(TensorPlan(name, t.shape, t.qtype, dst, t.nbytes, n_rows * row_nbytes(dst, n_cols), fallback))
+        needs = chooser.allows(name, t.shape) and _requires_imatrix(name, dst, opts.file_type)
+        if needs and imx is None and not opts.dry_run:
+            raise QuantizeError(
+                f"this quantization requires an importance matrix (--imatrix): tensor {name!r} "
+                f"would be {dst.name}"
+            )
+        weighted = False
+        if imx is not None and t.qtype != dst:
+            try:
+                w = imx.for_tensor(src_name, n_cols, _n_mat(t.shape))  # the input's name
+            except LlamaError as e:
+                raise QuantizeError(str(e)) from None
+            weighted = w is not None
+            if w is None and needs:
+                raise QuantizeError(
+                    f"missing importance matrix for tensor {name!r} in a very low-bit quantization "
+                    f"({dst.name}): the result would be garbage"
+                )
+        plans.append(TensorPlan(
+            name, t.shape, t.qtype, dst, t.nbytes, n_rows * row_nbytes(dst, n_cols), fallback,
+            src_name=src_name if src_name != name else "", weighted=weighted, needs_imatrix=needs,
+        ))
     for p in plans:
         if not p.converts:
             continue
@@ -164,20 +254,28 @@ def _check_paths(src: str, dst: str) -> None:
 
 
 def _slabs(p: TensorPlan) -> list[tuple[int, int]]:
-    """(first row, row count) work items of a tensor: whole rows, about _SLAB_VALUES values."""
+    """(first row, row count) work items of a tensor: whole rows, about _SLAB_VALUES values,
+    never across two experts' matrices (each has its own importance weights)."""
     n_cols = p.shape[-1] if p.shape else 1
     n_rows = p.n_values // n_cols
+    per_mat = n_rows // _n_mat(p.shape)
     per = max(1, _SLAB_VALUES // n_cols)
-    return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
+    return [(m + r, min(per, per_mat - r)) for m in range(0, n_rows, per_mat) for r in range(0, per_mat, per)]
 
 
-def _convert_slab(g: GGUFFile, p: TensorPlan, first: int, count: int) -> np.ndarray:
+def _convert_slab(g: GGUFFile, p: TensorPlan, first: int, count: int, qw: np.ndarray | None) -> np.ndarray:
+    """Rows [first, first + count) re-encoded; qw: the importance weights of their matrix."""
     n_cols = p.shape[-1] if p.shape else 1
     src_row = row_nbytes(p.src_type, n_cols)
-    raw = g.raw(p.name)[first * src_row : (first + count) * src_row]
+    raw = g.raw(p.input_name)[first * src_row : (first + count) * src_row]
     if has_invalid_values(raw, p.src_type):
         raise _invalid_data(g, p)
-    out = reencode(raw, p.src_type, p.dst_type, count * n_cols, name=p.name)
+    if qw is not None and p.dst_type in WEIGHTED_TYPES:
+        x = np.empty(count * n_cols, dtype=np.float32)
+        dequantize_into(x, raw, p.src_type, name=p.name)
+        out = encode_weighted(x.reshape(count, n_cols), qw, p.dst_type)
+    else:  # no weights, or a type whose ggml quantizer ignores them (Q8_0, F16, ...)
+        out = reencode(raw, p.src_type, p.dst_type, count * n_cols, name=p.name)
     if has_invalid_values(out, p.dst_type):  # as llama.cpp: "quantized data validation failed"
         raise QuantizeError(
             f"tensor {p.name!r}: quantized data validation failed: its values overflow "
@@ -210,8 +308,44 @@ class QuantizeJob:
         # llama.cpp loads with check_tensors: no NaN/inf anywhere. Tensors that get converted
         # are checked slab by slab on the thread pool instead (see _convert_slab).
         for p in self.plans:
-            if not p.converts and has_invalid_values(self.gguf.raw(p.name), p.src_type):
+            if not p.converts and has_invalid_values(self.gguf.raw(p.input_name), p.src_type):
                 raise _invalid_data(self.gguf, p)
+
+    def _weights(self, p: TensorPlan) -> np.ndarray | None:
+        """The tensor's importance weights (n_mat, n_in), when it is quantized with them."""
+        imx = self.opts.importance
+        if not p.weighted or imx is None:
+            return None
+        n_cols = p.shape[-1] if p.shape else 1
+        return imx.for_tensor(p.input_name, n_cols, _n_mat(p.shape))
+
+    def file_type_id(self) -> int:
+        """general.file_type of the output: the chosen type's id; under COPY the input's (its
+        general.file_type, else llama.cpp's guess from the most common tensor type, marked
+        guessed with 1024)."""
+        if not self.opts.only_copy:
+            return self.opts.file_type.id
+        if "general.file_type" in self.gguf.metadata:
+            return int(self.gguf.metadata["general.file_type"])
+        return guess_file_type([self.gguf.tensors[p.input_name].qtype for p in self.plans]) | 1024
+
+    def extra_metadata(self) -> list[tuple[str, bytes]]:
+        """Entries set after the input's (each replaces the key where it was): the
+        --override-kv ones, the importance matrix's, and the block count when layers are pruned."""
+        out = [(o.key, o.entry()) for o in self.opts.kv_overrides]
+        imx = self.opts.importance
+        if imx is not None and imx.weights:
+            out.append((KEY_FILE, KVOverride(KEY_FILE, "str", _c_str127(imx.path)).entry()))
+            if imx.datasets:
+                out.append((KEY_DATASET, KVOverride(KEY_DATASET, "str", _c_str127(imx.datasets[0])).entry()))
+            out.append((KEY_N_ENTRIES, u32_kv(KEY_N_ENTRIES, len(imx.weights))))
+            if imx.chunk_count > 0:
+                out.append((KEY_N_CHUNKS, u32_kv(KEY_N_CHUNKS, imx.chunk_count)))
+        if self.opts.prune_layers:
+            arch = str(self.gguf.metadata.get("general.architecture", ""))
+            layers = {int(m.group(1)) for p in self.plans if (m := _BLK.match(p.name))}
+            out.append((f"{arch}.block_count", u32_kv(f"{arch}.block_count", len(layers))))
+        return out
 
     def run(self, on_tensor: ProgressFn | None = None) -> QuantizeReport:
         """Write the output (replacing dst only on success). `on_tensor(i, n, plan)` is called
@@ -219,9 +353,12 @@ class QuantizeJob:
         g, plans, opts = self.gguf, self.plans, self.opts
         align = int(g.metadata.get("general.alignment", DEFAULT_ALIGNMENT))
         header = build_header(
-            raw_kv_pairs(g.data, g.path), opts.file_type.id,
+            raw_kv_pairs(g.data, g.path), self.file_type_id(),
             [TensorRecord(p.name, p.shape, int(p.dst_type), p.dst_nbytes) for p in plans], align,
+            extra=self.extra_metadata(),
         )
+        if opts.dry_run:
+            return self._report(len(header) + sum(pad(p.dst_nbytes, align) for p in plans), wrote=False)
         n_threads = opts.n_threads if opts.n_threads > 0 else (os.cpu_count() or 1)
         written = len(header)
         try:
@@ -231,19 +368,23 @@ class QuantizeJob:
                     if on_tensor is not None:
                         on_tensor(i, len(plans), p)
                     if p.converts:
-                        _write_converted(out, pool, g, p, 2 * n_threads)
+                        _write_converted(out, pool, g, p, 2 * n_threads, self._weights(p))
                     else:
-                        out.write(g.raw(p.name))
+                        out.write(g.raw(p.input_name))
                     out.write(bytes(pad(p.dst_nbytes, align) - p.dst_nbytes))
                     written += pad(p.dst_nbytes, align)
         except OSError as e:
             raise _write_error(self.dst, e) from None
         if on_tensor is not None and plans:
             on_tensor(len(plans), len(plans), plans[-1])
+        return self._report(written, wrote=True)
+
+    def _report(self, file_bytes: int, wrote: bool) -> QuantizeReport:
+        plans = self.plans
         return QuantizeReport(
-            path=self.dst, file_type=opts.file_type, tensors=plans, n_values=sum(p.n_values for p in plans),
+            path=self.dst, file_type=self.opts.file_type, tensors=plans, n_values=sum(p.n_values for p in plans),
             src_bytes=sum(p.src_nbytes for p in plans), dst_bytes=sum(p.dst_nbytes for p in plans),
-            file_bytes=written, seconds=time.perf_counter() - self.t_start,
+            file_bytes=file_bytes, seconds=time.perf_counter() - self.t_start, wrote=wrote,
         )
 
 
@@ -252,12 +393,16 @@ def quantize_model(src: str, dst: str, opts: QuantizeOptions, on_tensor: Progres
     return QuantizeJob(src, dst, opts).run(on_tensor)
 
 
-def _write_converted(out: AtomicOutput, pool: ThreadPoolExecutor, g: GGUFFile, p: TensorPlan, window: int) -> None:
+def _write_converted(
+    out: AtomicOutput, pool: ThreadPoolExecutor, g: GGUFFile, p: TensorPlan, window: int, qw: np.ndarray | None
+) -> None:
     """Convert a tensor slab by slab on the pool, at most `window` slabs in flight, writing the
-    results in order."""
+    results in order. qw: the importance weights (n_mat, n_in) or None."""
     pending: deque[Future[np.ndarray]] = deque()
+    per_mat = p.n_values // (p.shape[-1] if p.shape else 1) // _n_mat(p.shape)
     for first, count in _slabs(p):
-        pending.append(pool.submit(_convert_slab, g, p, first, count))
+        w = None if qw is None else qw[first // per_mat]
+        pending.append(pool.submit(_convert_slab, g, p, first, count, w))
         if len(pending) >= window:
             out.write(pending.popleft().result())
     while pending:

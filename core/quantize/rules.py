@@ -1,7 +1,7 @@
 """Which ggml type each tensor gets: a port of src/llama-quant.cpp (llama.cpp b-0.3.36 vendored in
 llama-cpp-python) — `tensor_allows_quantization`, `llama_tensor_get_type(_impl)`,
-`tensor_type_fallback` — restricted to the file types we write (no IQ*/TQ*/MXFP4 mixes, no
-imatrix, no --tensor-type overrides).
+`tensor_type_fallback` — restricted to the file types we write (no IQ*/TQ*/MXFP4 mixes), with
+--tensor-type overrides, COPY (only_copy) and the rules an importance matrix changes.
 
 The mixture rules count attn_v / ffn_down tensors as they are met, so tensors must be visited in
 llama.cpp's order: `tensor_order` sorts them as llama_model_loader's weights_map does (layer
@@ -153,6 +153,9 @@ class TypeChooser:
     token_embedding_type: QT | None = None
     leave_output: bool = False
     tensor_names: list[str] = field(default_factory=list)
+    tensor_types: tuple[tuple[str, QT], ...] = ()  # --tensor-type: (regex, type), first match wins
+    has_imatrix: bool = False
+    only_copy: bool = False
     n_fallback: int = 0
 
     def __post_init__(self) -> None:
@@ -161,20 +164,34 @@ class TypeChooser:
         self.has_tied_embeddings = OUTPUT not in cats
         self.n_ffn_down = self.n_ffn_gate = self.n_ffn_up = self.model.n_layer
         self.i_attention_wv = self.i_ffn_down = self.i_ffn_gate = self.i_ffn_up = 0
+        self._patterns = [(re.compile(p), t) for p, t in self.tensor_types]  # std::regex_search
+
+    def allows(self, name: str, shape: tuple[int, ...]) -> bool:
+        """tensor_allows_quantization with these options (nothing under COPY)."""
+        return not self.only_copy and allows_quantization(name, shape, self.leave_output)
+
+    def _manual(self, name: str) -> QT | None:
+        return next((t for p, t in self._patterns if p.search(name)), None)
 
     def choose(self, name: str, shape: tuple[int, ...], cur_type: QT) -> tuple[QT, bool]:
         """(the tensor's new type, whether the row-length fallback changed it)."""
-        if not allows_quantization(name, shape, self.leave_output):
+        if not self.allows(name, shape):
             return cur_type, False
         cat = category(name)
-        if self.token_embedding_type is not None and cat == TOKEN_EMBD:
+        # per_layer_token_embd follows --token-embedding-type unless a --tensor-type names it
+        if self.token_embedding_type is not None and cat == TOKEN_EMBD and not (
+            name == "per_layer_token_embd.weight" and self._manual(name) is not None
+        ):
             return self.token_embedding_type, False
         if self.output_tensor_type is not None and cat == OUTPUT:
             return self.output_tensor_type, False
         new_type = self.ftype.default_type
         if not is_quantized(new_type):
             return new_type, False
-        if not self.pure:
+        manual = self._manual(name)
+        if manual is not None:
+            new_type = manual
+        elif not self.pure:
             new_type = self._impl(new_type, name, shape, cat)
         return self._fallback(new_type, shape)
 
@@ -185,7 +202,8 @@ class TypeChooser:
         if ncols % block == 0:
             return target, False
         self.n_fallback += 1
-        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
+        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.TQ1_0: QT.Q4_0, QT.TQ2_0: QT.Q4_0, QT.IQ4_XS: QT.IQ4_NL, QT.Q4_K: QT.Q5_0,
+               QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
         if ncols % GGML_QUANT_SIZES[ret][0]:
             ret = QT.F16  # not even a multiple of 32
         return ret, True
@@ -207,20 +225,31 @@ class TypeChooser:
             if self.output_tensor_type is not None:
                 return self.output_tensor_type
             nx = shape[-1]
-            if falcon or nx % GGML_QUANT_SIZES[new_type][0]:
+            if ft == FT.MXFP4_MOE or falcon or nx % GGML_QUANT_SIZES[new_type][0]:
                 return QT.Q8_0
             return new_type if new_type == QT.Q8_0 else QT.Q6_K
+        if ft == FT.MXFP4_MOE:
+            # expert tensors (3-D, more than one matrix) MXFP4, the rest Q8_0
+            experts = len(shape) >= 3 and shape[-3] > 1
+            if m.arch == "bailingmoe3" and cat not in (FFN_UP, FFN_GATE, FFN_DOWN):
+                experts = False
+            return QT.MXFP4 if experts else QT.Q8_0
         if cat == TOKEN_EMBD:
-            return new_type
+            return QT.Q4_K if ft in (FT.TQ1_0, FT.TQ2_0) else new_type
         if _is_attn_v(cat):
             if ft == FT.Q2_K:
                 new_type = QT.Q4_K if m.n_gqa >= 4 else QT.Q3_K
+            elif ft == FT.Q2_K_S:
+                if m.n_gqa >= 4:
+                    new_type = QT.Q4_K
             elif ft == FT.Q3_K_M:
                 new_type = QT.Q5_K if self.i_attention_wv < 2 else QT.Q4_K
             elif ft == FT.Q3_K_L:
                 new_type = QT.Q5_K
             elif ft in (FT.Q4_K_M, FT.Q5_K_M) and _use_more_bits(self.i_attention_wv, self.n_attention_wv):
                 new_type = QT.Q6_K
+            elif ft in (FT.IQ4_NL, FT.IQ4_XS) and m.n_gqa >= 4:
+                new_type = QT.Q5_K
             elif ft == FT.Q4_K_S and self.i_attention_wv < 4:
                 new_type = QT.Q5_K
             if m.is_70b and new_type in (QT.Q3_K, QT.Q4_K):
@@ -235,6 +264,9 @@ class TypeChooser:
             i_layer, n_layer = self._layer_info(self.i_ffn_down, self.n_ffn_down, name)
             if ft == FT.Q2_K:
                 new_type = QT.Q3_K
+            elif ft == FT.Q2_K_S:
+                if i_layer < n_layer // 8:
+                    new_type = QT.Q4_K
             elif ft == FT.Q3_K_M:
                 if i_layer < n_layer // 16:
                     new_type = QT.Q5_K
@@ -254,11 +286,16 @@ class TypeChooser:
                 new_type = QT.Q6_K
             elif ft == FT.Q4_K_S and not falcon and i_layer < n_layer // 8:
                 new_type = QT.Q5_K
+            elif i_layer < n_layer // 8 and ft in (FT.IQ4_NL, FT.IQ4_XS) and not self.has_imatrix:
+                new_type = QT.Q5_K
+            elif ft in (FT.Q4_0, FT.Q5_0) and self.has_imatrix and i_layer < n_layer // 8:
+                # llama.cpp's guard for the first ffn_down layers, only with an imatrix
+                new_type = QT.Q4_1 if ft == FT.Q4_0 else QT.Q5_1
             self.i_ffn_down += 1
         elif cat == ATTN_OUTPUT:
             if not falcon:
                 if m.n_expert == 8:
-                    if ft in (FT.Q2_K, FT.Q3_K_S, FT.Q3_K_M, FT.Q4_K_S, FT.Q4_K_M):
+                    if ft in (FT.Q2_K, FT.Q3_K_S, FT.Q3_K_M, FT.IQ4_NL, FT.Q4_K_S, FT.Q4_K_M, FT.IQ4_XS):
                         new_type = QT.Q5_K
                 elif ft == FT.Q2_K:
                     new_type = QT.Q3_K
