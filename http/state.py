@@ -11,8 +11,7 @@ the engine reports it (http/tasklog.py), whether or not a response still reads t
 
 from __future__ import annotations
 
-from llamacli.core.multimodal.encoder import VisionEncoder
-from llamacli.core.multimodal.image import ImageLimits
+from llamacli.core.multimodal.image import ImageLimits  # light: no numba before the port opens
 
 import asyncio
 import dataclasses
@@ -26,6 +25,7 @@ from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.config import ServerConfig
 
 if TYPE_CHECKING:
+    from llamacli.core.multimodal.encoder import VisionEncoder
     from llamacli.core.tools import ToolBox
     from llamacli.core.model.state.lora import LoraAdapter
     from llamacli.core.runtime.engine import EngineConfig, Metrics
