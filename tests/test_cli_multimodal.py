@@ -53,3 +53,25 @@ def test_projector_errors_and_usage_errors(files: dict[str, Path]) -> None:
     assert r.returncode == 1 and "--image needs a multimodal projector" in r.stderr
     r = llama("complete", "-mm", str(files["mm"]), "--image", str(files["bad"]), "-p", "x", "-n", "1")
     assert r.returncode == 1 and f"--image {files['bad']}: failed to load image" in r.stderr
+
+
+def test_chat_with_an_image(files: dict[str, Path]) -> None:
+    """`llama chat -mm P --image F` (piped message): the image's 16 positions and its two
+    framing tokens join the prompt; without -mm, --image is a usage error before loading."""
+    base = ["chat", "-n", "1", "--temp", "0", "--json"]
+    plain = llama(*base, stdin="Describe it.")
+    with_image = llama(*base, "-mm", str(files["mm"]), "--image", str(files["img"]), stdin="Describe it.")
+    assert plain.returncode == 0 and with_image.returncode == 0, with_image.stderr
+    n0 = json.loads(plain.stdout)["usage"]["prompt_tokens"]
+    assert json.loads(with_image.stdout)["usage"]["prompt_tokens"] == n0 + 16 + 2
+    r = llama("chat", "--image", str(files["img"]), stdin="Describe it.")
+    assert r.returncode == 1 and "--image needs a multimodal projector" in r.stderr
+
+
+def test_saved_conversations_keep_markers_not_images() -> None:
+    from llamacli.chat.conversation import Conversation
+
+    conv = Conversation()
+    conv.add_user("<__media__>what is it?", [object()])
+    assert len(conv.media()) == 1 and "media" not in conv.for_template()[0]
+    assert conv.to_dict()["messages"] == [{"role": "user", "content": "<__media__>what is it?"}]
