@@ -127,9 +127,12 @@ class VisionTower:
         v = v.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
         out = np.empty((n, nh, d), dtype=np.float32)
         scale = np.float32(1.0 / np.sqrt(np.float32(d)))
-        for a in range(0, n, ATTN_BLOCK):  # blocks of queries; each is one batched matmul over heads
+
+        def block(a: int) -> None:  # a block of queries over every head: independent of the others
             s = np.matmul(q[:, a : a + ATTN_BLOCK], k) * scale  # (H, blk, P)
             out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
+
+        pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
         return pr.linear(out.reshape(n, nh * d), ly.o)
 
     def forward(self, pixels: np.ndarray) -> np.ndarray:
