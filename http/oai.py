@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.core.runtime.tasks import Final, Partial
 from llamacli.http.errors import bad_request, no_multimodal
 from llamacli.http.logprobs import chat_logprobs, completion_logprobs
@@ -59,8 +60,10 @@ def n_choices(data: Mapping[str, Any]) -> int:
     return int(Body(data).int("n", 1, lo=1, hi=16))  # request_models declares the same range
 
 
-def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`messages`, checked for shape; text parts only (images and audio are refused)."""
+def chat_messages(data: Mapping[str, Any], media: bool = False) -> list[dict[str, Any]]:
+    """`messages`, checked for shape; text parts, and image_url parts when `media` (a projector
+    is loaded); other media, or images without a projector, are refused with llama-server's
+    message."""
     msgs = Body(data).list("messages")
     if not msgs:
         raise bad_request("'messages' must not be empty")
@@ -78,13 +81,43 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
             raise bad_request(f"'messages[{i}].content' must be a string or an array of content parts")
         for part in content:
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind in ("image_url", "input_audio", "input_video", "image", "file"):
+            if kind == "image_url" and media:
+                url = part.get("image_url")
+                url = url.get("url") if isinstance(url, dict) else url
+                if not isinstance(url, str):
+                    raise bad_request(f"'messages[{i}].content' image_url parts need image_url.url (a string)")
+                continue
+            if kind == "image_url":
+                raise no_multimodal("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
+            if kind in ("input_audio", "input_video", "image", "file"):
                 raise no_multimodal(f"'messages[{i}]' has a {kind} part: this server has no multimodal support")
             if kind != "text" or not isinstance(part.get("text"), str):
                 raise bad_request(f"'messages[{i}].content' parts must be {{\"type\": \"text\", \"text\": ...}}")
     if len(msgs) >= 2 and msgs[-1].get("role") == "assistant" and msgs[-2].get("role") == "assistant":
         raise bad_request("Cannot have 2 or more assistant messages at the end of the list.")
     return msgs
+
+
+def take_media(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The messages with each image_url part replaced by a `<__media__>` text part (as
+    llama-server does before rendering the template) and the images' URLs, in order."""
+    urls: list[str] = []
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        content = m.get("content")
+        if not isinstance(content, list) or not any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+            out.append(m)
+            continue
+        parts = []
+        for p in content:
+            if isinstance(p, dict) and p.get("type") == "image_url":
+                u = p["image_url"]
+                urls.append(str(u.get("url") if isinstance(u, dict) else u))  # checked by chat_messages
+                parts.append({"type": "text", "text": MEDIA_MARKER})
+            else:
+                parts.append(p)
+        out.append(dict(m, content=parts))
+    return out, urls
 
 
 def _check_tool_calls(calls: list[Any], where: str) -> None:

@@ -98,7 +98,7 @@ def _props_json(st: ServerState) -> dict[str, Any]:
         "chat_template_caps": dataclasses.asdict(caps) if caps is not None else {},
         "bos_token": model.special.bos_text,
         "eos_token": model.special.eos_text,
-        "modalities": {"vision": False, "audio": False},
+        "modalities": {"vision": st.vision is not None, "audio": False},
         "build_info": st.config.build_info,
         "is_sleeping": False,
         "webui": st.config.ui,

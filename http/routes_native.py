@@ -7,6 +7,7 @@ from typing import Any
 
 from quart import Blueprint, Response
 
+from llamacli.core.multimodal.prompt import MediaSpan
 from llamacli.core.model.loaded import ModelInfo
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.http import native, oai, stream
@@ -26,14 +27,17 @@ bp = Blueprint("native", __name__)
 
 
 async def completion_response(
-    st: ServerState, model: ModelInfo, body: Body, token_lists: list[list[int]], params: TaskParams
+    st: ServerState, model: ModelInfo, body: Body, token_lists: list[list[int]], params: TaskParams,
+    media: list[tuple[MediaSpan, ...]] | None = None,
 ) -> Response:
-    """Run one task per prompt (times n_cmpl) and answer in /completion's shape."""
+    """Run one task per prompt (times n_cmpl) and answer in /completion's shape; `media`: each
+    prompt's images."""
     n_cmpl = body.int("n_cmpl", 1)
     streamed = body.bool("stream", False)
     return_tokens = body.bool("return_tokens", False)
     fields = body.str_list("response_fields", [])
-    tasks = await st.submit([Task(toks, params) for toks in token_lists for _ in range(n_cmpl)])
+    spans = media or [()] * len(token_lists)
+    tasks = await st.submit([Task(toks, params, media=m) for toks, m in zip(token_lists, spans) for _ in range(n_cmpl)])
     engine, _ = st.require()
     common = {"model": st.model_id, "tokenizer": model.tokenizer, "params": params, "n_ctx": engine.n_ctx_slot}
 
@@ -78,10 +82,10 @@ async def completion() -> Response:
                 "--max-prompts")
     params = await st.task_params(body)
     check_text(sum(native.prompt_chars(p) for p in prompts), st.text_limit(), "prompt")
-    token_lists = await st.blocking(
-        lambda: [native.tokenize_prompt(model.tokenizer, p, model.n_vocab) for p in prompts]
+    done = await st.blocking(
+        lambda: [native.media_prompt(model.tokenizer, p, model.n_vocab, st.vision, st.image_limits) for p in prompts]
     )
-    return await completion_response(st, model, body, token_lists, params)
+    return await completion_response(st, model, body, [t for t, _ in done], params, [m for _, m in done])
 
 
 @bp.post("/infill")

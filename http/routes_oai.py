@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from quart import Blueprint, Response
 
+from llamacli.core.multimodal.prompt import MediaSpan, prompt_with_media
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams, Timings
 from llamacli.http import logprobs, native, oai, stream
 from llamacli.http import request_models as rm
@@ -38,34 +39,40 @@ def _stream_options(body: Body) -> bool:
 
 async def _chat_setup(
     req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none"
-) -> tuple[ChatSetup, list[int]]:
-    """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens."""
+) -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
+    """The request's ChatSetup (prompt, grammar, tool-call format), its prompt tokens and its
+    images (image_url parts become `<__media__>` markers in the rendered prompt)."""
     st = current_state()
     _, model = st.require()
-    msgs = oai.chat_messages(req)
+    msgs, urls = oai.take_media(oai.chat_messages(req, media=st.vision is not None))
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     opts = oai.prompt_options(req, st.config.prefill_assistant)
 
     limit = st.text_limit()
 
-    def build() -> tuple[ChatSetup, list[int]]:
+    def build() -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
         setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts, reasoning_format)
         check_text(len(setup.prompt), limit, "prompt")
-        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
+        if urls and st.vision is not None:
+            media = [native.image_url_media(u, st.image_limits) for u in urls]
+            return setup, *prompt_with_media(setup.prompt, media, st.vision, model.tokenizer)
+        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True)), ()
 
     return await st.blocking(build)
 
 
-async def chat_task(req: dict[str, Any], body: Body) -> tuple[ChatSetup, list[int], TaskParams, oai.ReasoningOptions]:
+async def chat_task(
+    req: dict[str, Any], body: Body
+) -> tuple[ChatSetup, list[int], TaskParams, oai.ReasoningOptions, tuple[MediaSpan, ...]]:
     """A chat request made ready for the engine: its ChatSetup, prompt tokens, TaskParams
-    (grammar, preserved tokens, reasoning budget) and reasoning options."""
+    (grammar, preserved tokens, reasoning budget), reasoning options and images."""
     st = current_state()
     params = await st.task_params(body)
     ropts = oai.reasoning_options(req, st.config)
-    setup, prompt = await _chat_setup(req, params.grammar, ropts.format)
+    setup, prompt, media = await _chat_setup(req, params.grammar, ropts.format)
     params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens),
                                  reasoning=setup.budget(ropts.budget, ropts.message, ropts.control))
-    return setup, prompt, params, ropts
+    return setup, prompt, params, ropts, media
 
 
 def _meta(prefix: str) -> dict[str, Any]:
@@ -132,8 +139,8 @@ async def chat_completions() -> Response:
     include_usage = _stream_options(body) if streamed else False
     n_top = body.int("top_logprobs", 0) if body.bool("logprobs", False) else None
     ping = st.ping_interval(body)
-    setup, prompt, params, ropts = await chat_task(req, body)
-    tasks = await st.submit([Task(prompt, params) for _ in range(n)])
+    setup, prompt, params, ropts, media = await chat_task(req, body)
+    tasks = await st.submit([Task(prompt, params, media=media) for _ in range(n)])
     meta = _meta("chatcmpl-")
     st.control(meta["id"], tasks)
 
@@ -179,7 +186,7 @@ async def chat_input_tokens() -> Response:
     st.require()
     req = await request_json()
     rm.CHAT.parse(req)
-    _, prompt = await _chat_setup(req, grammar_spec(req))
+    _, prompt, _ = await _chat_setup(req, grammar_spec(req))
     return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})
 
 

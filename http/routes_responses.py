@@ -28,8 +28,8 @@ async def create_response() -> Response:
     body = Body(oai.native_fields(chat, chat=True))
     streamed = body.bool("stream", False)
     ping = st.ping_interval(body)
-    setup, prompt, params, _ = await chat_task(chat, body)
-    (task,) = await st.submit([Task(prompt, params)])
+    setup, prompt, params, _, media = await chat_task(chat, body)
+    (task,) = await st.submit([Task(prompt, params, media=media)])
     ev = responses.ResponseEvents(req, st.model_id)
     st.control(ev.ids.response, [task])
 
@@ -76,5 +76,5 @@ async def responses_input_tokens() -> Response:
     req = await request_json()
     rm.RESPONSES_INPUT_TOKENS.parse(req)
     chat = responses.chat_request(req)
-    _, prompt = await _chat_setup(chat, grammar_spec(chat))
+    _, prompt, _ = await _chat_setup(chat, grammar_spec(chat))
     return json_response({"object": "response.input_tokens", "input_tokens": len(prompt)})

@@ -137,7 +137,8 @@ def test_integer_fields_are_32_bit() -> None:
 def test_multimodal_input_is_a_400() -> None:
     c, _ = make(ServerConfig(embeddings=True))
     img = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
-    _is_400(*c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [img]}]})[:2], "multimodal")
+    # llama-server's words without a projector (docs/multimodal.md)
+    _is_400(*c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [img]}]})[:2], "provide the mmproj")
     _is_400(*c.post("/v1/embeddings", {"input": [{"x": 1}]})[:2], "multimodal")
     # the Responses API answers its image, file and audio parts as chat answers its own (it was a 501)
     for kind in ("input_image", "input_file", "input_audio"):

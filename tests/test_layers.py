@@ -30,9 +30,9 @@ ALLOWED: dict[str, set[str]] = {
     "core.quantize": {"core.errors", "core.model.kernels", "core.model.weights"},
     "core.quality": _MODEL | {"core.quantize"},
     "core.speculative": _MODEL | {"core.sampling"},
-    "core.runtime": _MODEL | {"core.sampling", "core.speculative"},
+    "core.multimodal": _MODEL,  # projectors, media preprocessing, the encoders (tools/mtmd)
+    "core.runtime": _MODEL | {"core.sampling", "core.speculative", "core.multimodal"},
     "core.tools": {"core.errors"},  # the agent's tools: files, shell, MCP; no engine
-    "core.multimodal": _MODEL,  # media decoding and encoders, on the model's kernels and weights
 }
 # The HTTP adapter may import the whole engine, never the CLI.
 ALLOWED["http"] = set(ALLOWED) | {"core"}

@@ -16,6 +16,7 @@ from dataclasses import replace
 from llamacli.core.errors import ContextOverflow, InvalidRequest
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.state.kv_cache import KVCache
+from llamacli.core.multimodal.prompt import snap_out_of_media
 from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.runtime.results import send_progress
 from llamacli.core.runtime.scheduler import IdleSlot, choose_slot
@@ -45,6 +46,8 @@ def check_task(
     if task.kind == "completion" and not model.has_lm_head:
         raise InvalidRequest(f"this model ({model.args.arch}) is an encoder: it computes embeddings, not text")
     model.check_input(len(task.prompt_tokens), config.n_batch)
+    if task.media:
+        check_media(task, config)
     if task.kind == "embedding" and task.pooling == "rank" and not model.n_cls_out:
         raise InvalidRequest("rank pooling needs a model with a classification head (cls, cls.output)")
     if task.params.sampling is not None:
@@ -53,6 +56,18 @@ def check_task(
         raise InvalidRequest(f"lora: {len(task.params.lora)} scales given for {n_adapters} adapters")
     if task.params.grammar is not None and task.kind == "completion" and task.compiled_grammar is None:
         task.compiled_grammar = compile_grammar(tokenizer, task.params.grammar, config.grammar_limits)  # GrammarError
+
+
+def check_media(task: Task, config: EngineConfig) -> None:
+    """A prompt with images: each non-causal image fits one batch; no drafting or context shift
+    with media (llama-server disables both when a projector is loaded)."""
+    for sp in task.media:
+        if sp.non_causal and sp.end - sp.start > config.n_batch:
+            raise InvalidRequest(f"an image takes {sp.end - sp.start} tokens in one batch: raise -b/--batch-size (now {config.n_batch})")
+    if config.speculative.enabled:
+        raise InvalidRequest("speculative decoding is not supported with media in the prompt")
+    if config.context_shift:
+        raise InvalidRequest("context shift is not supported with media in the prompt")
 
 
 def task_lora(task: Task, lora_scales: tuple[float, ...]) -> tuple[float, ...]:
@@ -81,13 +96,14 @@ def start_task(
     p = task.params
     n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
     n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
+    n_reuse = snap_out_of_media(n_reuse, task.media)  # an image is reused whole or not at all
     cache.truncate(s.id, n_reuse)
     s.assign(task, n_reuse, order)  # the slot owns the task: an error below fails it
     if task.kind != "completion":
         return
     sampling = replace(p.sampling, ignore_eos=p.sampling.ignore_eos or p.ignore_eos)
     s.sampler = Sampler.for_tokenizer(sampling, tokenizer, s.n_ctx)
-    s.sampler.accept_prompt(task.prompt_tokens)
+    s.sampler.accept_prompt([t for t in task.prompt_tokens if t >= 0] if task.media else task.prompt_tokens)
     s.decoder = IncrementalDecoder(preserving(tokenizer, p.preserved_tokens))
     s.stop = StopMatcher(list(p.stop))
     if p.grammar is not None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llamacli.core.model.state.batch import Batch
+from llamacli.core.multimodal.prompt import MediaSpan
 from llamacli.core.runtime.scheduler import Chunk
 
 
@@ -34,6 +35,7 @@ class SlotFeed:
     next_token: int = -1  # decode: the token sampled at the previous step
     draft: Sequence[int] = ()  # decode: speculative tokens to verify after it
     embedding: bool = False  # an embedding task: every token's hidden state is an output
+    media: Sequence[MediaSpan] = ()  # prefill: the prompt's media (rows fed as embeddings)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ def build_batch(chunks: Sequence[Chunk], feeds: Mapping[int, SlotFeed], n_batch:
     positions: list[int] = []
     output: list[bool] = []
     logit_rows: list[int] = []
+    media_rows: list[tuple[int, np.ndarray, int]] = []  # (batch row, embedding, last key position)
     rows: list[SlotRows] = []
     n_out = 0  # output rows so far: the next slot's first hidden row
     for ch in chunks:
@@ -101,6 +104,8 @@ def build_batch(chunks: Sequence[Chunk], feeds: Mapping[int, SlotFeed], n_batch:
         logits = slice(len(logit_rows), len(logit_rows) + (n_here if samples else 0))
         if samples:
             logit_rows.extend(range(hidden.start, hidden.stop))
+        if not ch.decode and feed.media:
+            media_rows.extend(_media_rows(feed, n, len(tokens)))
         rows.append(SlotRows(ch.slot_id, ch.decode, tuple(new), len(tokens), hidden, logits, prompt_done))
         tokens.extend(new)
         seq_ids.extend([ch.slot_id] * n)
@@ -110,5 +115,31 @@ def build_batch(chunks: Sequence[Chunk], feeds: Mapping[int, SlotFeed], n_batch:
     if len(tokens) > n_batch:
         raise ValueError(f"{len(tokens)} tokens in a batch of at most {n_batch}")
     decode = [r.decode for r in rows for _ in r.tokens]
-    batch = Batch(np.array(tokens), np.array(seq_ids), np.array(positions), np.array(output), np.array(decode))
+    embd, see_upto = _media_inputs(media_rows, positions)
+    batch = Batch(np.array(tokens), np.array(seq_ids), np.array(positions), np.array(output), np.array(decode), embd, see_upto)
     return BatchPlan(batch, rows, np.array(logit_rows, dtype=np.int64))
+
+
+def _media_rows(feed: SlotFeed, n: int, first_row: int) -> list[tuple[int, np.ndarray, int]]:
+    """The media rows of a prompt chunk of n tokens placed at batch row first_row: (row, its
+    embedding, the last key position it sees: the end of its image when non-causal)."""
+    a, b = feed.n_past, feed.n_past + n
+    out: list[tuple[int, np.ndarray, int]] = []
+    for sp in feed.media:
+        lo, hi = max(a, sp.start), min(b, sp.end)
+        for j in range(lo, hi):  # prompt index j sits at position n_cells + (j - n_past)
+            last = sp.end - 1 if sp.non_causal else j
+            out.append((first_row + j - a, sp.embd[j - sp.start], feed.n_cells + last - a))
+    return out
+
+
+def _media_inputs(media_rows: list[tuple[int, np.ndarray, int]], positions: list[int]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Batch.embd (T, n_embd) and see_upto (T,) for the media rows (None, None without any)."""
+    if not media_rows:
+        return None, None
+    embd = np.zeros((len(positions), media_rows[0][1].shape[0]), dtype=np.float32)
+    see_upto = np.array(positions, dtype=np.int64)
+    for row, e, last in media_rows:
+        embd[row] = e
+        see_upto[row] = last
+    return embd, see_upto

@@ -49,7 +49,8 @@ def plan_batch(slots: list[Slot], model: DecoderModel, loras: list[LoraAdapter],
         ready = [s for s in ready if s.lora == first.lora]
         model.precision.lora = LoraSet(tuple((a, sc) for a, sc in zip(loras, first.lora) if sc != 0.0))
     states = [
-        SlotState(s.id, s.generating, s.n_prompt_left, s.order, whole=not model.causal, n_draft=len(s.draft))
+        SlotState(s.id, s.generating, s.n_prompt_left, s.order, whole=not model.causal, n_draft=len(s.draft),
+                  atoms=_atoms(s))
         for s in ready
     ]
     chunks = schedule(states, n_batch)
@@ -59,6 +60,13 @@ def plan_batch(slots: list[Slot], model: DecoderModel, loras: list[LoraAdapter],
     for ch in chunks:
         slots[ch.slot_id].last_step = step
     return build_batch(chunks, {s.id: s.feed() for s in ready}, n_batch)
+
+
+def _atoms(s: Slot) -> tuple[tuple[int, int], ...]:
+    """The non-causal images still ahead in a prefilling slot's prompt, relative to n_past."""
+    if s.task is None or s.generating or not s.task.media:
+        return ()
+    return tuple((sp.start - s.n_past, sp.end - s.n_past) for sp in s.task.media if sp.non_causal and sp.end > s.n_past)
 
 
 def forward(

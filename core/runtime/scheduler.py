@@ -24,6 +24,8 @@ class SlotState:
     order: int = 0  # arrival order of its task (lower first)
     whole: bool = False  # prefill only in one chunk (encoders: no KV cache to continue from)
     n_draft: int = 0  # generating: speculative draft tokens to verify after its next token
+    atoms: tuple[tuple[int, int], ...] = ()  # prefill: [a, b) prompt ranges (from the next prompt
+    # token) that go into one batch whole: non-causal images
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
         share = left // (len(by_need) - i)
         if share == 0:
             share = 1 if left > 0 else 0  # fewer tokens than slots: the oldest go first
-        n = min(s.n_prompt_left, share)
+        n = _snap(min(s.n_prompt_left, share), s.atoms, left)
         take[s.slot_id] = n
         left -= n
     if left < 0:
@@ -74,6 +76,15 @@ def schedule(slots: list[SlotState], budget: int) -> list[Chunk]:
         if take.get(s.slot_id, 0) > 0:
             out.append(Chunk(s.slot_id, take[s.slot_id], False))
     return out
+
+
+def _snap(n: int, atoms: tuple[tuple[int, int], ...], room: int) -> int:
+    """A chunk of n tokens that does not end inside an atom: cut before it, or, when the atom
+    is next, take it whole if the budget left (room) holds it, else nothing this step."""
+    for a, b in atoms:
+        if a < n < b:
+            return a if a > 0 else (b if b <= room else 0)
+    return n
 
 
 @dataclass(frozen=True)

@@ -94,4 +94,5 @@ class Slot:
     def feed(self) -> SlotFeed:
         """What the batch builder reads of this slot."""
         embedding = self.task is not None and self.task.kind == "embedding"
-        return SlotFeed(len(self.cached), self.prompt, self.n_past, self.next_token, self.draft, embedding)
+        media = self.task.media if self.task is not None else ()
+        return SlotFeed(len(self.cached), self.prompt, self.n_past, self.next_token, self.draft, embedding, media)

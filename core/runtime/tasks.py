@@ -7,6 +7,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from llamacli.core.multimodal.prompt import MediaSpan
 from llamacli.core.text.grammar.spec import GrammarSpec
 from llamacli.core.text.reasoning.budget import ReasoningBudgetSpec
 from llamacli.core.runtime.result_stream import ResultStream
@@ -119,8 +120,9 @@ Result = Partial | Final
 class Task:
     """A completion (or embedding) request for the engine."""
 
-    prompt_tokens: list[int]
+    prompt_tokens: list[int]  # media positions hold negative placeholders (multimodal/prompt.py)
     params: TaskParams = field(default_factory=TaskParams)
+    media: tuple[MediaSpan, ...] = ()  # the prompt's images: embeddings and where they sit
     kind: str = "completion"  # "completion" or "embedding"
     pooling: str = "mean"  # for embeddings
     id: int = field(default_factory=next_task_id)

@@ -5,6 +5,8 @@ as JSON."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +29,17 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)  # {"role", "content"[, "tool_calls" | "tool_call_id", "name"]}
 
     # ---- building ------------------------------------------------------------------------
-    def add_user(self, content: str) -> None:
-        self.messages.append({"role": "user", "content": content})
+    def add_user(self, content: str, media: Sequence[Any] = ()) -> None:
+        """A user message; `media`: its images (core/multimodal/prompt.Media), one
+        `<__media__>` marker each in `content`, in order."""
+        msg: dict[str, Any] = {"role": "user", "content": content}
+        if media:
+            msg["media"] = list(media)
+        self.messages.append(msg)
+
+    def media(self) -> list[Any]:
+        """The images of the conversation, in the order of their markers."""
+        return [m for msg in self.messages for m in msg.get("media", ())]
 
     def add_assistant(self, content: str, tool_calls: list[dict[str, Any]] | None = None) -> None:
         """An answer; with tool_calls (OpenAI's {id, type, function: {name, arguments}}) the
@@ -84,7 +95,9 @@ class Conversation:
 
     # ---- JSON ----------------------------------------------------------------------------
     def to_dict(self, **extra: Any) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, **extra, "system": self.system, "messages": list(self.messages)}
+        # images stay out of the file (their markers stay in the text)
+        msgs = [{k: v for k, v in m.items() if k != "media"} for m in self.messages]
+        return {"format": FORMAT, "version": VERSION, **extra, "system": self.system, "messages": msgs}
 
     @classmethod
     def from_dict(cls, data: Any) -> Conversation:

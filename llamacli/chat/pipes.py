@@ -109,7 +109,7 @@ class _ToolLines:
 def answer_once(session: ChatSession, message: str, io: PipeOutput, as_json: bool, agent: Agent | None = None) -> int:
     """Answer one message (with `agent`, through the tool loop). Ctrl-C cancels the task and
     re-raises KeyboardInterrupt (exit 130)."""
-    session.conversation.add_user(message)
+    session.add_user(message)
     written: list[str] = []
 
     def write(text: str) -> None:

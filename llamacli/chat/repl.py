@@ -67,7 +67,7 @@ class ChatLoop:
             message = line.strip("\n")
             if text.startswith("//"):
                 message = message.lstrip()[1:]
-            self.session.conversation.add_user(message)
+            self.session.add_user(message)
             self.answer(new_turn=True)
         except (LlamaError, OSError) as e:
             self.view.error(_describe(e))

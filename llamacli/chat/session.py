@@ -110,6 +110,26 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     info: ModelInfo = field(default_factory=lambda: ModelInfo("", None, None, 0))  # what /show and the banner say
     splitters: dict[int, ReasoningSplitter] = field(default_factory=dict)  # task id -> how its thoughts are found
+    vision: Any = None  # -mm: the VisionEncoder (core/multimodal); None: text only
+    pending: list[Any] = field(default_factory=list)  # images attached (--image, /image) for the next message
+    image_limits: Any = None  # core/multimodal/image.ImageLimits of --image-max-pixels/-bytes
+
+    # ---- images --------------------------------------------------------------------------
+    def attach(self, media: Any) -> None:
+        """An image (core/multimodal/prompt.Media) for the next user message."""
+        if self.vision is None:
+            raise InvalidRequest("images need a multimodal projector: start llama chat with -mm/--mmproj FILE")
+        self.pending.append(media)
+
+    def add_user(self, message: str) -> None:
+        """The user's message, with the images attached since the last one (a marker each in
+        front, as llama-mtmd-cli does, unless the message places them)."""
+        from llamacli.core.multimodal.encoder import MEDIA_MARKER
+
+        media, self.pending = self.pending, []
+        if media and MEDIA_MARKER not in message:
+            message = MEDIA_MARKER * len(media) + message
+        self.conversation.add_user(message, media)
 
     # ---- prompts -------------------------------------------------------------------------
     def render(self, conv: Conversation | None = None, add_generation_prompt: bool = True) -> str:
@@ -148,7 +168,7 @@ class ChatSession:
         if st.reasoning_budget >= 0:
             params.reasoning = ReasoningBudgetSpec(tags.start, tags.end, st.reasoning_budget, st.reasoning_budget_message,
                                                    splitter.forced_open)
-        task = self._start(prompt, params)
+        task = self._start(prompt, params, conv or self.conversation)
         self.splitters[task.id] = splitter
         return task
 
@@ -160,13 +180,19 @@ class ChatSession:
         params.grammar = setup.grammar
         params.preserved_tokens = setup.preserved_tokens
         params.reasoning = setup.budget(self.settings.reasoning_budget, self.settings.reasoning_budget_message)
-        return self._start(setup.prompt, params), setup
+        return self._start(setup.prompt, params, self.conversation), setup
 
-    def _start(self, prompt: str, params: TaskParams) -> Task:
-        toks = self.tokenizer.tokenize(prompt, add_special=True, parse_special=True)
+    def _start(self, prompt: str, params: TaskParams, conv: Conversation) -> Task:
+        images = conv.media()
+        if images and self.vision is not None:
+            from llamacli.core.multimodal.prompt import prompt_with_media
+
+            toks, media = prompt_with_media(prompt, images, self.vision, self.tokenizer)  # type: ignore[arg-type]
+        else:
+            toks, media = self.tokenizer.tokenize(prompt, add_special=True, parse_special=True), ()
         if len(toks) >= self.n_ctx:
             raise ConversationTooLong(len(toks), self.n_ctx)
-        return self.engine.submit(Task(toks, params))
+        return self.engine.submit(Task(toks, params, media=media))
 
     # ---- streaming -----------------------------------------------------------------------
     def stream(

@@ -20,6 +20,7 @@ from llamacli.options.common import (
 )
 from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, TOOLS, find, typer_option
 from llamacli.options.sampling import sampling_options
+from llamacli.options.mmproj import MmprojOptions, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import ToolOptions, tool_options
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 @sampling_options
 @speculative_options
 @tool_options
+@mmproj_options
 @model_options
 def chat(
     ctx: typer.Context,
@@ -43,12 +45,14 @@ def chat(
     system_prompt: Optional[str] = typer.Option(None, "-sys", "--system-prompt", help="System prompt."),
     system_prompt_file: Optional[str] = typer.Option(None, "-sysf", "--system-prompt-file", help="Read the system prompt from a file."),
     prompt: Optional[str] = typer.Option(None, "-p", "--prompt", help="First message (with piped stdin: put before the piped text)."),
+    image: list[str] = typer.Option([], "--image", metavar="FILE", help="Image for the first message (repeatable; needs -mm). /image FILE attaches one later."),
     file: Optional[str] = typer.Option(None, "-f", "--file", help="Read the first message from a file."),
     chat_template: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template")),
     chat_template_file: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template_file")),
     jinja: bool = typer_option(find(model_load.OPTIONS, "jinja")),
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
+    mmproj: MmprojOptions = None,  # type: ignore[assignment]  # set by @mmproj_options
     tools: ToolOptions = None,  # type: ignore[assignment]  # set by @tool_options
     reverse_prompt: Optional[list[str]] = typer.Option(None, "-r", "--reverse-prompt", help="Stop the answer at this text (repeatable).", rich_help_panel=S),
     color: Optional[bool] = typer.Option(None, "-co", "--color/--no-color", help="Colours and Markdown rendering (default: on for a terminal, off with NO_COLOR or TERM=dumb)."),
@@ -87,6 +91,7 @@ def chat(
     from llamacli.core.text.grammar import compile_grammar
     from llamacli.options.grammar import grammar_from_cli
     from llamacli.loading import open_draft, open_model
+    from llamacli.media import open_projector, read_image
 
     # ---- options -> plain values (nothing here touches the model) -------------------------
     if prompt is not None and file is not None:
@@ -105,6 +110,10 @@ def chat(
     if (as_json or by_lines) and not piped:
         raise InvalidRequest("--json needs piped input (stdin is a terminal)")
         raise InvalidRequest("--tools answers one conversation at a time: not with --jsonl or --batch-lines")
+    if image and by_lines:
+        raise InvalidRequest("--image goes with one conversation: not with --jsonl or --batch-lines")
+    if image and mmproj.path is None:
+        raise InvalidRequest("--image needs a multimodal projector: pass -mm/--mmproj FILE")
     if tool_choice != "auto" and not tools.enabled:
         raise InvalidRequest("--tool-choice needs --tools (or --mcp-servers-config/--mcp-servers-json)")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
@@ -146,6 +155,10 @@ def chat(
         rt, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system,
         speculative=speculative.config, draft_model=draft,
     )
+    session.vision = open_projector(mmproj, rt.model.args.n_embd, threads)
+    session.image_limits = mmproj.limits
+    for path in image:
+        session.attach(read_image(path, mmproj.limits))
     agent = None
     try:
         agent = _agent(tools, confirm_tools, tool_choice, interactive and use_color)

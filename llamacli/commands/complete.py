@@ -13,6 +13,7 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.sampling import SamplingParams
 from llamacli.options.llama_flags import llama_cpp_flags
+from llamacli.options.mmproj import MmprojOptions, mmproj_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.model_source import ModelSource, model_options
@@ -27,6 +28,7 @@ from llamacli.options.common import (
 @llama_cpp_flags("complete")
 @sampling_options
 @speculative_options
+@mmproj_options
 @model_options
 def complete(
     ctx: typer.Context,
@@ -37,6 +39,10 @@ def complete(
     file: Optional[str] = typer.Option(
         None, "-f", "--file", help="Read the prompt from a file."
     ),
+    image: list[str] = typer.Option(
+        [], "--image", metavar="FILE",
+        help="Image for the prompt's <__media__> markers, in order (repeatable; needs -mm). Without a marker, one per image goes before the prompt.",
+    ),
     n_predict: int = NPredictOpt,
     ctx_size: int = CtxSizeOpt,
     batch_size: int = BatchSizeOpt,
@@ -45,6 +51,7 @@ def complete(
     ),
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
+    mmproj: MmprojOptions = None,  # type: ignore[assignment]  # set by @mmproj_options
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -69,6 +76,7 @@ def complete(
     from llamacli.core.sampling import DEFAULT_SEED
     from llamacli.core.runtime.tasks import Final, Task, TaskParams
     from llamacli.loading import open_draft, open_model
+    from llamacli.media import media_prompt, open_projector
 
     from llamacli.options.grammar import grammar_from_cli
 
@@ -81,7 +89,8 @@ def complete(
     )
     draft = open_draft(speculative.draft_model, rt, numerics, threads) if speculative.draft_model else None
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
-    toks = rt.tokenizer.tokenize(text, add_special=True, parse_special=True)
+    encoder = open_projector(mmproj, rt.model.args.n_embd, threads)
+    toks, media = media_prompt(text, image, encoder, rt.tokenizer, mmproj.limits)
     if sampling.seed == DEFAULT_SEED:  # random, but printed with --json so that a run can be repeated
         sampling = dataclasses.replace(sampling, seed=secrets.randbits(32) & 0x7FFFFFFF)
     seed = sampling.seed
@@ -101,7 +110,7 @@ def complete(
         if n_predict == 0:  # nothing to generate (llama-completion -n 0 prints only the prompt)
             final = Final("", [], list(toks), "limit")
         else:
-            final = _run(engine, Task(toks, params), as_json)
+            final = _run(engine, Task(toks, params, media=media), as_json)
         if final.error is not None:
             raise final.error
     except BrokenPipeError:
@@ -114,7 +123,7 @@ def complete(
         raise
     if as_json:
         obj = {
-            "prompt_tokens": final.prompt_tokens,
+            "prompt_tokens": [t if t >= 0 else -1 for t in final.prompt_tokens],  # media positions: -1 (LLAMA_TOKEN_NULL)
             "tokens": final.tokens,
             "content": final.content,
             "stop_type": final.stop_type,

@@ -19,12 +19,13 @@ from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.ray_serve import RayOptions, ray_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
+from llamacli.options.mmproj import MmprojOptions, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import open_toolbox
 
 if TYPE_CHECKING:
     from llamacli.core.model.loaded import ModelInfo
-    from llamacli.http.state import ServingEngine
+    from llamacli.http.state import ServerState, ServingEngine
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 @sampling_options
 @speculative_options
 @ray_options
+@mmproj_options
 @model_options
 @serve_options
 def serve(
@@ -42,6 +44,7 @@ def serve(
     sampling: SamplingParams = None,  # type: ignore[assignment]  # set by @sampling_options
     speculative: SpecOptions = None,  # type: ignore[assignment]  # set by @speculative_options
     ray: RayOptions = None,  # type: ignore[assignment]  # set by @ray_options
+    mmproj: MmprojOptions = None,  # type: ignore[assignment]  # set by @mmproj_options
 ) -> None:
     """Serve the model over llama-server's HTTP API (OpenAI, Anthropic and native endpoints).
 
@@ -57,6 +60,8 @@ def serve(
     if router.enabled and source.given:
         raise typer.BadParameter("--models-dir/--models-preset start a router over many models: give no -m/-hf")
     if ray.enabled:
+        if mmproj.path is not None:
+            raise typer.BadParameter("--ray serves text: a projector (-mm/--mmproj) runs with a plain llama serve")
         _serve_on_ray(source, opts, sampling, speculative, ray)
         return
     model = None if router.enabled else source.path()
@@ -69,15 +74,19 @@ def serve(
         serve_router(ctx, config, listen, router.models_dir, router.models_preset, router.models_max, router.models_autoload, log)
         return
 
+    state = ServerState(config, None)
+    state.image_limits = mmproj.limits
+
     def load() -> tuple[ServingEngine, ModelInfo]:
-        return load_engine(model, opts, speculative, log)
+        return load_engine(model, opts, speculative, log, mmproj, state)
 
     tools = open_toolbox(opts.tools, log, all_builtin=opts.endpoints.agent)
+    state.tools = tools
     if tools is not None:
         log(f"tools on: {', '.join(t.name for t in tools.tools) or 'MCP servers only'} (working directory {tools.sandbox.root}); "
             "do not expose this server to untrusted clients")
     watch_router()
-    run_server(ServerState(config, tools), listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
+    run_server(state, listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
 
 
 def _serve_on_ray(source: ModelSource, opts: ServeOptions, sampling: SamplingParams, speculative: SpecOptions,
@@ -108,12 +117,15 @@ def _logger(log_format: str) -> Callable[[str], None]:
 
 
 def load_engine(
-    model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None]
+    model: str | None, opts: ServeOptions, speculative: SpecOptions, log: Callable[[str], None],
+    mmproj: MmprojOptions | None = None, state: ServerState | None = None,
 ) -> tuple[ServingEngine, ModelInfo]:
-    """Open the model (and the draft model), start the engine and warm it up."""
+    """Open the model (and the draft model and the projector, which goes on `state`), start the
+    engine and warm it up."""
     from llamacli.core.runtime.engine import Engine, Metrics
     from llamacli.core.runtime.tasks import Task, TaskParams
     from llamacli.loading import open_draft, open_model
+    from llamacli.media import open_projector
 
     t0 = time.perf_counter()
     lo = opts.load
@@ -121,6 +133,8 @@ def load_engine(
         model, numerics=lo.numerics, threads=lo.threads, loras=lo.loras, chat_template=lo.chat_template, use_jinja=lo.jinja
     )
     draft = open_draft(speculative.draft_model, rt, lo.numerics, lo.threads) if speculative.draft_model else None
+    if mmproj is not None and state is not None:
+        state.vision = open_projector(mmproj, rt.model.args.n_embd, lo.threads)
     engine = Engine(
         rt.model, rt.tokenizer, engine_config(opts, rt.model.args.n_ctx_train, speculative), rt.loras, draft_model=draft,
     ).start()

@@ -177,21 +177,23 @@ class LayerWeights:
 class AttnGroup:
     """Sequences attended together: S sequences with Tq query tokens each.
 
-    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions.
+    tok_idx (S, Tq): indices into the batch; q_pos (S, Tq): their positions; see_upto (S, Tq):
+    the last key position each query sees when attention is non-causal (None: causal).
     """
 
     seq_ids: np.ndarray
     tok_idx: np.ndarray
     q_pos: np.ndarray
     masks: dict[int | None, tuple[int, np.ndarray]] = field(default_factory=dict)
+    see_upto: np.ndarray | None = None
 
     def mask(self, window: int | None) -> tuple[int, np.ndarray]:
         """(k_start, additive mask (S, Tq, L)) for a layer with this window; cached per group."""
         if window not in self.masks:
-            q_max = int(self.q_pos.max())
+            q_max = int(self.q_pos.max() if self.see_upto is None else self.see_upto.max())
             k_start = 0 if window is None else max(0, int(self.q_pos.min()) - window + 1)
             n_keys = q_max + 1 - k_start
-            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window))
+            self.masks[window] = (k_start, K.attention_mask(self.q_pos, k_start, n_keys, window, self.see_upto))
         return self.masks[window]
 
 
@@ -228,6 +230,9 @@ def plan_attention(batch: Batch, per_sequence: bool = False, singles_per_group: 
         for a in range(0, idx.shape[0], QUERY_BLOCK):
             blk = idx[a : a + QUERY_BLOCK]
             groups.append(AttnGroup(np.array([s]), blk[None, :], batch.positions[blk][None, :]))
+    if batch.see_upto is not None:  # non-causal rows (media) see beyond their own position
+        for g in groups:
+            g.see_upto = batch.see_upto[g.tok_idx]
     return groups
 
 
@@ -332,6 +337,19 @@ class DecoderModel:
             x = x * np.float32(self.args.embed_scale)
         return x
 
+    def embed_batch(self, batch: Batch) -> np.ndarray:
+        """The batch's input rows (T, n_embd): token embeddings, and the given embeddings for
+        media rows (negative tokens) as they are (llama.cpp scales only token embeddings)."""
+        if batch.embd is None:
+            return self.embed(batch.tokens)
+        if batch.embd.shape[1] != self.args.n_embd:
+            raise ValueError(f"embeddings of width {batch.embd.shape[1]} for a model of n_embd {self.args.n_embd}")
+        media = batch.tokens < 0
+        x = batch.embd.copy()
+        if not media.all():
+            x[~media] = self.embed(batch.tokens[~media])
+        return x
+
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         """Gated FFN: down(act(gate(h)) * up(h)), or the mixture of experts; h (T, n_embd)."""
         pr = self.precision
@@ -371,7 +389,7 @@ class DecoderModel:
         rope, rope_swa = self.ropes(cache.n_ctx)
         cs_global = K.rope_cos_sin(batch.positions, rope)
         cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
-        x = self.embed(batch.tokens)  # (T, n_embd)
+        x = self.embed_batch(batch)  # (T, n_embd)
         step = self._one_token_step(batch)
         if step is not None:
             x = step.run(self, x, batch, cache, cs_global, cs_swa)
@@ -393,7 +411,7 @@ class DecoderModel:
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled one-token step, for a batch of one token when the model allows it and
         no LoRA adapter is active."""
-        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora:
+        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora or batch.embd is not None:
             return None
         return self._planned_step()
 

@@ -266,15 +266,18 @@ def llama3_freq_factors(
     return out.astype(np.float32)
 
 
-def attention_mask(q_pos: np.ndarray, k_start: int, n_keys: int, window: int | None) -> np.ndarray:
+def attention_mask(
+    q_pos: np.ndarray, k_start: int, n_keys: int, window: int | None, see_upto: np.ndarray | None = None
+) -> np.ndarray:
     """Additive mask (S, Tq, L): 0 where query at q_pos[s, t] may see key position k_start + j.
 
-    Causal (k <= q) and, when window is set, sliding (q - k < window). Padded query rows
+    Causal (k <= q; k <= see_upto[s, t] instead when given: non-causal attention up to that
+    position) and, when window is set, sliding (q - k < window). Padded query rows
     (q_pos < 0) see nothing and must be discarded by the caller.
     """
     k_pos = np.arange(k_start, k_start + n_keys, dtype=np.int64)  # (L,)
     qp = q_pos[..., None].astype(np.int64)  # (S, Tq, 1)
-    ok = k_pos <= qp
+    ok = k_pos <= (qp if see_upto is None else see_upto[..., None].astype(np.int64))
     if window is not None:
         ok &= (qp - k_pos) < window
     return np.where(ok, np.float32(0.0), np.float32(-np.inf))

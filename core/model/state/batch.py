@@ -14,6 +14,10 @@ class Batch:
 
     tokens, seq_ids, positions: int arrays of shape (T,). `output` marks the tokens whose
     logits (or hidden states) the caller wants; by default only each sequence's last token.
+    `embd` (T, n_embd): input embeddings for the rows whose token is negative (media
+    placeholders; the other rows are ignored), as llama_batch.embd; `see_upto` (T,): the last
+    key position each token attends to (its own position: causal; the end of its image: the
+    non-causal attention mtmd asks for gemma3's image tokens). None: causal everywhere.
     """
 
     tokens: np.ndarray  # int64 (T,)
@@ -21,6 +25,8 @@ class Batch:
     positions: np.ndarray  # int64 (T,)
     output: np.ndarray  # bool (T,)
     decode: np.ndarray | None  # bool (T,): one-token generation steps (engine batches)
+    embd: np.ndarray | None  # float32 (T, n_embd): embeddings fed instead of negative token ids
+    see_upto: np.ndarray | None  # int64 (T,): the last key position each token sees
 
     def __init__(
         self,
@@ -29,12 +35,20 @@ class Batch:
         positions: npt.ArrayLike,
         output: npt.ArrayLike | None = None,
         decode: np.ndarray | None = None,
+        embd: np.ndarray | None = None,
+        see_upto: npt.ArrayLike | None = None,
     ) -> None:
         self.tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64).reshape(-1)
         self.positions = np.asarray(positions, dtype=np.int64).reshape(-1)
         self.decode = decode
+        self.embd = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)
+        self.see_upto = None if see_upto is None else np.asarray(see_upto, dtype=np.int64).reshape(-1)
         n = self.tokens.shape[0]
+        if self.embd is not None and (self.embd.ndim != 2 or self.embd.shape[0] != n):
+            raise ValueError("embd must have one row per token")
+        if self.see_upto is not None and self.see_upto.shape[0] != n:
+            raise ValueError("see_upto must have one position per token")
         if self.seq_ids.shape[0] != n or self.positions.shape[0] != n:
             raise ValueError("tokens, seq_ids and positions must have the same length")
         if output is None:
@@ -57,3 +71,15 @@ class Batch:
         n = toks.shape[0]
         out = np.ones(n, dtype=bool) if all_logits else None
         return cls(toks, np.full(n, seq_id), np.arange(start_pos, start_pos + n), out)
+
+    @classmethod
+    def of_embeddings(
+        cls, embd: np.ndarray, start_pos: int = 0, seq_id: int = 0, non_causal: bool = False, all_logits: bool = False
+    ) -> "Batch":
+        """A batch of one sequence's consecutive embeddings (n, n_embd) starting at `start_pos`;
+        non_causal: every row sees all of them."""
+        n = embd.shape[0]
+        out = np.ones(n, dtype=bool) if all_logits else None
+        pos = np.arange(start_pos, start_pos + n)
+        upto = np.full(n, start_pos + n - 1) if non_causal else None
+        return cls(np.full(n, -1, dtype=np.int64), np.full(n, seq_id), pos, out, embd=embd, see_upto=upto)

@@ -1,0 +1,103 @@
+"""A projector (mmproj) GGUF's vision hyperparameters, read as tools/mtmd/clip.cpp's
+`load_hparams` reads them (the `clip.*` keys of clip-impl.h), with each family's defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture
+from llamacli.core.model.families.base import md_float, md_get, md_int
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.multimodal.preprocess import BICUBIC, BILINEAR, ImagePrep
+
+# The vision projector types this package encodes (clip.projector_type values).
+VISION_FAMILIES = ("gemma3", "mlp")
+
+
+@dataclass(frozen=True)
+class VisionHParams:
+    """The vision tower's shape and the family's preprocessing. n_merge: gemma3's pooling
+    kernel (patches per side of one output token); gelu: the FFN's activation (`clip.use_gelu`,
+    else GELU-quick)."""
+
+    family: str
+    n_embd: int
+    n_head: int
+    n_ff: int
+    n_layer: int
+    eps: float
+    patch_size: int
+    projection_dim: int
+    n_merge: int
+    gelu: bool
+    prep: ImagePrep
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def n_patches_side(self) -> int:
+        return self.prep.image_size // self.patch_size
+
+
+def _triple(g: GGUFFile, key: str) -> tuple[float, float, float]:
+    v = md_get(g.metadata, g.path, key)
+    arr = np.asarray(v, dtype=np.float64).reshape(-1)
+    if arr.size < 3 or not np.all(np.isfinite(arr)):
+        raise ModelLoadError(g.path, f"metadata key {key!r} must hold 3 finite numbers")
+    return float(arr[0]), float(arr[1]), float(arr[2])
+
+
+def projector_type(g: GGUFFile) -> str:
+    """clip.projector_type, or clip.vision.projector_type for files with several modalities."""
+    md = g.metadata
+    t = md.get("clip.projector_type") or md.get("clip.vision.projector_type")
+    if not isinstance(t, str):
+        raise ModelLoadError(g.path, "not a projector file: no clip.projector_type key")
+    return t
+
+
+def read_vision_hparams(g: GGUFFile) -> VisionHParams:
+    """The file's vision hyperparameters; UnsupportedArchitecture for projector types not built."""
+    md, path = g.metadata, g.path
+    if g.metadata.get("general.architecture") != "clip":
+        raise ModelLoadError(path, "not a projector file: general.architecture is not 'clip'")
+    if not md.get("clip.has_vision_encoder", False):
+        raise UnsupportedArchitecture(path, "the projector has no vision encoder")
+    family = projector_type(g)
+    if family not in VISION_FAMILIES:
+        raise UnsupportedArchitecture(
+            path, f"vision projector type {family!r} is not supported (supported: {', '.join(VISION_FAMILIES)})"
+        )
+    n_embd = md_int(md, path, "clip.vision.embedding_length")
+    n_head = md_int(md, path, "clip.vision.attention.head_count")
+    if n_embd % n_head:
+        raise ModelLoadError(path, f"embedding_length {n_embd} is not a multiple of head_count {n_head}")
+    image_size = md_int(md, path, "clip.vision.image_size", hi=8192)
+    patch = md_int(md, path, "clip.vision.patch_size", hi=image_size)
+    if image_size % patch:
+        raise ModelLoadError(path, f"image_size {image_size} is not a multiple of patch_size {patch}")
+    if family == "gemma3":  # clip.cpp: n_merge 4 unless the file says (tinygemma3), bilinear, black pad
+        n_merge = md_int(md, path, "clip.vision.projector.scale_factor", 4)
+        if (image_size // patch) % n_merge:
+            raise ModelLoadError(path, f"{image_size // patch} patches per side are not a multiple of scale_factor {n_merge}")
+        algo, pad = BILINEAR, (0, 0, 0)
+    else:  # LLaVA: bicubic, padded with the CLIP mean colour
+        n_merge, algo, pad = 1, BICUBIC, (122, 116, 104)
+    prep = ImagePrep(image_size, algo, pad, _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std"))
+    return VisionHParams(
+        family=family,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_ff=md_int(md, path, "clip.vision.feed_forward_length"),
+        n_layer=md_int(md, path, "clip.vision.block_count", lo=1, hi=1024),
+        eps=md_float(md, path, "clip.vision.attention.layer_norm_epsilon"),
+        patch_size=patch,
+        projection_dim=md_int(md, path, "clip.vision.projection_dim", 0, lo=0),
+        n_merge=n_merge,
+        gelu=bool(md.get("clip.use_gelu", False)),
+        prep=prep,
+    )

@@ -1,0 +1,103 @@
+"""The projectors: vision hidden states (P, E) to text-model embeddings (n_tokens, n_text), one
+class per `clip.projector_type`, as tools/mtmd/models/siglip.cpp (gemma3) and llava.cpp (mlp)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from llamacli.core.errors import ModelLoadError
+from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm.matrix import QuantMatrix
+from llamacli.core.model.precision import Precision
+from llamacli.core.model.weights.tensors import Linear, WeightLoader
+from llamacli.core.multimodal.projector_file import VisionHParams
+
+FLOAT_DTYPES = {"F32": np.float32, "F16": np.float16}
+
+
+class Projector(ABC):
+    """Base: `n_text` is the output width; `n_run` the ViT blocks the family runs."""
+
+    n_text: int
+
+    @abstractmethod
+    def __init__(self, ld: WeightLoader, hp: VisionHParams) -> None: ...
+
+    def n_run(self, hp: VisionHParams) -> int:
+        return hp.n_layer
+
+    @abstractmethod
+    def n_tokens(self, hp: VisionHParams) -> int:
+        """Embeddings one image gives."""
+
+    @abstractmethod
+    def __call__(self, x: np.ndarray, hp: VisionHParams, pr: Precision) -> np.ndarray:
+        """The ViT's output (P, E) -> (n_tokens, n_text)."""
+
+
+def transposed_linear(ld: WeightLoader, name: str) -> Linear:
+    """W (n_in, n_out) in the file, used as ggml_mul_mat(ggml_cont(ggml_transpose(W)), x):
+    the transposed copy keeps the file's float type (F32, F16); other types are refused, as
+    ggml_cont cannot transpose quantized blocks."""
+    g = ld.gguf
+    t = g.tensor(name)
+    if len(t.shape) != 2 or t.qtype.name not in FLOAT_DTYPES:
+        raise ModelLoadError(g.path, f"tensor {name!r} must be a 2-D F32 or F16 matrix, is {t.qtype.name} {t.shape}")
+    n_in, n_out = t.shape
+    w = np.asarray(g.raw(name)).view(FLOAT_DTYPES[t.qtype.name]).reshape(n_in, n_out)
+    data = np.ascontiguousarray(w.T).view(np.uint8).reshape(n_out, -1)
+    return Linear(t.qtype, n_in, n_out, q=QuantMatrix(data, t.qtype, n_in), name=name)
+
+
+class Gemma3Projector(Projector):
+    """Average pooling of n_merge x n_merge patches, RMS norm times soft_emb_norm, then the
+    input projection (siglip.cpp, PROJECTOR_TYPE_GEMMA3)."""
+
+    def __init__(self, ld: WeightLoader, hp: VisionHParams) -> None:
+        self.norm = ld.vector("mm.soft_emb_norm.weight", hp.n_embd)
+        self.proj = transposed_linear(ld, "mm.input_projection.weight")
+        if self.proj.n_in != hp.n_embd:
+            raise ModelLoadError(ld.gguf.path, f"mm.input_projection.weight reads {self.proj.n_in} values, the ViT gives {hp.n_embd}")
+        self.n_text = self.proj.n_out
+
+    def n_tokens(self, hp: VisionHParams) -> int:
+        return (hp.n_patches_side // hp.n_merge) ** 2
+
+    def __call__(self, x: np.ndarray, hp: VisionHParams, pr: Precision) -> np.ndarray:
+        side, m, e = hp.n_patches_side, hp.n_merge, hp.n_embd
+        o = side // m
+        grid = x.reshape(o, m, o, m, e)  # (out row, ky, out col, kx, E)
+        acc = np.zeros((o, o, e), dtype=np.float32)
+        for ky in range(m):  # ggml_pool_2d: a float32 sum in (ky, kx) order, then / (m * m)
+            for kx in range(m):
+                acc += grid[:, ky, :, kx, :]
+        pooled = (acc / np.float32(m * m)).reshape(o * o, e)
+        return pr.linear(K.rms_norm(pooled, self.norm, hp.eps), self.proj)
+
+
+class MlpProjector(Projector):
+    """LLaVA 1.5: the hidden states of the next-to-last block, mm.0 -> GELU -> mm.2
+    (llava.cpp, PROJECTOR_TYPE_MLP)."""
+
+    def __init__(self, ld: WeightLoader, hp: VisionHParams) -> None:
+        self.has_class = ld.has("v.class_embd")
+        self.mm0 = ld.linear("mm.0", hp.n_embd, ld.gguf.tensor("mm.0.weight").shape[0])
+        n_mid = self.mm0.n_out
+        self.mm2 = ld.linear("mm.2", n_mid, ld.gguf.tensor("mm.2.weight").shape[0]) if ld.has("mm.2.weight") else None
+        self.n_text = n_mid if self.mm2 is None else self.mm2.n_out
+
+    def n_run(self, hp: VisionHParams) -> int:
+        return hp.n_layer - 1
+
+    def n_tokens(self, hp: VisionHParams) -> int:
+        return hp.n_patches_side**2
+
+    def __call__(self, x: np.ndarray, hp: VisionHParams, pr: Precision) -> np.ndarray:
+        off = 1 if self.has_class else 0  # clip.cpp skips row 0 when there is a class embedding
+        y = pr.gelu(pr.linear(x[off : off + self.n_tokens(hp)], self.mm0))
+        return y if self.mm2 is None else pr.linear(y, self.mm2)
+
+
+PROJECTORS: dict[str, type[Projector]] = {"gemma3": Gemma3Projector, "mlp": MlpProjector}

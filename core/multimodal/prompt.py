@@ -1,0 +1,195 @@
+"""A prompt with media markers as chunks of text tokens and media embeddings (mtmd.cpp's
+`mtmd_tokenize`), and their evaluation into a sequence of the KV cache
+(`mtmd_helper_eval_chunks`).
+
+Each `<__media__>` marker takes the next image, framed by its family's text (gemma3:
+`<start_of_image>` ... `<end_of_image>`). Text around the markers is tokenized piece by piece
+with special tokens parsed; BOS (when the vocabulary adds one) opens the first chunk and EOS
+closes the last, as mtmd adds them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from llamacli.core.errors import InvalidRequest
+from llamacli.core.model.families.base import DecoderModel
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.state.kv_cache import KVCache
+from llamacli.core.multimodal.encoder import MEDIA_MARKER, VisionEncoder
+from llamacli.core.text.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    tokens: list[int]
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass(frozen=True)
+class MediaChunk:
+    """An image's embeddings (n, n_embd), its id (the hash of its bytes: the prompt cache's key
+    for these positions) and whether the text model attends to it non-causally."""
+
+    embd: np.ndarray
+    media_id: str
+    non_causal: bool
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.embd.shape[0])
+
+
+PromptChunk = TextChunk | MediaChunk
+
+
+@dataclass(frozen=True)
+class MediaSpan:
+    """A media chunk placed in a flat prompt: its tokens are prompt[start:end], all equal to
+    `media_token(media_id)`."""
+
+    start: int
+    embd: np.ndarray  # (n, n_embd)
+    media_id: str
+    non_causal: bool
+
+    @property
+    def end(self) -> int:
+        return self.start + int(self.embd.shape[0])
+
+
+def media_token(media_id: str) -> int:
+    """The placeholder id of a media's positions in a flat prompt: negative (never a vocabulary
+    id, never -1) and a function of the media's hash, so that comparing two prompts' tokens
+    compares their media too (the prompt cache reuses an image only when its bytes are the same)."""
+    return -2 - int(media_id[:12], 16)
+
+
+def flatten(chunks: Sequence[PromptChunk]) -> tuple[list[int], tuple[MediaSpan, ...]]:
+    """The chunks as one token list (media positions as placeholders) and the media spans."""
+    tokens: list[int] = []
+    spans: list[MediaSpan] = []
+    for ch in chunks:
+        if isinstance(ch, TextChunk):
+            tokens.extend(ch.tokens)
+        else:
+            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal))
+            tokens.extend([media_token(ch.media_id)] * ch.n_tokens)
+    return tokens, tuple(spans)
+
+
+def snap_out_of_media(n: int, spans: Sequence[MediaSpan]) -> int:
+    """n, or the start of the media span n falls strictly inside (a prompt is never cut in
+    the middle of an image: a cached prefix, a batch boundary)."""
+    for sp in spans:
+        if sp.start < n < sp.end:
+            return sp.start
+    return n
+
+
+@dataclass(frozen=True)
+class Media:
+    """An image as the prompt receives it: RGB pixels (h, w, 3) uint8 and the hash of the bytes
+    it came from (llama-server keys its cache by that hash)."""
+
+    rgb: np.ndarray
+    media_id: str
+
+    @classmethod
+    def of(cls, rgb: np.ndarray, data: bytes | None = None) -> "Media":
+        return cls(rgb, hashlib.sha256(data if data is not None else rgb.tobytes()).hexdigest()[:32])
+
+
+def split_markers(prompt: str, n_media: int, marker: str = MEDIA_MARKER) -> list[str]:
+    """The text between markers (n_media + 1 pieces); InvalidRequest (mtmd's message) when the
+    counts differ."""
+    parts = prompt.split(marker)
+    if len(parts) - 1 != n_media:
+        raise InvalidRequest(f"number of media markers in text ({len(parts) - 1}) does not match number of bitmaps ({n_media})")
+    return parts
+
+
+Tokenize = Callable[[str], list[int]]  # text -> ids, no BOS/EOS, special tokens parsed
+
+
+def tokenize_prompt(
+    prompt: str,
+    media: Sequence[Media],
+    encoder: VisionEncoder,
+    tokenize: Tokenize,
+    bos: int | None = None,
+    eos: int | None = None,
+    encoded: Callable[[Media], np.ndarray] | None = None,
+) -> list[PromptChunk]:
+    """The prompt as chunks; `encoded(media)` returns embeddings (a cache may answer it),
+    by default the encoder runs."""
+    run = encoded or (lambda m: encoder.encode_cached(m.media_id, m.rgb))
+    fr = encoder.framing
+    chunks: list[PromptChunk] = []
+
+    def add_text(ids: list[int]) -> None:
+        if not ids:
+            return
+        if chunks and isinstance(chunks[-1], TextChunk):
+            chunks[-1].tokens.extend(ids)
+        else:
+            chunks.append(TextChunk(list(ids)))
+
+    parts = split_markers(prompt, len(media))
+    for i, text in enumerate(parts):
+        add_text(tokenize(text) if text else [])
+        if i < len(media):
+            add_text(tokenize(fr.begin) if fr.begin else [])
+            chunks.append(MediaChunk(run(media[i]), media[i].media_id, fr.non_causal))
+            add_text(tokenize(fr.end) if fr.end else [])
+    if bos is not None:
+        if chunks and isinstance(chunks[0], TextChunk):
+            chunks[0].tokens.insert(0, bos)
+        else:
+            chunks.insert(0, TextChunk([bos]))
+    if eos is not None:
+        add_text([eos])
+    return chunks
+
+
+def prompt_with_media(
+    prompt: str, media: Sequence[Media], encoder: VisionEncoder, tokenizer: Tokenizer, add_special: bool = True
+) -> tuple[list[int], tuple[MediaSpan, ...]]:
+    """A driver's prompt with `<__media__>` markers as an engine task's tokens and media spans
+    (special tokens parsed, BOS/EOS as the vocabulary adds them, as mtmd_tokenize)."""
+    v = tokenizer.vocab
+    chunks = tokenize_prompt(
+        prompt, media, encoder, lambda t: tokenizer.tokenize(t, add_special=False, parse_special=True),
+        bos=v.bos if add_special and v.add_bos else None, eos=v.eos if add_special and v.add_eos else None,
+    )
+    return flatten(chunks)
+
+
+def eval_chunks(
+    model: DecoderModel, cache: KVCache, chunks: Sequence[PromptChunk], n_batch: int, seq: int = 0, n_past: int = 0
+) -> np.ndarray:
+    """Run the chunks into sequence `seq` from position n_past, text in batches of n_batch and
+    each image in one batch (non-causal where its family says); the last position's logits."""
+    logits = np.zeros(0, dtype=np.float32)
+    pos = n_past
+    for ch in chunks:
+        if isinstance(ch, TextChunk):
+            for a in range(0, ch.n_tokens, n_batch):
+                part = ch.tokens[a : a + n_batch]
+                logits = model.forward(Batch.single(part, start_pos=pos, seq_id=seq), cache)[-1]
+                pos += len(part)
+        else:
+            if ch.non_causal and ch.n_tokens > n_batch:
+                raise InvalidRequest(f"the image needs {ch.n_tokens} tokens in one batch: n_batch is {n_batch}")
+            for a in range(0, ch.n_tokens, n_batch):
+                e = ch.embd[a : a + n_batch]
+                logits = model.forward(Batch.of_embeddings(e, pos, seq, ch.non_causal), cache)[-1]
+                pos += e.shape[0]
+    return logits

@@ -1,0 +1,48 @@
+"""The multimodal projector options of `chat`, `complete` and `serve` (llama-server's names):
+`-mm/--mmproj FILE`, `--mmproj-auto/--no-mmproj`, `--mmproj-offload/--no-mmproj-offload` (no GPU
+here: accepted, documented, no effect), and the image limits. One `MmprojOptions`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from llamacli.core.multimodal.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageLimits
+from llamacli.options.groups import Opt, option_group
+
+
+def _positive(v: int) -> None:
+    if v < 1:
+        raise ValueError("must be at least 1")
+
+
+OPTIONS: list[Opt] = [
+    Opt("path", Optional[str], None, ("-mm", "--mmproj"),
+        "Multimodal projector file (mmproj GGUF): images in prompts (docs/multimodal.md).",
+        metavar="FILE", envvar="LLAMA_ARG_MMPROJ"),
+    Opt("auto", bool, True, ("--mmproj-auto/--no-mmproj", "--no-mmproj-auto"),
+        "Use the projector (--no-mmproj: load none, even with -mm).", envvar="LLAMA_ARG_MMPROJ_AUTO"),
+    Opt("offload", bool, True, ("--mmproj-offload/--no-mmproj-offload",),
+        "Accepted for llama.cpp's command lines: the projector always runs on the CPU here.",
+        envvar="LLAMA_ARG_MMPROJ_OFFLOAD"),
+    Opt("image_max_pixels", int, DEFAULT_MAX_PIXELS, ("--image-max-pixels",),
+        "Largest image accepted (width x height, checked on the header before decoding).", metavar="N",
+        check=_positive),
+    Opt("image_max_bytes", int, DEFAULT_MAX_BYTES, ("--image-max-bytes",),
+        "Largest encoded image accepted, in bytes.", metavar="N", check=_positive),
+]
+
+
+@dataclass(frozen=True)
+class MmprojOptions:
+    path: str | None  # the projector to load (None: none, or --no-mmproj)
+    limits: ImageLimits
+
+
+def build(values: dict[str, Any]) -> MmprojOptions:
+    path = values["path"] if values["auto"] else None
+    return MmprojOptions(path, ImageLimits(values["image_max_pixels"], values["image_max_bytes"]))
+
+
+mmproj_options = option_group("mmproj", OPTIONS, build)

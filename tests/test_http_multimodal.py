@@ -1,0 +1,93 @@
+"""`llama serve -mm`: /completion with multimodal_data gives llama.cpp's next token for an image
+prompt (demo model + synthetic gemma3 projector), /props reports vision, and media sent to a
+server without a projector is a 400 with llama-server's message."""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from scripts.mmproj_fixtures import PROMPT
+from tests.http_server import LlamaServer
+from tests.tiny_mmproj import SPECS, write_projector
+
+FIXTURES = Path(__file__).parent / "fixtures" / "mmproj"
+
+
+def _png_b64(img: np.ndarray) -> str:
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    mm = write_projector(SPECS["gemma3"], tmp_path_factory.mktemp("srv_mm") / "mmproj.gguf")
+    with LlamaServer("-mm", str(mm), "-c", "256", "--no-warmup") as s:
+        yield s
+
+
+def test_completion_with_multimodal_data(server) -> None:  # type: ignore[no-untyped-def]
+    fx = np.load(FIXTURES / "gemma3.npz")
+    body = {"prompt": {"prompt_string": PROMPT, "multimodal_data": [_png_b64(fx["image1"])]},
+            "n_predict": 1, "temperature": 0, "cache_prompt": True}
+    status, out = server.post("/completion", body)
+    assert status == 200, out
+    assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 16
+    status, again = server.post("/completion", body | {"return_tokens": True})
+    assert status == 200 and again["tokens"] == [int(fx["e2e_top_ids"][0])]
+    assert again["tokens_cached"] >= 25  # the second request reuses the image's cache
+    status, props = server.get("/props")
+    assert props["modalities"] == {"vision": True, "audio": False}
+
+
+def test_bad_media_is_a_400(server) -> None:  # type: ignore[no-untyped-def]
+    status, out = server.post("/completion", {"prompt": {"prompt_string": "<__media__>", "multimodal_data": ["!!"]}})
+    assert status == 400 and "base64" in out["error"]["message"]
+    junk = base64.b64encode(b"not an image").decode()
+    status, out = server.post("/completion", {"prompt": {"prompt_string": "<__media__>", "multimodal_data": [junk]}})
+    assert status == 400 and "unknown or unsupported image format" in out["error"]["message"]
+    status, out = server.post("/completion", {"prompt": {"prompt_string": "no marker", "multimodal_data": [_png_b64(np.zeros((4, 4, 3), np.uint8))]}})
+    assert status == 400 and "number of media markers in text (0)" in out["error"]["message"]
+
+
+def test_media_without_a_projector_is_llama_servers_400() -> None:
+    with LlamaServer("-c", "128", "--no-warmup") as s:
+        status, out = s.post("/completion", {"prompt": {"prompt_string": "<__media__>", "multimodal_data": ["AAAA"]}})
+        assert status == 400
+        assert out["error"]["message"] == "Multimodal data provided, but model does not support multimodal requests."
+        msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]
+        status, out = s.post("/v1/chat/completions", {"messages": msgs})
+        assert status == 400
+        assert out["error"]["message"] == (
+            "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
+        assert s.get("/props")[1]["modalities"] == {"vision": False, "audio": False}
+
+def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped-def]
+    """An OpenAI image_url part (a data: URI) becomes the marker in the rendered template."""
+    fx = np.load(FIXTURES / "gemma3.npz")
+    url = "data:image/png;base64," + _png_b64(fx["image1"])
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "What is in "},
+                                         {"type": "image_url", "image_url": {"url": url}},
+                                         {"type": "text", "text": " this picture?"}]}]
+    status, out = server.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "temperature": 0})
+    assert status == 200, out
+    assert out["usage"]["prompt_tokens"] >= 16 + 9  # the image's 16 positions count
+    status, out = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]})
+    assert status == 400 and "not remote or file URLs" in out["error"]["message"]
+
+
+def test_serve_with_a_projector_of_another_width_exits_2(tmp_path: Path) -> None:
+    from tests.test_cli import llama
+    from tests.tiny_mmproj import ProjectorSpec
+
+    wide = write_projector(ProjectorSpec("w", "gemma3", n_text=1024, n_layer=1), tmp_path / "wide.gguf")
+    r = llama("serve", "-mm", str(wide), "--port", "0", "--no-warmup", timeout=180)
+    assert r.returncode == 2
+    assert "mismatch between text model (n_embd = 640) and mmproj (n_embd = 1024)" in r.stderr

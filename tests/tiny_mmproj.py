@@ -1,0 +1,123 @@
+"""Synthetic multimodal projectors (mmproj GGUFs) for the vision tests and the libmtmd fixtures
+(scripts/mmproj_fixtures.py): random weights, small dimensions, each family's real keys and
+tensor names (tools/mtmd/clip-impl.h), projection width = the text model's n_embd.
+
+Deterministic: the same `ProjectorSpec` always writes the same file, so the tests rebuild the
+projector the committed fixtures were made from (its sha256 is stored in each fixture).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+
+QT = GGMLQuantizationType
+
+
+@dataclass(frozen=True)
+class ProjectorSpec:
+    """A synthetic projector. `family`: clip.projector_type; `n_text`: the text model's n_embd."""
+
+    name: str
+    family: str
+    n_text: int = 640
+    n_embd: int = 64
+    n_head: int = 4
+    n_ff: int = 128
+    n_layer: int = 2
+    image_size: int = 64
+    patch_size: int = 8
+    n_merge: int = 2  # gemma3: clip.vision.projector.scale_factor
+    weight_type: QT = QT.F16  # matrices and the patch kernel; norms, biases, positions: F32
+    seed: int = 7
+
+
+SPECS: dict[str, ProjectorSpec] = {
+    "gemma3": ProjectorSpec("gemma3", "gemma3"),
+    "gemma3-f32": ProjectorSpec("gemma3-f32", "gemma3", weight_type=QT.F32, seed=8),
+    "mlp": ProjectorSpec("mlp", "mlp", image_size=32, seed=9),
+}
+
+
+def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _matrix(w: GGUFWriter, name: str, a: np.ndarray, qt: QT) -> None:
+    w.add_tensor(name, a.astype(np.float16) if qt == QT.F16 else a.astype(np.float32))
+
+
+def write_projector(spec: ProjectorSpec, path: Path) -> Path:
+    """Write the projector `spec` to `path` (returned)."""
+    rng = np.random.default_rng(spec.seed)
+    d, ff, p = spec.n_embd, spec.n_ff, spec.patch_size
+    n_patches = (spec.image_size // p) ** 2
+    w = GGUFWriter(str(path), "clip")
+    w.add_string("general.name", f"tiny-{spec.name}")
+    w.add_string("clip.projector_type", spec.family)
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_bool("clip.use_gelu", True)
+    w.add_uint32("clip.vision.embedding_length", d)
+    w.add_uint32("clip.vision.feed_forward_length", ff)
+    w.add_uint32("clip.vision.block_count", spec.n_layer)
+    w.add_uint32("clip.vision.projection_dim", spec.n_text)
+    w.add_uint32("clip.vision.attention.head_count", spec.n_head)
+    w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
+    w.add_uint32("clip.vision.image_size", spec.image_size)
+    w.add_uint32("clip.vision.patch_size", p)
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5] if spec.family == "gemma3" else [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5] if spec.family == "gemma3" else [0.26862954, 0.26130258, 0.27577711])
+    if spec.family == "gemma3":
+        w.add_uint32("clip.vision.projector.scale_factor", spec.n_merge)
+    qt = spec.weight_type
+    _matrix(w, "v.patch_embd.weight", _normal(rng, (d, 3, p, p), 0.08), qt)
+    w.add_tensor("v.patch_embd.bias", _normal(rng, (d,), 0.02))
+    w.add_tensor("v.position_embd.weight", _normal(rng, (n_patches, d), 0.02))
+    for il in range(spec.n_layer):
+        pre = f"v.blk.{il}"
+        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            _matrix(w, f"{pre}.{t}.weight", _normal(rng, (d, d), 0.12), qt)
+            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
+        for t in ("ln1", "ln2"):
+            w.add_tensor(f"{pre}.{t}.weight", 1.0 + _normal(rng, (d,), 0.05))
+            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
+        _matrix(w, f"{pre}.ffn_up.weight", _normal(rng, (ff, d), 0.12), qt)
+        w.add_tensor(f"{pre}.ffn_up.bias", _normal(rng, (ff,), 0.02))
+        _matrix(w, f"{pre}.ffn_down.weight", _normal(rng, (d, ff), 0.09), qt)
+        w.add_tensor(f"{pre}.ffn_down.bias", _normal(rng, (d,), 0.02))
+    if spec.family == "gemma3":
+        w.add_tensor("v.post_ln.weight", 1.0 + _normal(rng, (d,), 0.05))
+        w.add_tensor("v.post_ln.bias", _normal(rng, (d,), 0.02))
+        w.add_tensor("mm.soft_emb_norm.weight", 1.0 + _normal(rng, (d,), 0.05))
+        # ggml ne = [n_text, n_embd]: clip.cpp multiplies by its transpose
+        _matrix(w, "mm.input_projection.weight", _normal(rng, (d, spec.n_text), 0.1), qt)
+    elif spec.family == "mlp":  # LLaVA 1.5: mm.0 -> GELU -> mm.2
+        w.add_tensor("v.pre_ln.weight", 1.0 + _normal(rng, (d,), 0.05))
+        w.add_tensor("v.pre_ln.bias", _normal(rng, (d,), 0.02))
+        _matrix(w, "mm.0.weight", _normal(rng, (spec.n_text, d), 0.12), qt)
+        w.add_tensor("mm.0.bias", _normal(rng, (spec.n_text,), 0.02))
+        _matrix(w, "mm.2.weight", _normal(rng, (spec.n_text, spec.n_text), 0.04), qt)
+        w.add_tensor("mm.2.bias", _normal(rng, (spec.n_text,), 0.02))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_image(width: int, height: int, seed: int = 0) -> np.ndarray:
+    """A deterministic RGB image (height, width, 3) uint8: smooth gradients plus noise, so that
+    resizing has something to average and every channel differs."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:height, 0:width].astype(np.float32)
+    r = 255 * x / max(1, width - 1)
+    g = 255 * y / max(1, height - 1)
+    b = 127 + 100 * np.sin((x + 2 * y) / 5.0)
+    img = np.stack([r, g, b], axis=-1) + rng.normal(0, 12, size=(height, width, 3))
+    return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+test_image.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
