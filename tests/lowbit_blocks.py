@@ -1,7 +1,7 @@
 """Random valid blocks of ggml's low-bit weight types (MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S), for
 tests and the tiny models: llama.cpp has no quantizer for most of them without an importance
 matrix, and every byte pattern of their codes is a valid block, so the codes are random bytes
-and only the block scale is chosen: each block's values get about the wanted standard
+(TQ2_0: random codes 0..2) and only the block scale is chosen: each block's values get about the wanted standard
 deviation (times U(0.5, 1.5)).
 
     from tests.lowbit_blocks import LOW_BIT_TYPES, random_blocks
@@ -44,6 +44,9 @@ def random_blocks(t: QT, n_out: int, n_in: int, std: float, rng: np.random.Gener
     qk, size = GGML_QUANT_SIZES[t]
     n = n_out * (n_in // qk)
     blocks = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    if t == QT.TQ2_0:  # codes 0..2 only, as ggml's quantizer writes (3, i.e. +2, would bias every row)
+        fields = rng.integers(0, 3, size=(n, 64, 4), dtype=np.uint8)
+        blocks[:, :64] = (fields << np.array([0, 2, 4, 6], dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
     _set_scale(t, blocks, np.ones(n, dtype=np.float32))  # unit scale: the codes' own spread
     rms = np.sqrt((dequantize(blocks, t, (n, qk)).astype(np.float64) ** 2).mean(axis=1))
     _set_scale(t, blocks, (std / np.maximum(rms, 1e-3) * rng.uniform(0.5, 1.5, n)).astype(np.float32))
