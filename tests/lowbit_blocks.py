@@ -21,7 +21,7 @@ _D_AT = {QT.TQ1_0: 52, QT.TQ2_0: 64}  # the fp16 d's byte offset (0 for the IQ t
 _ONE = np.array([1.0], dtype=np.float16).view(np.uint16)[0]
 
 
-def _set_scale(t: QT, blocks: np.ndarray, d: np.ndarray) -> None:
+def set_scale(t: QT, blocks: np.ndarray, d: np.ndarray) -> None:
     """Write the block scales d (n,) float32 into blocks (n, type size): MXFP4 as the nearest
     E8M0 exponent (value 2^(e - 128) per unit code), IQ1_M as the fp16 bits spread over the top
     nibbles of its 4 u16 scales, the others as the fp16 field."""
@@ -47,7 +47,7 @@ def random_blocks(t: QT, n_out: int, n_in: int, std: float, rng: np.random.Gener
     if t == QT.TQ2_0:  # codes 0..2 only, as ggml's quantizer writes (3, i.e. +2, would bias every row)
         fields = rng.integers(0, 3, size=(n, 64, 4), dtype=np.uint8)
         blocks[:, :64] = (fields << np.array([0, 2, 4, 6], dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
-    _set_scale(t, blocks, np.ones(n, dtype=np.float32))  # unit scale: the codes' own spread
+    set_scale(t, blocks, np.ones(n, dtype=np.float32))  # unit scale: the codes' own spread
     rms = np.sqrt((dequantize(blocks, t, (n, qk)).astype(np.float64) ** 2).mean(axis=1))
-    _set_scale(t, blocks, (std / np.maximum(rms, 1e-3) * rng.uniform(0.5, 1.5, n)).astype(np.float32))
+    set_scale(t, blocks, (std / np.maximum(rms, 1e-3) * rng.uniform(0.5, 1.5, n)).astype(np.float32))
     return np.ascontiguousarray(blocks.reshape(n_out, -1))
