@@ -34,16 +34,17 @@ from llamacli.core.model.kernels.grids import (
     IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS, KVALUES_FP4,
 )
 from llamacli.core.model.kernels.qmm import unpack as U
+from llamacli.core.model.kernels.qmm.simd import set_bits32
+from llamacli.core.model.kernels.qmm.simd_grids import set_grid4, set_grid8, set_grid8_signed, set_trits4, set_trits16, set_trits32
 from llamacli.core.model.kernels.qmm.unpack import F16, f16_at
 
 _JIT: dict[str, Any] = dict(cache=True, nogil=True)
 
-# ksigns_iq2xs as +-1 per value: SIGNS[i, j] = -1 where bit j of ksigns_iq2xs[i] is set
-SIGNS = np.where((KSIGNS_IQ2XS[:, None] >> np.arange(8, dtype=np.uint8)) & 1, -1, 1).astype(np.int8)
-# the bits of one byte as +-1 (IQ2_S, IQ3_S store their 8 sign bits as they are)
-BYTE_SIGNS = np.where((np.arange(256)[:, None] >> np.arange(8)) & 1, -1, 1).astype(np.int8)
-_GRID1 = IQ1S_GRID.astype(np.int16)
-_POW3 = np.array([1, 3, 9, 27, 81], dtype=np.int64)
+# the grids as flat bytes: entry i at i * 8 (or i * 4)
+_G2XXS, _G2XS, _G2S = IQ2XXS_GRID.reshape(-1), IQ2XS_GRID.reshape(-1), IQ2S_GRID.reshape(-1)
+_G3XXS, _G3S, _G1 = IQ3XXS_GRID.reshape(-1), IQ3S_GRID.reshape(-1), IQ1S_GRID.reshape(-1)
+_KSIGNS = KSIGNS_IQ2XS.astype(np.int64)  # 7 sign bits -> the 8 of a group (bit j: value j negative)
+_POW3 = (1, 3, 9, 27, 81)
 _EIGHTH, _QUARTER = np.float32(0.125), np.float32(0.25)
 # GGML_E8M0_TO_FP32_HALF of every byte e: 2^(e - 128) (bits 0x00200000 << e for e < 2, subnormal)
 _E = np.arange(256, dtype=np.uint32)
@@ -61,14 +62,6 @@ def _u32_at(w, o):  # type: ignore[no-untyped-def]
 
 
 @njit(**_JIT)
-def _grid_signed(grid, idx, signs, ls, codes, c, n):  # type: ignore[no-untyped-def]
-    """codes[c : c + n] = ls * grid[idx][j] * signs[j] (n = 8, or 4 for the 4-value grids)."""
-    g = grid[idx]
-    for j in range(n):
-        codes[c + j] = ls * np.int64(g[j]) * signs[j]
-
-
-@njit(**_JIT)
 def unpack_mxfp4(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
     for b in range(nb):
         o, c = b * 17, b * 32
@@ -80,25 +73,16 @@ def unpack_mxfp4(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
 
 
 @njit(**_JIT)
-def _trit(byte, n):  # type: ignore[no-untyped-def]
-    """Trit n of a TQ1_0 byte, minus 1: ((uint8)(byte * 3^n) * 3) >> 8."""
-    return (((byte * _POW3[n]) & 255) * 3 >> 8) - 1
-
-
-@njit(**_JIT)
 def unpack_tq1_0(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
     # values 0..159: trit n of qs[m] at 32n + m (m < 32); 160..239: of qs[32 + m] at 160 + 16n + m;
     # 240..255: trit n of qh[j] at 240 + 4n + j
     for b in range(nb):
         o, c = b * 54, b * 256
         for n in range(5):
-            for m in range(32):
-                codes[c + 32 * n + m] = _trit(np.int64(w[o + m]), n)
-            for m in range(16):
-                codes[c + 160 + 16 * n + m] = _trit(np.int64(w[o + 32 + m]), n)
+            set_trits32(w, o, codes, c + 32 * n, _POW3[n])
+            set_trits16(w, o + 32, codes, c + 160 + 16 * n, _POW3[n])
         for n in range(4):
-            for j in range(4):
-                codes[c + 240 + 4 * n + j] = _trit(np.int64(w[o + 48 + j]), n)
+            set_trits4(w, o + 48, codes, c + 240 + 4 * n, _POW3[n])
         ds[b] = f16_at(w, o + 52)
 
 
@@ -109,8 +93,7 @@ def unpack_tq2_0(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
         o, c = b * 66, b * 256
         for h in range(2):
             for l in range(4):
-                for m in range(32):
-                    codes[c + 128 * h + 32 * l + m] = ((np.int64(w[o + 32 * h + m]) >> (2 * l)) & 3) - 1
+                set_bits32(w, o + 32 * h, codes, c + 128 * h + 32 * l, 2 * l, 3, -1)
         ds[b] = f16_at(w, o + 64)
 
 
@@ -125,7 +108,7 @@ def unpack_iq2_xxs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-de
             aux = _u32_at(w, p + 4)
             ls = 2 * (aux >> 28) + 1
             for l in range(4):
-                _grid_signed(IQ2XXS_GRID, np.int64(w[p + l]), SIGNS[(aux >> (7 * l)) & 127], ls, codes, c + 32 * ib + 8 * l, 8)
+                set_grid8(_G2XXS, 8 * np.int64(w[p + l]), codes, c + 32 * ib + 8 * l, _KSIGNS[(aux >> (7 * l)) & 127], ls, 1, 0)
         ds[b] = f16_at(w, o) * _EIGHTH
 
 
@@ -139,7 +122,7 @@ def unpack_iq2_xs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def
             for l in range(4):
                 q = _u16_at(w, o + 2 + 2 * (4 * ib + l))
                 ls = 2 * ((s >> (4 * (l // 2))) & 15) + 1
-                _grid_signed(IQ2XS_GRID, q & 511, SIGNS[q >> 9], ls, codes, c + 32 * ib + 8 * l, 8)
+                set_grid8(_G2XS, 8 * (q & 511), codes, c + 32 * ib + 8 * l, _KSIGNS[q >> 9], ls, 1, 0)
         ds[b] = f16_at(w, o) * _EIGHTH
 
 
@@ -154,7 +137,7 @@ def unpack_iq2_s(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
             for l in range(4):
                 idx = np.int64(w[o + 2 + 4 * ib + l]) | ((h << (8 - 2 * l)) & 0x300)
                 ls = 2 * ((s >> (4 * (l // 2))) & 15) + 1
-                _grid_signed(IQ2S_GRID, idx, BYTE_SIGNS[w[o + 34 + 4 * ib + l]], ls, codes, c + 32 * ib + 8 * l, 8)
+                set_grid8(_G2S, 8 * idx, codes, c + 32 * ib + 8 * l, np.int64(w[o + 34 + 4 * ib + l]), ls, 1, 0)
         ds[b] = f16_at(w, o) * _EIGHTH
 
 
@@ -168,10 +151,10 @@ def unpack_iq3_xxs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-de
             aux = _u32_at(w, o + 66 + 4 * ib)
             ls = 2 * (aux >> 28) + 1
             for l in range(4):
-                sg = SIGNS[(aux >> (7 * l)) & 127]
+                sg = _KSIGNS[(aux >> (7 * l)) & 127]
                 d0 = c + 32 * ib + 8 * l
-                _grid_signed(IQ3XXS_GRID, np.int64(w[o + 2 + 8 * ib + 2 * l]), sg[0:4], ls, codes, d0, 4)
-                _grid_signed(IQ3XXS_GRID, np.int64(w[o + 3 + 8 * ib + 2 * l]), sg[4:8], ls, codes, d0 + 4, 4)
+                set_grid4(_G3XXS, 4 * np.int64(w[o + 2 + 8 * ib + 2 * l]), codes, d0, sg, ls, 1, 0)
+                set_grid4(_G3XXS, 4 * np.int64(w[o + 3 + 8 * ib + 2 * l]), codes, d0 + 4, sg >> 4, ls, 1, 0)
         ds[b] = f16_at(w, o) * _QUARTER
 
 
@@ -185,22 +168,19 @@ def unpack_iq3_s(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
             h = np.int64(w[o + 66 + ib])
             ls = 2 * ((np.int64(w[o + 106 + ib // 2]) >> (4 * (ib % 2))) & 15) + 1
             for l in range(4):
-                sg = BYTE_SIGNS[w[o + 74 + 4 * ib + l]]
+                sg = np.int64(w[o + 74 + 4 * ib + l])
                 d0 = c + 32 * ib + 8 * l
                 i1 = np.int64(w[o + 2 + 8 * ib + 2 * l]) | ((h << (8 - 2 * l)) & 256)
                 i2 = np.int64(w[o + 3 + 8 * ib + 2 * l]) | ((h << (7 - 2 * l)) & 256)
-                _grid_signed(IQ3S_GRID, i1, sg[0:4], ls, codes, d0, 4)
-                _grid_signed(IQ3S_GRID, i2, sg[4:8], ls, codes, d0 + 4, 4)
+                set_grid4(_G3S, 4 * i1, codes, d0, sg, ls, 1, 0)
+                set_grid4(_G3S, 4 * i2, codes, d0 + 4, sg >> 4, ls, 1, 0)
         ds[b] = f16_at(w, o)
 
 
 @njit(**_JIT)
 def _iq1_group(idx, neg, ls, codes, c):  # type: ignore[no-untyped-def]
     """8 values ls * (8 * grid + delta), delta -1 where `neg` else +1 (ggml's +-IQ1*_DELTA * 8)."""
-    g = _GRID1[idx]
-    delta = -1 if neg else 1
-    for j in range(8):
-        codes[c + j] = ls * (8 * np.int64(g[j]) + delta)
+    set_grid8_signed(_G1, 8 * idx, codes, c, 0, ls, 8, -1 if neg else 1)
 
 
 @njit(**_JIT)
