@@ -547,19 +547,16 @@ def _tq2_0_terms() -> Any:
         codes, d = state
         base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
         x64 = [_load(builder, base, 64 * k, _vec(_I8, 64)) for k in range(4)]  # values 64k .. 64k + 63
-        per_row = []
-        for row in codes:
-            pairs = None
-            for c, xk in zip(row, x64):
-                pk = isa.madd_u8(builder, c, xk)
-                pairs = pk if pairs is None else builder.add(pairs, pk)
-            per_row.append(isa.quad_sums(builder, pairs))
-        isum = _reduce16(builder, per_row)
-        ones = _const_vec(_I8, [1] * 64)
-        xsum = None  # sum(x) over the block, from byte products with ones (exact)
-        for xk in x64:
-            q = isa.quad_sums(builder, isa.madd_u8(builder, ones, xk))
-            xsum = q if xsum is None else builder.add(xsum, q)
+        def total(vs: list[Any]) -> Any:
+            acc = vs[0]
+            for v in vs[1:]:
+                acc = builder.add(acc, v)
+            return acc
+
+        isum = _reduce16(builder, [isa.quad_sums(builder, total([isa.madd_u8(builder, c, xk) for c, xk in zip(row, x64)]))
+                                   for row in codes])
+        ones = _const_vec(_I8, [1] * 64)  # sum(x) over the block, from byte products with ones (exact)
+        xsum = total([isa.quad_sums(builder, isa.madd_u8(builder, ones, xk)) for xk in x64])
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [xsum.type]), "llvm.vector.reduce.add.v16i32")
         isum = builder.sub(isum, _splat(builder, builder.call(fn, [xsum]), ROWS))
         return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
