@@ -34,18 +34,20 @@ from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm import isa, packed_k
+from llamacli.core.model.kernels.qmm import unpack as U
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
-KINDS = frozenset(LAYOUTS)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids)
+# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K (packed_k.py)
+KINDS = frozenset(LAYOUTS) | {U.Q4_K}
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
 def record_bytes(kind: int) -> int:
-    return GROUP * LAYOUTS[kind][0]
+    return packed_k.RECORD if kind == U.Q4_K else GROUP * LAYOUTS[kind][0]
 
 
 @njit(cache=True, nogil=True)
@@ -87,6 +89,8 @@ def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, out):  # type: ignore[no-unty
 def pack(data: np.ndarray, kind: int) -> np.ndarray:
     """The packed form (module docstring) of a matrix (N, row bytes) of type `kind`, N a
     multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
+    if kind == U.Q4_K:
+        return packed_k.pack(data)
     bsize, qs_at, qh_at, _, m_at = LAYOUTS[kind]
     n, row_bytes = data.shape
     out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
@@ -153,8 +157,9 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> An
 
 
 def _make_packed_dot(kind: int) -> Any:
-    bsize, _, _, offset, m_at = LAYOUTS[kind]
-    rec_bytes = GROUP * bsize
+    k_quant = kind == U.Q4_K
+    _, _, _, offset, m_at = (0, 0, 0, 0, -1) if k_quant else LAYOUTS[kind]
+    rec_bytes = record_bytes(kind)
 
     @intrinsic
     def packed_dot(typingctx: Any, w: Any, g0: Any, g1: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
@@ -178,7 +183,7 @@ def _make_packed_dot(kind: int) -> Any:
             k_len = builder.extract_value(xa.shape, 1)
             xd_len = builder.extract_value(xda.shape, 1)
             xs_len = builder.extract_value(xsa.shape, 1)
-            xb_len = builder.extract_value(xba.shape, 1)
+            xb_len = builder.mul(builder.extract_value(xba.shape, 1), builder.extract_value(xba.shape, 2))
             n_out = builder.extract_value(oa.shape, 1)
             zero_f = ir.Constant(vf, [0.0] * GROUP)
             pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]), "llvm.prefetch.p0i8")
@@ -217,12 +222,19 @@ def _make_packed_dot(kind: int) -> Any:
                 for k in range(0, rec_bytes, 64):  # the records ahead (a group's are contiguous)
                     builder.call(pf, [builder.gep(rec, [ir.Constant(_I64, 8 * rec_bytes + k)]),
                                       ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                if k_quant:
+                    return packed_k.record(builder, rec)
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
                 return d, mins, _codes(builder, rec, kind)
 
             def terms(state: tuple[Any, Any, Any], b: Any, t: Any) -> Any:
                 """<8 x float>: block b's terms of the group's rows for activation row t."""
+                if k_quant:  # xb: (T, nb, 8) the codes' sums per sub-block
+                    xt8 = builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 256)))])
+                    dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), GROUP)
+                    xsub = builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), builder.mul(b, ir.Constant(_I64, 8)))])
+                    return packed_k.terms(builder, state, xt8, dx, xsub)
                 d, mins, codes = state
                 xt = builder.bitcast(builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 32)))]),
                                      _I32.as_pointer())
@@ -289,4 +301,5 @@ packed_q4_1 = _make_packed_dot(1)
 packed_q5_0 = _make_packed_dot(2)
 packed_q5_1 = _make_packed_dot(3)
 packed_q8_0 = _make_packed_dot(4)
-PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0}
+packed_q4_k = _make_packed_dot(U.Q4_K)
+PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.Q4_K: packed_q4_k}
