@@ -40,14 +40,14 @@ from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
-# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K (packed_k.py)
-KINDS = frozenset(LAYOUTS) | {U.Q4_K}
+# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
+KINDS = frozenset(LAYOUTS) | frozenset(packed_k.KINDS)
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
 def record_bytes(kind: int) -> int:
-    return packed_k.RECORD if kind == U.Q4_K else GROUP * LAYOUTS[kind][0]
+    return packed_k.RECORDS[kind] if kind in packed_k.KINDS else GROUP * LAYOUTS[kind][0]
 
 
 @njit(cache=True, nogil=True)
@@ -89,8 +89,8 @@ def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, out):  # type: ignore[no-unty
 def pack(data: np.ndarray, kind: int) -> np.ndarray:
     """The packed form (module docstring) of a matrix (N, row bytes) of type `kind`, N a
     multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
-    if kind == U.Q4_K:
-        return packed_k.pack(data)
+    if kind in packed_k.KINDS:
+        return packed_k.pack(data, kind)
     bsize, qs_at, qh_at, _, m_at = LAYOUTS[kind]
     n, row_bytes = data.shape
     out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
@@ -157,7 +157,7 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> An
 
 
 def _make_packed_dot(kind: int) -> Any:
-    k_quant = kind == U.Q4_K
+    k_quant = kind in packed_k.KINDS
     _, _, _, offset, m_at = (0, 0, 0, 0, -1) if k_quant else LAYOUTS[kind]
     rec_bytes = record_bytes(kind)
 
@@ -223,18 +223,18 @@ def _make_packed_dot(kind: int) -> Any:
                     builder.call(pf, [builder.gep(rec, [ir.Constant(_I64, 8 * rec_bytes + k)]),
                                       ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
                 if k_quant:
-                    return packed_k.record(builder, rec)
+                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, rec)
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
                 return d, mins, _codes(builder, rec, kind)
 
             def terms(state: tuple[Any, Any, Any], b: Any, t: Any) -> Any:
                 """<8 x float>: block b's terms of the group's rows for activation row t."""
-                if k_quant:  # xb: (T, nb, 8) the codes' sums per sub-block
+                if k_quant:  # xb: (T, nb, 8 or 16) the codes' sums per sub-block
                     xt8 = builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 256)))])
                     dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), GROUP)
-                    xsub = builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), builder.mul(b, ir.Constant(_I64, 8)))])
-                    return packed_k.terms(builder, state, xt8, dx, xsub)
+                    xsub = builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), builder.mul(b, ir.Constant(_I64, packed_k.NSUB[kind])))])
+                    return (packed_k.terms if kind == U.Q4_K else packed_k.terms_q6)(builder, state, xt8, dx, xsub)
                 d, mins, codes = state
                 xt = builder.bitcast(builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 32)))]),
                                      _I32.as_pointer())
@@ -302,4 +302,5 @@ packed_q5_0 = _make_packed_dot(2)
 packed_q5_1 = _make_packed_dot(3)
 packed_q8_0 = _make_packed_dot(4)
 packed_q4_k = _make_packed_dot(U.Q4_K)
-PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.Q4_K: packed_q4_k}
+packed_q6_k = _make_packed_dot(U.Q6_K)
+PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.Q4_K: packed_q4_k, U.Q6_K: packed_q6_k}

@@ -1,5 +1,5 @@
-"""Q4_K with its rows interleaved by eights (packed once, at load, as the 32-value types in
-packed.py): llama.cpp's block_q4_Kx8 (ggml-cpu/repack.cpp) for our arithmetic.
+"""Q4_K and Q6_K with their rows interleaved by eights (packed once, at load, as the 32-value
+types in packed.py): llama.cpp's block_q4_Kx8 (ggml-cpu/repack.cpp) for our arithmetic.
 
 Stored, the 16-row kernel (rows.py, `_k4_byte_terms`) spends more instructions per block on
 the rows' scales (unpacking each row's 12 bytes of 6-bit scales and mins, gathering the 16
@@ -18,6 +18,14 @@ Record of block b of group g (rows 8g .. 8g + 7), 1152 bytes (8 x 144: the same 
 qs byte 32k + l holds value 64k + l (low nibble) and 64k + 32 + l (high nibble), so the low
 nibbles of chunk c are values 64k + 4(c % 8) + 0..3 of sub-block 2k (k = c // 8), the high
 ones the same + 32, of sub-block 2k + 1.
+
+Q6_K: isum = sum_g sc_g * (dot(q_g, x_g) - 32 * xsum_g) over its 16 groups of 16 values (the
+stored one-row kernel's form, rows.py `_q6_k_byte_terms`), term (d_x * d) * isum. Record,
+1680 bytes (8 x 210): d[8] fp16 | scales[16][8] int8 (group g of row r at 16 + 8g + r) | 32
+chunks of ql (chunk c, byte 4r + i = the row's ql byte 4c + i) | 16 chunks of qh (likewise).
+ql byte 64h + l (l < 32) holds values 128h + l (low nibble) and 128h + 64 + l (high), byte
+64h + 32 + l values 128h + 32 + l and 128h + 96 + l; their high bits are bits 0-1, 4-5 and
+2-3, 6-7 of qh byte 32h + l.
 """
 
 from __future__ import annotations
@@ -29,11 +37,16 @@ from llvmlite import ir
 from numba import njit
 
 from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm import unpack as U
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 
 GROUP = 8
 BLOCK = 144  # a stored Q4_K block: d | dmin | scales[12] | qs[128]
 RECORD = GROUP * BLOCK
+Q6_BLOCK = 210  # a stored Q6_K block: ql[128] | qh[64] | scales[16] | d
+KINDS = (U.Q4_K, U.Q6_K)
+RECORDS = {U.Q4_K: RECORD, U.Q6_K: GROUP * Q6_BLOCK}
+NSUB = {U.Q4_K: 8, U.Q6_K: 16}  # the activation's code sums per block (xsub) each reads
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
@@ -57,6 +70,26 @@ def pack_q4_k(w, out):  # type: ignore[no-untyped-def]
                 for c in range(32):
                     for i in range(4):
                         out[g, o + 128 + 32 * c + 4 * r + i] = src[s + 16 + 4 * c + i]
+
+
+@njit(cache=True, nogil=True)
+def pack_q6_k(w, out):  # type: ignore[no-untyped-def]
+    """out (N / 8, nb * 1680) = w (N, nb * 210) interleaved (module docstring)."""
+    nb = w.shape[1] // Q6_BLOCK
+    rec = GROUP * Q6_BLOCK
+    for g in range(out.shape[0]):
+        for b in range(nb):
+            o = b * rec
+            s = b * Q6_BLOCK
+            for r in range(GROUP):
+                src = w[g * GROUP + r]
+                for i in range(2):
+                    out[g, o + 2 * r + i] = src[s + 208 + i]
+                for j in range(16):
+                    out[g, o + 16 + 8 * j + r] = src[s + 192 + j]
+                for c in range(48):  # 32 chunks of ql, then 16 of qh
+                    for i in range(4):
+                        out[g, o + 144 + 32 * c + 4 * r + i] = src[s + 4 * c + i]
 
 
 def _load(builder: Any, p: Any, at: int, vt: ir.Type) -> Any:
@@ -141,16 +174,71 @@ def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> 
     return builder.fsub(t1, t2)
 
 
+def record_q6(builder: Any, rec: Any) -> tuple[Any, ...]:
+    """A Q6_K record for every activation row: d (<8 x float>), the scales (<128 x i8>) and
+    the 64 code chunks (<32 x i8>, unsigned 6-bit codes), chunk k holding values 4k .. 4k + 3."""
+    d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vec(ir.FloatType(), GROUP))
+    scales = _load(builder, rec, 16, vec(_I8, 128))
+    v32 = vec(_I8, 32)
+    codes: list[Any] = [None] * 64
+    for c in range(32):
+        ql = _load(builder, rec, 144 + 32 * c, v32)
+        h, l4 = c // 16, 4 * (c % 16)  # ql byte 64h + l4
+        l, up = l4 % 32, l4 // 32  # values 128h + 32 up + l (low nibble), + 64 (high)
+        qh = _load(builder, rec, 144 + 1024 + 32 * (8 * h + l // 4), v32)
+        for half in range(2):
+            nib = _and(builder, ql, 15) if half == 0 else _shr(builder, ql, 4)
+            k = 2 * up + 4 * half  # the high bits' place in qh
+            bits = builder.shl(qh, const_vec(_I8, [4 - k] * 32)) if k < 4 else _shr(builder, qh, k - 4) if k > 4 else qh
+            v0 = 128 * h + 32 * up + 64 * half + l
+            codes[v0 // 4] = builder.or_(nib, _and(builder, bits, 0x30))
+    return d, scales, codes
+
+
+def terms_q6(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> Any:
+    """<8 x float>: a Q6_K block's terms of the group's rows for one activation row (xsub: its
+    16 code sums per 16 values)."""
+    d, scales, codes = state
+    xw = builder.bitcast(xt, _I32.as_pointer())
+    xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xw, [ir.Constant(_I64, k)]), align=1), GROUP), vec(_I8, 32))
+          for k in range(64)]
+    isum = None
+    for g in range(16):  # group g: chunks 4g .. 4g + 3, one scale per row
+        if isa.TARGET.dpbusd_bytes:
+            dot = ir.Constant(vec(_I32, GROUP), [0] * GROUP)
+            for k in range(4 * g, 4 * g + 4):
+                dot = isa.dpbusd(builder, dot, codes[k], xq[k])
+            sc = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * g + r for r in range(GROUP)])), vec(_I32, GROUP))
+            t = builder.mul(dot, sc)
+        else:  # two chunks' pair sums fit int16 (|each| <= 2 * 2 * 63 * 128)
+            pair = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * g + i // 2 for i in range(16)])), vec(_I16, 16))
+            t = None
+            for k in (4 * g, 4 * g + 2):
+                p = builder.add(isa.madd_u8(builder, codes[k], xq[k]), isa.madd_u8(builder, codes[k + 1], xq[k + 1]))
+                tk = isa.madd_i16(builder, p, pair)
+                t = tk if t is None else builder.add(t, tk)
+        isum = t if isum is None else builder.add(isum, t)
+    # the codes' offset: - 32 * sum_g sc_g * xsum_g (|xsum_g| <= 16 * 128 fits int16)
+    xs = builder.trunc(builder.load(builder.bitcast(xsub, vec(_I32, 16).as_pointer()), align=4), vec(_I16, 16))
+    off = None
+    for g in range(0, 16, 2):
+        scp = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * (g + i % 2) + i // 2 for i in range(16)])), vec(_I16, 16))
+        t = isa.madd_i16(builder, scp, builder.shuffle_vector(xs, xs, const_vec(_I32, [g + i % 2 for i in range(16)])))
+        off = t if off is None else builder.add(off, t)
+    isum = builder.sub(isum, builder.mul(off, const_vec(_I32, [32] * GROUP)))
+    return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), GROUP)))
+
+
 def _splat(builder: Any, v: Any, n: int) -> Any:
     vt = vec(v.type, n)
     one = builder.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(_I32, 0))
     return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), const_vec(_I32, [0] * n))
 
 
-def pack(data: np.ndarray) -> np.ndarray:
-    """The packed form of a Q4_K matrix (N, row bytes), N a multiple of 8; read-only."""
+def pack(data: np.ndarray, kind: int) -> np.ndarray:
+    """The packed form of a Q4_K or Q6_K matrix (N, row bytes), N a multiple of 8; read-only."""
     n, row_bytes = data.shape
     out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
-    pack_q4_k(data, out)
+    (pack_q4_k if kind == U.Q4_K else pack_q6_k)(data, out)
     out.flags.writeable = False
     return out
