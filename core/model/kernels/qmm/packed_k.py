@@ -96,6 +96,14 @@ def _load(builder: Any, p: Any, at: int, vt: ir.Type) -> Any:
     return builder.load(builder.bitcast(builder.gep(p, [ir.Constant(_I64, at)]), vt.as_pointer()), align=1)
 
 
+def _ld(builder: Any, recs: list[Any], at: int, vt: ir.VectorType) -> Any:
+    """The vector at byte `at` of each record, side by side (rows 8k .. 8k + 7 from record k)."""
+    vs = [_load(builder, r, at, vt) for r in recs]
+    if len(vs) == 1:
+        return vs[0]
+    return builder.shuffle_vector(vs[0], vs[1], const_vec(_I32, list(range(2 * vt.count))))
+
+
 def _shr(builder: Any, v: Any, n: int) -> Any:
     return builder.lshr(v, const_vec(_I8, [n] * v.type.count))
 
@@ -104,114 +112,123 @@ def _and(builder: Any, v: Any, m: int) -> Any:
     return builder.and_(v, const_vec(_I8, [m] * v.type.count))
 
 
-def record(builder: Any, rec: Any) -> tuple[Any, ...]:
-    """What a record gives every activation row: d, dmin (<8 x float>), the 8 sub-blocks'
-    (codes, scale pairs) and the mins (<32 x i16>, lane 4r + j: m_j of row r, j < 4; then j >= 4).
+def record(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
+    """What the records of 1 or 2 groups (n = 8 or 16 rows, side by side) give every activation
+    row: d, dmin (<n x float>), the 8 sub-blocks' (codes, scales) and the mins (<4n x i16>, lane
+    4r + j: m_j of row r, j < 4; then j >= 4).
     Scales (ggml's get_scale_min_k4): bytes 0-3 hold sc_0..3 (low 6 bits) and the top bits of
     sc_4..7, bytes 4-7 m_0..3 and the top bits of m_4..7, bytes 8-11 the low nibbles of sc_4..7
     (low) and m_4..7 (high)."""
-    f32 = ir.FloatType()
-    vf = vec(f32, GROUP)
-    d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
-    dmin = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf)
+    n = GROUP * len(recs)
+    vf = vec(ir.FloatType(), n)
+    d = builder.fpext(_ld(builder, recs, 0, vec(ir.HalfType(), GROUP)), vf)
+    dmin = builder.fpext(_ld(builder, recs, 16, vec(ir.HalfType(), GROUP)), vf)
     v32 = vec(_I8, 32)
-    s0, s1, s2 = (_load(builder, rec, 32 + 32 * c, v32) for c in range(3))
+    s0, s1, s2 = (_ld(builder, recs, 32 + 32 * c, v32) for c in range(3))
     sc03, m03 = _and(builder, s0, 63), _and(builder, s1, 63)
-    sc47 = builder.or_(_and(builder, s2, 15), builder.shl(_shr(builder, s0, 6), const_vec(_I8, [4] * 32)))
-    m47 = builder.or_(_shr(builder, s2, 4), builder.shl(_shr(builder, s1, 6), const_vec(_I8, [4] * 32)))
+    sc47 = builder.or_(_and(builder, s2, 15), builder.shl(_shr(builder, s0, 6), const_vec(_I8, [4] * 4 * n)))
+    m47 = builder.or_(_shr(builder, s2, 4), builder.shl(_shr(builder, s1, 6), const_vec(_I8, [4] * 4 * n)))
     subs = []
     for j in range(8):
         # the scale of sub-block j for each row r, twice (lanes 2r, 2r + 1: the pair sums')
         src = sc03 if j < 4 else sc47
         # (with vpdpbusd: once, as int32 lanes r)
         if isa.TARGET.dpbusd_bytes:
-            scale = builder.zext(builder.shuffle_vector(src, src, const_vec(_I32, [4 * r + j % 4 for r in range(GROUP)])), vec(_I32, GROUP))
+            scale = builder.zext(builder.shuffle_vector(src, src, const_vec(_I32, [4 * r + j % 4 for r in range(n)])), vec(_I32, n))
         else:
-            pair = builder.shuffle_vector(src, src, const_vec(_I32, [4 * (i // 2) + j % 4 for i in range(16)]))
-            scale = builder.zext(pair, vec(_I16, 16))
+            pair = builder.shuffle_vector(src, src, const_vec(_I32, [4 * (i // 2) + j % 4 for i in range(2 * n)]))
+            scale = builder.zext(pair, vec(_I16, 2 * n))
         chunks = []
         for c in range(8 * (j // 2), 8 * (j // 2) + 8):
-            q = _load(builder, rec, 128 + 32 * c, v32)
+            q = _ld(builder, recs, 128 + 32 * c, v32)
             chunks.append(_and(builder, q, 15) if j % 2 == 0 else _shr(builder, q, 4))
         subs.append((chunks, scale))
-    mins = [builder.zext(m, vec(_I16, 32)) for m in (m03, m47)]
+    mins = [builder.zext(m, vec(_I16, 4 * n)) for m in (m03, m47)]
     return d, dmin, subs, mins
 
 
 def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> Any:
-    """<8 x float>: the block's terms of the group's rows for one activation row: xt its 256
-    codes (i8*), dx its scale (splatted), xsub its 8 code sums per sub-block (i32*)."""
+    """<n x float>: the block's terms of the n rows of `state` for one activation row: xt its
+    256 codes (i8*), dx its scale (splatted to n), xsub its 8 code sums per sub-block (i32*)."""
     d, dmin, subs, mins = state
-    f32v = vec(ir.FloatType(), GROUP)
+    n = d.type.count
+    f32v = vec(ir.FloatType(), n)
     xw = builder.bitcast(xt, _I32.as_pointer())
     isum = None
     for j, (chunks, scale) in enumerate(subs):
         xqs = []  # values 4i .. 4i + 3 of sub-block j, for every row
         for i in range(8):
             word = builder.load(builder.gep(xw, [ir.Constant(_I64, 16 * (j // 2) + 8 * (j % 2) + i)]), align=1)
-            xqs.append(builder.bitcast(_splat(builder, word, GROUP), vec(_I8, 32)))
-        if isa.TARGET.dpbusd_bytes:  # <8 x i32> the row's dot, times its scale
-            dot = ir.Constant(vec(_I32, GROUP), [0] * GROUP)
+            xqs.append(builder.bitcast(_splat(builder, word, n), vec(_I8, 4 * n)))
+        if isa.TARGET.dpbusd_bytes:  # <n x i32> the row's dot, times its scale
+            dot = ir.Constant(vec(_I32, n), [0] * n)
             for q, xq in zip(chunks, xqs):
                 dot = isa.dpbusd(builder, dot, q, xq)
             t = builder.mul(dot, scale)
         else:
-            s16 = None  # <16 x i16>: lanes 2r, 2r + 1 the row's pair sums (|each| <= 8 * 2 * 15 * 128 < 2^15)
+            s16 = None  # <2n x i16>: lanes 2r, 2r + 1 the row's pair sums (|each| <= 8 * 2 * 15 * 128 < 2^15)
             for q, xq in zip(chunks, xqs):
                 p = isa.madd_u8(builder, q, xq)
                 s16 = p if s16 is None else builder.add(s16, p)
-            t = isa.madd_i16(builder, s16, scale)  # <8 x i32>: sc_j * the row's dot
+            t = isa.madd_i16(builder, s16, scale)  # <n x i32>: sc_j * the row's dot
         isum = t if isum is None else builder.add(isum, t)
     # msum: sum_j m_j * xsum_j; |xsum_j| <= 32 * 128 fits int16, as m_j <= 63 does
     xs = builder.trunc(builder.load(builder.bitcast(xsub, vec(_I32, 8).as_pointer()), align=4), vec(_I16, 8))
-    m2 = [isa.madd_i16(builder, m, builder.shuffle_vector(xs, xs, const_vec(_I32, [4 * h + i % 4 for i in range(32)])))
+    m2 = [isa.madd_i16(builder, m, builder.shuffle_vector(xs, xs, const_vec(_I32, [4 * h + i % 4 for i in range(4 * n)])))
           for h, m in enumerate(mins)]
-    m16 = builder.add(m2[0], m2[1])  # <16 x i32>: lanes 2r, 2r + 1 of row r
-    msum = builder.add(builder.shuffle_vector(m16, m16, const_vec(_I32, list(range(0, 16, 2)))),
-                       builder.shuffle_vector(m16, m16, const_vec(_I32, list(range(1, 16, 2)))))
+    m16 = builder.add(m2[0], m2[1])  # <2n x i32>: lanes 2r, 2r + 1 of row r
+    msum = builder.add(builder.shuffle_vector(m16, m16, const_vec(_I32, list(range(0, 2 * n, 2)))),
+                       builder.shuffle_vector(m16, m16, const_vec(_I32, list(range(1, 2 * n, 2)))))
     t1 = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, f32v))
     t2 = builder.fmul(builder.fmul(dx, dmin), builder.sitofp(msum, f32v))
     return builder.fsub(t1, t2)
 
 
-def record_q6(builder: Any, rec: Any) -> tuple[Any, ...]:
-    """A Q6_K record for every activation row: d (<8 x float>), the scales (<128 x i8>) and
-    the 64 code chunks (<32 x i8>, unsigned 6-bit codes), chunk k holding values 4k .. 4k + 3."""
-    d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vec(ir.FloatType(), GROUP))
-    scales = _load(builder, rec, 16, vec(_I8, 128))
+def record_q6(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
+    """The Q6_K records of 1 or 2 groups (n = 8 or 16 rows) for every activation row: d (<n x
+    float>), the scales (<16n x i8>: group g of row r at 128 (r // 8) + 8g + r % 8) and the 64
+    code chunks (<4n x i8>, unsigned 6-bit codes), chunk k holding values 4k .. 4k + 3."""
+    n = GROUP * len(recs)
+    d = builder.fpext(_ld(builder, recs, 0, vec(ir.HalfType(), GROUP)), vec(ir.FloatType(), n))
+    scales = _ld(builder, recs, 16, vec(_I8, 128))
     v32 = vec(_I8, 32)
     codes: list[Any] = [None] * 64
     for c in range(32):
-        ql = _load(builder, rec, 144 + 32 * c, v32)
+        ql = _ld(builder, recs, 144 + 32 * c, v32)
         h, l4 = c // 16, 4 * (c % 16)  # ql byte 64h + l4
         l, up = l4 % 32, l4 // 32  # values 128h + 32 up + l (low nibble), + 64 (high)
-        qh = _load(builder, rec, 144 + 1024 + 32 * (8 * h + l // 4), v32)
+        qh = _ld(builder, recs, 144 + 1024 + 32 * (8 * h + l // 4), v32)
         for half in range(2):
             nib = _and(builder, ql, 15) if half == 0 else _shr(builder, ql, 4)
             k = 2 * up + 4 * half  # the high bits' place in qh
-            bits = builder.shl(qh, const_vec(_I8, [4 - k] * 32)) if k < 4 else _shr(builder, qh, k - 4) if k > 4 else qh
+            bits = builder.shl(qh, const_vec(_I8, [4 - k] * 4 * n)) if k < 4 else _shr(builder, qh, k - 4) if k > 4 else qh
             v0 = 128 * h + 32 * up + 64 * half + l
             codes[v0 // 4] = builder.or_(nib, _and(builder, bits, 0x30))
     return d, scales, codes
 
 
 def terms_q6(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> Any:
-    """<8 x float>: a Q6_K block's terms of the group's rows for one activation row (xsub: its
-    16 code sums per 16 values)."""
+    """<n x float>: a Q6_K block's terms of the n rows of `state` for one activation row (xsub:
+    its 16 code sums per 16 values)."""
     d, scales, codes = state
+    n = d.type.count
+
+    def at(g: int, r: int) -> int:  # the scale of group g, row r, in `scales`
+        return 128 * (r // GROUP) + 8 * g + r % GROUP
+
     xw = builder.bitcast(xt, _I32.as_pointer())
-    xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xw, [ir.Constant(_I64, k)]), align=1), GROUP), vec(_I8, 32))
+    xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xw, [ir.Constant(_I64, k)]), align=1), n), vec(_I8, 4 * n))
           for k in range(64)]
     isum = None
     for g in range(16):  # group g: chunks 4g .. 4g + 3, one scale per row
         if isa.TARGET.dpbusd_bytes:
-            dot = ir.Constant(vec(_I32, GROUP), [0] * GROUP)
+            dot = ir.Constant(vec(_I32, n), [0] * n)
             for k in range(4 * g, 4 * g + 4):
                 dot = isa.dpbusd(builder, dot, codes[k], xq[k])
-            sc = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * g + r for r in range(GROUP)])), vec(_I32, GROUP))
+            sc = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g, r) for r in range(n)])), vec(_I32, n))
             t = builder.mul(dot, sc)
         else:  # two chunks' pair sums fit int16 (|each| <= 2 * 2 * 63 * 128)
-            pair = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * g + i // 2 for i in range(16)])), vec(_I16, 16))
+            pair = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g, i // 2) for i in range(2 * n)])), vec(_I16, 2 * n))
             t = None
             for k in (4 * g, 4 * g + 2):
                 p = builder.add(isa.madd_u8(builder, codes[k], xq[k]), isa.madd_u8(builder, codes[k + 1], xq[k + 1]))
@@ -222,11 +239,11 @@ def terms_q6(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) 
     xs = builder.trunc(builder.load(builder.bitcast(xsub, vec(_I32, 16).as_pointer()), align=4), vec(_I16, 16))
     off = None
     for g in range(0, 16, 2):
-        scp = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [8 * (g + i % 2) + i // 2 for i in range(16)])), vec(_I16, 16))
-        t = isa.madd_i16(builder, scp, builder.shuffle_vector(xs, xs, const_vec(_I32, [g + i % 2 for i in range(16)])))
+        scp = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g + i % 2, i // 2) for i in range(2 * n)])), vec(_I16, 2 * n))
+        t = isa.madd_i16(builder, scp, builder.shuffle_vector(xs, xs, const_vec(_I32, [g + i % 2 for i in range(2 * n)])))
         off = t if off is None else builder.add(off, t)
-    isum = builder.sub(isum, builder.mul(off, const_vec(_I32, [32] * GROUP)))
-    return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), GROUP)))
+    isum = builder.sub(isum, builder.mul(off, const_vec(_I32, [32] * n)))
+    return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), n)))
 
 
 def _splat(builder: Any, v: Any, n: int) -> Any:
