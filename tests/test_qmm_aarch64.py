@@ -39,6 +39,8 @@ fns = {
     "decode_rows_q6_k": decode.type_function(U.Q6_K),
     "decode_packed_q5_0": decode.type_function(U.Q5_0, packed=True),
     "decode_packed_q8_0": decode.type_function(U.Q8_0, packed=True),
+    "decode_packed_q4_k": decode.type_function(U.Q4_K, packed=True),
+    "decode_packed_q6_k": decode.type_function(U.Q6_K, packed=True),
     "prefill_rows_q4_k": prefill.type_function(U.Q4_K),
 }
 json.dump({"path": target_path(cpu_target.target_context), "ir": {k: f.inspect_llvm() for k, f in fns.items()}}, open(sys.argv[2], "w"))
