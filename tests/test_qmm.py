@@ -91,15 +91,15 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
 def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
-    """A matrix of a 32-value type packed (rows interleaved by eights, core/model/kernels/qmm/
-    packed.py) gives every row the bits of the stored one, for one and many activation rows
-    (a block of -128 codes included), alone and beside other matrices."""
+    """A matrix of a 32-value type, Q4_K or Q6_K packed (rows interleaved by eights, core/model/
+    kernels/qmm/packed.py, packed_k.py) gives every row the bits of the stored one, for one and
+    many activation rows (a block of -128 codes included), alone and beside other matrices."""
     from llamacli.core.model.kernels.qmm import matmul_many
     from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 
-    k = 160
+    k = 768 if qtype in (QT.Q4_K, QT.Q6_K) else 160
     stored = [_matrix(qtype, 48, k, seed=40), _matrix(qtype, 24, k, seed=41)]
     packed = [QuantMatrix(m.data, m.qtype, m.n_in) for m in stored]
     assert all(pack_matrix(m) for m in packed) and not pack_matrix(_matrix(qtype, 44, k))  # 44: not a multiple of 8
@@ -142,7 +142,7 @@ for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.Q
            T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ3_S, T.QT.IQ1_M):
     k = T._k_for(qt)
     ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]
-    pack_matrix(ms[1])  # the 32-value types: rows interleaved by eights (packed.py)
+    pack_matrix(ms[1])  # the 32-value types, Q4_K, Q6_K: rows interleaved by eights (packed.py)
     x = np.random.default_rng(10).standard_normal((20, k)).astype(np.float32)
     x[3, :32] = 1e-39  # a block of Q8_0 codes -128 (its 127 / amax overflows; d rounds to 0)
     for m in ms:
@@ -221,7 +221,7 @@ def test_same_bits_on_every_code_path(path: str, host_results, tmp_path) -> None
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]
     """No float32 copy of a quantized matrix at rest: every matmul weight is the file's bytes,
-    and those of the 32-value types also their packed form, of the same size."""
+    and those of the 32-value types, Q4_K and Q6_K also their packed form, of the same size."""
     from llamacli.core.model.load import load_model
 
     model, g, stats = load_model(demo_model)
@@ -233,8 +233,8 @@ def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type
         assert m is not None and m.data.dtype == np.uint8
         assert np.shares_memory(m.data, mapped)
         assert not m.data.flags.owndata
-        legacy = m.qtype in (QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0)
-        assert (m.packed is not None) == legacy and (m.packed is None or m.packed.nbytes == m.data.nbytes)
+        packable = m.qtype in (QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q6_K) and m.n_out % 8 == 0
+        assert (m.packed is not None) == packable and (m.packed is None or m.packed.nbytes == m.data.nbytes)
     assert stats.weight_bytes < 1 << 20  # only the norm vectors are float32
     assert stats.packed_bytes == sum({id(m): m.packed.nbytes for m in mats if m.packed is not None}.values())
 

@@ -25,21 +25,25 @@ def _names(types: list[GGMLQuantizationType] | None, steps: list[str] | None = N
 
 def test_plan_holds_what_the_types_need() -> None:
     """The demo model's types (Q4_K, Q6_K, Q5_0, Q8_0): their decode functions (and those of
-    packed Q5_0 and Q8_0 matrices), the decode loop, the one-token layer, both quantizers and
+    their packed matrices), the decode loop, the one-token layer, both quantizers and
     the kernels every model runs; no token-tiled kernel (every one of them has a 16-row kernel)
     and no float kernel."""
     assert _names([QT.Q4_K, QT.Q6_K, QT.Q5_0, QT.Q8_0]) == {
-        "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode packed Q5_0", "decode packed Q8_0", "decode loop",
+        "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode packed Q4_K", "decode packed Q6_K", "decode packed Q5_0",
+        "decode packed Q8_0", "decode loop",
         "decode step gelu", "decode step silu", "quantizer q8_0", "quantizer q8_k", "common",
     }
-    assert _names([QT.Q4_K]) == {"decode Q4_K", "decode loop", "decode step gelu", "decode step silu", "quantizer q8_k", "common"}
+    assert _names([QT.Q4_K]) == {
+        "decode Q4_K", "decode packed Q4_K", "decode loop", "decode step gelu", "decode step silu", "quantizer q8_k", "common",
+    }
     assert _names([QT.Q4_K, QT.Q3_K]) == {  # Q3_K has no 16-row kernel: batches take the token-tiled one
-        "decode Q4_K", "decode Q3_K", "decode loop", "decode step gelu", "decode step silu", "prefill Q3_K", "prefill loop",
+        "decode Q4_K", "decode packed Q4_K", "decode Q3_K", "decode loop", "decode step gelu", "decode step silu", "prefill Q3_K",
+        "prefill loop",
         "quantizer q8_k", "common",
     }
     # a model's own kind of one-token step only (the demo model's FFN is GELU-gated), or none
-    assert _names([QT.Q4_K], ["gelu"]) == {"decode Q4_K", "decode loop", "decode step gelu", "quantizer q8_k", "common"}
-    assert _names([QT.Q4_K], []) == {"decode Q4_K", "decode loop", "quantizer q8_k", "common"}
+    assert _names([QT.Q4_K], ["gelu"]) == {"decode Q4_K", "decode packed Q4_K", "decode loop", "decode step gelu", "quantizer q8_k", "common"}
+    assert _names([QT.Q4_K], []) == {"decode Q4_K", "decode packed Q4_K", "decode loop", "quantizer q8_k", "common"}
     assert _names([QT.F16]) == {"float", "common"}
     assert _names([QT.F32, QT.Q8_0]) == {
         "float", "decode Q8_0", "decode packed Q8_0", "decode loop", "decode step gelu", "decode step silu", "quantizer q8_0", "common",

@@ -124,7 +124,7 @@ def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t
     w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     g0, g1 = r0 // 8, (r1 + 7) // 8
-    acc = np.empty((TOKENS_PER_CALL, 8), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
+    acc = np.empty((TOKENS_PER_CALL, 16), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
     for t0 in range(0, t_rows, TOKENS_PER_CALL):
         t1 = min(t_rows, t0 + TOKENS_PER_CALL)
         xd_ = xd[t0:t1]

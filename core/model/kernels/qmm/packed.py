@@ -34,18 +34,20 @@ from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm import isa, packed_k
+from llamacli.core.model.kernels.qmm import unpack as U
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
-KINDS = frozenset(LAYOUTS)  # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids)
+# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
+KINDS = frozenset(LAYOUTS) | frozenset(packed_k.KINDS)
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
 def record_bytes(kind: int) -> int:
-    return GROUP * LAYOUTS[kind][0]
+    return packed_k.RECORDS[kind] if kind in packed_k.KINDS else GROUP * LAYOUTS[kind][0]
 
 
 @njit(cache=True, nogil=True)
@@ -87,6 +89,8 @@ def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, out):  # type: ignore[no-unty
 def pack(data: np.ndarray, kind: int) -> np.ndarray:
     """The packed form (module docstring) of a matrix (N, row bytes) of type `kind`, N a
     multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
+    if kind in packed_k.KINDS:
+        return packed_k.pack(data, kind)
     bsize, qs_at, qh_at, _, m_at = LAYOUTS[kind]
     n, row_bytes = data.shape
     out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
@@ -153,16 +157,17 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> An
 
 
 def _make_packed_dot(kind: int) -> Any:
-    bsize, _, _, offset, m_at = LAYOUTS[kind]
-    rec_bytes = GROUP * bsize
+    k_quant = kind in packed_k.KINDS
+    _, _, _, offset, m_at = (0, 0, 0, 0, -1) if k_quant else LAYOUTS[kind]
+    rec_bytes = record_bytes(kind)
 
     @intrinsic
     def packed_dot(typingctx: Any, w: Any, g0: Any, g1: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
         """out[t, 8g .. 8g + 7] for groups g0 <= g < g1 of the packed w (N / 8, nb * R) and every
         activation row t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums (Q4_1,
-        Q5_1), xb (T, nb, 1) the codes' sums per block (Q4_0, Q5_0: the offset's share), out (T,
-        N); acc (>= T, 8) float32 scratch for several rows (one row keeps its accumulators in a
-        register)."""
+        Q5_1), xb (T, nb, 1) the codes' sums per block (Q4_0, Q5_0: the offset's share; K-quants:
+        (T, nb, 8 or 16) per sub-block), out (T, N); acc (>= T, 16) float32 scratch for several
+        rows (one row keeps its accumulators in a register)."""
         sig = types.void(w, g0, g1, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -178,9 +183,8 @@ def _make_packed_dot(kind: int) -> Any:
             k_len = builder.extract_value(xa.shape, 1)
             xd_len = builder.extract_value(xda.shape, 1)
             xs_len = builder.extract_value(xsa.shape, 1)
-            xb_len = builder.extract_value(xba.shape, 1)
+            xb_len = builder.mul(builder.extract_value(xba.shape, 1), builder.extract_value(xba.shape, 2))
             n_out = builder.extract_value(oa.shape, 1)
-            zero_f = ir.Constant(vf, [0.0] * GROUP)
             pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]), "llvm.prefetch.p0i8")
 
             def loop(lo: Any, hi: Any, body: Any, name: str, init: Any = None) -> Any:
@@ -211,18 +215,30 @@ def _make_packed_dot(kind: int) -> Any:
                 out_v.add_incoming(v1, last)
                 return out_v
 
-            def record(gbase: Any, b: Any) -> tuple[Any, Any, Any]:
-                """Block b of a group: its scales, mins (or None) and 8 code chunks."""
-                rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
-                for k in range(0, rec_bytes, 64):  # the records ahead (a group's are contiguous)
-                    builder.call(pf, [builder.gep(rec, [ir.Constant(_I64, 8 * rec_bytes + k)]),
-                                      ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+            def record(gbases: list[Any], b: Any) -> Any:
+                """Block b of 1 group (2 for the K-quants' 16-row pass): its scales, mins (or None)
+                and 8 code chunks."""
+                recs = []
+                for gbase in gbases:
+                    rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
+                    for k in range(0, rec_bytes, 64):  # the records ahead (a group's are contiguous)
+                        builder.call(pf, [builder.gep(rec, [ir.Constant(_I64, 8 * rec_bytes + k)]),
+                                          ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+                    recs.append(rec)
+                if k_quant:
+                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs)
+                rec = recs[0]
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
                 return d, mins, _codes(builder, rec, kind)
 
             def terms(state: tuple[Any, Any, Any], b: Any, t: Any) -> Any:
-                """<8 x float>: block b's terms of the group's rows for activation row t."""
+                """<n x float>: block b's terms of the n rows of `state` for activation row t."""
+                if k_quant:  # xb: (T, nb, 8 or 16) the codes' sums per sub-block
+                    xt8 = builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 256)))])
+                    dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), state[0].type.count)
+                    xsub = builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), builder.mul(b, ir.Constant(_I64, packed_k.NSUB[kind])))])
+                    return (packed_k.terms if kind == U.Q4_K else packed_k.terms_q6)(builder, state, xt8, dx, xsub)
                 d, mins, codes = state
                 xt = builder.bitcast(builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 32)))]),
                                      _I32.as_pointer())
@@ -239,44 +255,62 @@ def _make_packed_dot(kind: int) -> Any:
                     term = builder.fadd(term, builder.fmul(mins, sx))
                 return term
 
-            def out_ptr(t: Any, g: Any) -> Any:
+            def out_ptr(t: Any, g: Any, n: int) -> Any:
                 return builder.bitcast(builder.gep(oa.data, [builder.add(builder.mul(t, n_out), builder.mul(g, ir.Constant(_I64, GROUP)))]),
-                                       vf.as_pointer())
+                                       vec(f32, n).as_pointer())
 
-            def acc_ptr(t: Any) -> Any:
-                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, GROUP))]), vf.as_pointer())
+            def acc_ptr(t: Any, n: int) -> Any:
+                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, 2 * GROUP))]), vec(f32, n).as_pointer())
 
-            def group_one(g: Any) -> None:
+            def bases(g: Any, n_groups: int) -> list[Any]:
+                return [builder.gep(wa.data, [builder.mul(builder.add(g, ir.Constant(_I64, i)), row_bytes)]) for i in range(n_groups)]
+
+            def group_one(g: Any, n_groups: int) -> None:
                 """One activation row: the accumulators in a register."""
-                gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
+                gb = bases(g, n_groups)
                 t0 = ir.Constant(_I64, 0)
-                acc = loop(t0, nb, lambda b, a: builder.fadd(a, terms(record(gbase, b), b, t0)), "packed_block1", zero_f)
-                builder.store(acc, out_ptr(t0, g), align=4)
+                zero = ir.Constant(vec(f32, GROUP * n_groups), [0.0] * GROUP * n_groups)
+                acc = loop(t0, nb, lambda b, a: builder.fadd(a, terms(record(gb, b), b, t0)), "packed_block1", zero)
+                builder.store(acc, out_ptr(t0, g, GROUP * n_groups), align=4)
 
-            def group_many(g: Any) -> None:
+            def group_many(g: Any, n_groups: int) -> None:
                 """Several: each block's codes unpacked once for all of them, their accumulators
                 in contiguous scratch (as rows.py's)."""
-                gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
+                gb = bases(g, n_groups)
+                n = GROUP * n_groups
                 zero_i = ir.Constant(_I64, 0)
-                loop(zero_i, n_tok, lambda t: builder.store(zero_f, acc_ptr(t), align=4), "packed_init")
+                loop(zero_i, n_tok, lambda t: builder.store(ir.Constant(vec(f32, n), [0.0] * n), acc_ptr(t, n), align=4), "packed_init")
 
                 def block(b: Any) -> None:
-                    state = record(gbase, b)
+                    state = record(gb, b)
 
                     def token(t: Any) -> None:
-                        p = acc_ptr(t)
+                        p = acc_ptr(t, n)
                         builder.store(builder.fadd(builder.load(p, align=4), terms(state, b, t)), p, align=4)
 
                     loop(zero_i, n_tok, token, "packed_token")
 
                 loop(zero_i, nb, block, "packed_block")
-                loop(zero_i, n_tok, lambda t: builder.store(builder.load(acc_ptr(t), align=4), out_ptr(t, g), align=4), "packed_copy")
+                loop(zero_i, n_tok, lambda t: builder.store(builder.load(acc_ptr(t, n), align=4), out_ptr(t, g, n), align=4), "packed_copy")
+
+            def groups(body: Any, name: str) -> None:
+                """body(g, 1) for each group g0 <= g < g1; where 512-bit vpdpbusd is, the K-quants
+                take groups two at a time (16 rows side by side in one vector: each activation
+                broadcast serves both), the last one alone when their count is odd."""
+                if not (k_quant and isa.TARGET.dpbusd_bytes == 64):
+                    loop(g0_, g1_, lambda g: body(g, 1), name)
+                    return
+                two = ir.Constant(_I64, 2)
+                n_pairs = builder.sdiv(builder.sub(g1_, g0_), two)
+                loop(ir.Constant(_I64, 0), n_pairs, lambda p: body(builder.add(g0_, builder.mul(p, two)), 2), name + "_pairs")
+                with builder.if_then(builder.icmp_signed("<", builder.add(g0_, builder.mul(n_pairs, two)), g1_)):
+                    body(builder.sub(g1_, ir.Constant(_I64, 1)), 1)
 
             with builder.if_else(builder.icmp_signed("==", n_tok, ir.Constant(_I64, 1))) as (one, many):
                 with one:
-                    loop(g0_, g1_, group_one, "packed_group1")
+                    groups(group_one, "packed_group1")
                 with many:
-                    loop(g0_, g1_, group_many, "packed_group")
+                    groups(group_many, "packed_group")
             return context.get_dummy_value()
 
         return sig, codegen
@@ -289,4 +323,6 @@ packed_q4_1 = _make_packed_dot(1)
 packed_q5_0 = _make_packed_dot(2)
 packed_q5_1 = _make_packed_dot(3)
 packed_q8_0 = _make_packed_dot(4)
-PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0}
+packed_q4_k = _make_packed_dot(U.Q4_K)
+packed_q6_k = _make_packed_dot(U.Q6_K)
+PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.Q4_K: packed_q4_k, U.Q6_K: packed_q6_k}

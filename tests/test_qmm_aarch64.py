@@ -1,0 +1,84 @@
+"""The quantized kernels build for aarch64 (no ARM machine here: code generation only).
+
+numba generates a kernel's LLVM IR from its Python and the target's features; on an aarch64
+machine the kernels take the `generic` path of core/model/kernels/qmm/isa.py (no x86 byte
+product is called by name: the products are written out, as LLVM vectors). A child process
+compiles the type functions for an x86 CPU on that same path, unoptimised (NUMBA_OPT=0, so
+that no x86-specific intrinsic enters the IR), and hands back their IR; here the IR is
+retargeted to aarch64 (triple and data layout), optimised at O3 by LLVM's pass pipeline for a
+Neoverse N1 (NEON and the dot-product extension) and emitted as an ELF object for AArch64.
+What this checks: the kernels' code builds for aarch64 and its integer products come out as
+NEON vector instructions. What it cannot: that the object runs and gives the same bits
+(docs/benchmarks.md says what was and was not measured on ARM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+_TRIPLE = "aarch64-unknown-linux-gnu"
+
+# The child: the kernels' IR, compiled for Ivy Bridge (AVX and F16C, no AVX2: the generic path,
+# as tests/test_qmm.py compiles it) without optimisation.
+_IR_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from numba.core.registry import cpu_target
+from llamacli.core.model.kernels.qmm import decode, prefill, unpack as U
+from llamacli.core.model.kernels.qmm.isa import target_path
+fns = {
+    "decode_rows_q4_k": decode.type_function(U.Q4_K),
+    "decode_rows_q6_k": decode.type_function(U.Q6_K),
+    "decode_packed_q5_0": decode.type_function(U.Q5_0, packed=True),
+    "decode_packed_q8_0": decode.type_function(U.Q8_0, packed=True),
+    "decode_packed_q4_k": decode.type_function(U.Q4_K, packed=True),
+    "decode_packed_q6_k": decode.type_function(U.Q6_K, packed=True),
+    "prefill_rows_q4_k": prefill.type_function(U.Q4_K),
+}
+json.dump({"path": target_path(cpu_target.target_context), "ir": {k: f.inspect_llvm() for k, f in fns.items()}}, open(sys.argv[2], "w"))
+"""
+_GENERIC = "+sse4.2,+popcnt,+avx,+f16c,-avx2,-fma,-bmi2,-avxvnni,-avx512f,-avx512bw,-avx512dq,-avx512cd,-avx512vl,-avx512vnni"
+
+
+def _aarch64_object(ir_text: str) -> tuple[bytes, str]:
+    """`ir_text` compiled for aarch64 at O3: (ELF object, assembly)."""
+    import llvmlite.binding as ll
+
+    ll.initialize_all_targets()
+    ll.initialize_all_asmprinters()
+    tm = ll.Target.from_triple(_TRIPLE).create_target_machine(cpu="neoverse-n1", features="+neon,+dotprod", opt=3, reloc="pic")
+    ir_text = re.sub(r'target datalayout = ".*"', f'target datalayout = "{tm.target_data}"', ir_text)
+    ir_text = re.sub(r'target triple = ".*"', f'target triple = "{_TRIPLE}"', ir_text)
+    mod = ll.parse_assembly(ir_text)
+    mod.verify()
+    pb = ll.create_pass_builder(tm, ll.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_object(mod), tm.emit_assembly(mod)
+
+
+@pytest.mark.slow
+def test_kernels_build_for_aarch64(tmp_path: Path) -> None:
+    env = dict(os.environ, NUMBA_OPT="0", NUMBA_CPU_NAME="ivybridge", NUMBA_CPU_FEATURES=_GENERIC)
+    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba-cache")  # never mix with the host cache
+    out = tmp_path / "ir.json"
+    root = str(Path(__file__).resolve().parents[1])
+    subprocess.run([sys.executable, "-c", _IR_SCRIPT, root, str(out)], env=env, check=True, timeout=900, capture_output=True)
+    got = json.loads(out.read_text())
+    assert got["path"] == "generic"
+    for name, ir_text in got["ir"].items():
+        assert "@llvm.x86." not in ir_text, name  # nothing in the IR that only x86 has
+        obj, asm = _aarch64_object(ir_text)
+        assert obj[:4] == b"\x7fELF" and int.from_bytes(obj[18:20], "little") == 183, name  # e_machine EM_AARCH64
+        ops = Counter(line.split()[0] for line in asm.splitlines() if line.startswith("\t") and not line.startswith("\t."))
+        # the integer products as NEON widening multiplies (8 x 16-bit or 4 x 32-bit lanes)
+        vector_products = sum(ops[o] for o in ("smull", "smull2", "umull", "umull2", "smlal", "smlal2", "umlal", "umlal2", "mla", "sdot", "udot"))
+        assert vector_products >= 16, (name, ops.most_common(20))
+        assert re.search(rf"^\t\.globl\t\S*{name}", asm, re.M), name  # the function is defined in the object
