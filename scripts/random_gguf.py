@@ -8,8 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import sys
+
 import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.lowbit_blocks import LOW_BIT_TYPES, set_scale  # noqa: E402
 
 QT = GGMLQuantizationType
 
@@ -30,6 +35,9 @@ def random_blocks(rng: np.random.Generator, qt: QT, rows: int, cols: int) -> np.
         blocks[..., 0:4] = half
     elif qt == QT.Q6_K:  # ... | d at byte 208
         blocks[..., 208:210] = half[:2]
+    elif qt in LOW_BIT_TYPES:  # (where each stores its scale: tests/lowbit_blocks.py)
+        flat = blocks.reshape(-1, size)
+        set_scale(qt, flat, np.full(flat.shape[0], 2e-3, dtype=np.float32))
     return blocks.reshape(rows, -1)
 
 

@@ -17,12 +17,17 @@ from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES, block_info, deq
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quants"
 QUANTIZED = sorted((t for t in SUPPORTED_TYPES if GGML_QUANT_SIZES[t][0] > 1), key=int)
+# MXFP4, TQ*, IQ1..IQ3: checked against libggml (dequant_lowbit.npz) and gguf-py, not transcribed here
+LOW_BIT = {QT.MXFP4, QT.TQ1_0, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ1_S, QT.IQ1_M}
 
 
 @pytest.fixture(scope="module")
 def ggml_dequant() -> dict[str, np.ndarray]:
-    with np.load(FIXTURES / "dequant.npz") as data:
-        return {k: data[k] for k in data.files}
+    out: dict[str, np.ndarray] = {}
+    for f in ("dequant.npz", "dequant_lowbit.npz"):
+        with np.load(FIXTURES / f) as data:
+            out.update({k: data[k] for k in data.files})
+    return out
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -184,14 +189,15 @@ def random_blocks(qtype: QT, n: int, seed: int) -> np.ndarray:
     raw = rng.integers(0, 256, size=(n, ts), dtype=np.uint8)
     offsets = {
         QT.Q4_1: (0, 2), QT.Q5_1: (0, 2), QT.Q2_K: (80, 82), QT.Q3_K: (108,),
-        QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,),
+        QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,), QT.TQ1_0: (52,), QT.TQ2_0: (64,),
+        QT.MXFP4: (), QT.IQ1_M: (),  # (an E8M0 byte; fp16 bits in the scales' top nibbles)
     }.get(qtype, (0,))
     for off in offsets:
         raw[:, off : off + 2] = (rng.standard_normal((n, 1)) * 0.05).astype(np.float16).view(np.uint8)
     return raw
 
 
-@pytest.mark.parametrize("qtype", QUANTIZED, ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [t for t in QUANTIZED if t not in LOW_BIT], ids=lambda t: t.name)
 def test_matches_naive_c_transcription(qtype: QT) -> None:
     raw = random_blocks(qtype, 3, seed=int(qtype))
     bs = GGML_QUANT_SIZES[qtype][0]
@@ -224,13 +230,14 @@ def test_block_info() -> None:
     assert block_info(QT.Q4_K) == (256, 144)
     assert block_info(QT.Q8_0) == (32, 34)
     assert block_info(QT.F16) == (1, 2)
-    with pytest.raises(UnsupportedTensorType, match="IQ2_XXS"):
-        block_info(QT.IQ2_XXS)
+    assert block_info(QT.IQ2_XXS) == (256, 66)
+    with pytest.raises(UnsupportedTensorType, match="NVFP4"):
+        block_info(QT.NVFP4)
 
 
 def test_unsupported_type_is_named() -> None:
-    with pytest.raises(UnsupportedTensorType, match="IQ1_S") as err:
-        dequantize(np.zeros(50, np.uint8), QT.IQ1_S, (256,), name="blk.0.ffn_up.weight")
+    with pytest.raises(UnsupportedTensorType, match="NVFP4") as err:
+        dequantize(np.zeros(36, np.uint8), QT.NVFP4, (64,), name="blk.0.ffn_up.weight")
     assert "blk.0.ffn_up.weight" in str(err.value)
     with pytest.raises(UnsupportedTensorType, match="99"):
         dequantize(np.zeros(4, np.uint8), 99, (1,))

@@ -132,10 +132,10 @@ def test_missing_tensor_is_named(model_dir: Path, tmp_path: Path) -> None:
 
 def test_unsupported_tensor_type_is_named(model_dir: Path, tmp_path: Path) -> None:
     bad = rewrite_gguf(_path(model_dir, "llama", "F32"), tmp_path / "x.gguf",
-                   retype=("blk.0.attn_q.weight", gguf.GGMLQuantizationType.IQ2_XXS))
+                   retype=("blk.0.attn_q.weight", gguf.GGMLQuantizationType.NVFP4))
     with pytest.raises(UnsupportedTensorType) as ei:
         load_model(bad)
-    assert "IQ2_XXS" in str(ei.value) and "blk.0.attn_q.weight" in str(ei.value)
+    assert "NVFP4" in str(ei.value) and "blk.0.attn_q.weight" in str(ei.value)
 
 
 def test_shape_inconsistent_with_hyperparameters(model_dir: Path, tmp_path: Path) -> None:
@@ -208,8 +208,27 @@ def test_docs_list_every_supported_architecture() -> None:
     from llamacli.core.model.families import ARCHITECTURES
 
     root = Path(__file__).resolve().parent.parent
-    table = (root / "docs" / "models.md").read_text().split("## Supported architectures", 1)[1]
+    table = (root / "docs" / "models.md").read_text().split("## Supported architectures", 1)[1].split("\n## ", 1)[0]
     assert set(re.findall(r"^\| `([\w-]+)` \|", table, re.M)) == set(ARCHITECTURES)
     readme = (root / "README.md").read_text()
     line = readme[readme.index("Architectures:") : readme.index("Weight types:")]
     assert set(re.findall(r"`([\w-]+)`", line)) == set(ARCHITECTURES)
+
+
+def test_docs_list_every_supported_weight_type() -> None:
+    """docs/models.md's weight-type table and README's weight types line name exactly the types
+    the matmuls have (and every one of them dequantizes: embeddings, `--numerics f32`)."""
+    import re
+
+    from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES
+    from llamacli.core.model.kernels.qmm.weight_types import FLOAT_FORMATS, QUANT_FORMATS
+
+    names = {t.name for t in (*QUANT_FORMATS, *FLOAT_FORMATS)}
+    assert names <= {t.name for t in SUPPORTED_TYPES}
+    root = Path(__file__).resolve().parent.parent
+    table = (root / "docs" / "models.md").read_text().split("## Supported weight types", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (`.*?) \|", table, re.M)
+    assert {n for row in rows for n in re.findall(r"`(\w+)`", row)} == names
+    readme = (root / "README.md").read_text()
+    line = readme[readme.index("Weight types:") : readme.index("(docs/models.md)")]
+    assert set(re.findall(r"`(\w+)`", line)) == names

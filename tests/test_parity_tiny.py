@@ -16,10 +16,15 @@ import pytest
 
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.load import load_model
+from tests.lowbit_blocks import LOW_BIT_TYPES
 from tests.tiny_models import ALL_MODELS, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
 TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F32_TIE": 0.01, "F32_LONGROPE": 0.01, "F32_SPLIT": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
+# The low-bit types, as Q4_K: measured max |Δlogit| 0.28 (MXFP4) .. 0.61 (IQ2_S), where llama.cpp's
+# own token-by-token pass differs from its batched one by up to 0.45 (IQ2_S) on the same files
+TOL.update({t.name: 1.0 for t in LOW_BIT_TYPES})
+QUANTIZED = {"Q8_0", "Q4_K", *(t.name for t in LOW_BIT_TYPES)}
 
 
 @pytest.mark.parametrize("arch,variant", ALL_MODELS)
@@ -52,7 +57,7 @@ def test_logits_and_greedy_match_llama_cpp(tmp_path: Path, arch: str, variant: s
         lg = model.forward(Batch.single([got], start_pos=len(toks) + i), cache)[-1]
     else:
         return
-    assert i > 0 or variant in ("Q8_0", "Q4_K")  # only quantized variants may tie at step 0
+    assert i > 0 or variant in QUANTIZED  # only quantized variants may tie at step 0
 
 
 @pytest.mark.parametrize("arch,variant", [m for m in ALL_MODELS if m[1] in ("F32", "F16")])

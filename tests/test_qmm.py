@@ -12,11 +12,12 @@ from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS
 from llamacli.core.quantize.convert import encode
 from llamacli.core.model.kernels.dequant import dequantize
+from tests.lowbit_blocks import LOW_BIT_TYPES, random_blocks
 
 QT = GGMLQuantizationType
 
 TYPES = [QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q2_K, QT.Q3_K,
-         QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS]
+         QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS, *LOW_BIT_TYPES]
 
 
 def _matrix(qtype: QT, n_out: int, n_in: int, seed: int = 0) -> QuantMatrix:
@@ -26,6 +27,8 @@ def _matrix(qtype: QT, n_out: int, n_in: int, seed: int = 0) -> QuantMatrix:
         blocks = rng.integers(0, 256, size=(n_out, n_in // qk, size), dtype=np.uint8)
         blocks[:, :, 0:2] = np.array([0.01], dtype=np.float16).view(np.uint8)
         return QuantMatrix(blocks.reshape(n_out, -1), qtype, n_in)
+    if qtype in LOW_BIT_TYPES:  # nor for these: random codes, block scales for a spread of 0.05
+        return QuantMatrix(random_blocks(qtype, n_out, n_in, 0.05, rng), qtype, n_in)
     w = rng.standard_normal((n_out, n_in)).astype(np.float32) * 0.05
     raw = encode(w, qtype)
     data = np.ascontiguousarray(raw).view(np.uint8).reshape(n_out, -1)
@@ -51,7 +54,7 @@ def _reference(x: np.ndarray, m: QuantMatrix) -> np.ndarray:
 
 
 def _k_for(qtype: QT) -> int:
-    return 512 if qtype in (QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_XS) else 96
+    return 96 if GGML_QUANT_SIZES[qtype][0] <= 32 else 512
 
 
 @pytest.mark.parametrize("qtype", TYPES, ids=lambda t: t.name)
@@ -72,7 +75,7 @@ def test_matches_float64_reference(qtype: QT, rows: int) -> None:
 # tokens) and types whose batches take the token-tiled kernel (Q2_K, IQ4_XS, F16)
 @pytest.mark.parametrize(
     "qtype",
-    [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q2_K, QT.IQ4_XS, QT.F16],
+    [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q2_K, QT.IQ4_XS, QT.F16, *LOW_BIT_TYPES],
     ids=lambda t: t.name,
 )
 def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
@@ -110,7 +113,7 @@ def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
         assert all(np.array_equal(a, b) for a, b in zip(matmul_many(xa, packed), matmul_many(xa, stored)))
 
 
-@pytest.mark.parametrize("qtype", [QT.Q5_0, QT.Q4_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q5_0, QT.Q4_K, QT.MXFP4, QT.IQ2_XXS], ids=lambda t: t.name)
 def test_thread_count_does_not_change_results(qtype: QT) -> None:
     k = _k_for(qtype)
     m = _matrix(qtype, 301, k, seed=5)
@@ -135,7 +138,8 @@ from llamacli.core.model.kernels.qmm import matmul, prepare, threads
 threads.set_threads(int(sys.argv[3]))
 out = []
 from llamacli.core.model.kernels.qmm.matrix import pack_matrix
-for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16):
+for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16,
+           T.QT.MXFP4, T.QT.TQ1_0, T.QT.IQ2_XXS, T.QT.IQ3_S, T.QT.IQ1_M):
     k = T._k_for(qt)
     ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]
     pack_matrix(ms[1])  # the 32-value types: rows interleaved by eights (packed.py)

@@ -1,7 +1,8 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
 Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS); variants F32, F16, Q8_0, Q4_K (the 2-D weight
-matrices are stored in that type, 1-D norms/biases stay F32), plus ("llama", "F32_ROPE_FREQS"):
+matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
+MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
 with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows).
 
@@ -40,23 +41,28 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import TokenType
 
+from tests.lowbit_blocks import LOW_BIT_TYPES, random_blocks
+
 ARCHES = ("llama", "qwen2", "qwen3", "gemma3")
 VARIANTS = ("F32", "F16", "Q8_0", "Q4_K")
 EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
 # Mixture of experts: 8 experts, top 2; F32_TIE: 32 experts, top 4, four pairs of experts with
 # the same router row (so equal router probabilities for every token: ties at the top-k edge)
-MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"))
+MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"),
+              ("qwen3moe", "MXFP4"))  # MXFP4: every matrix, the experts included (gpt-oss's expert type)
 # phi3: fused attn_qkv and gate|up ffn_up, 3/4 of each head rotated (as Phi-4-mini), LongRoPE
 # factors; F32 and Q4_K: the short factors (original context 256, the fixtures' 128 cells pad to
 # 256), F32_LONGROPE: the long ones (original context 64) and attn_factor 1.19; F32_SPLIT: separate
 # attn_q/k/v and no rope factors
 PHI3_MODELS = (("phi3", "F32"), ("phi3", "Q4_K"), ("phi3", "F32_LONGROPE"), ("phi3", "F32_SPLIT"))
+# llama with every matrix in one of the low-bit types (random valid blocks, tests/lowbit_blocks.py)
+LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
-                                     + list(PHI3_MODELS))
+                                     + list(PHI3_MODELS) + list(LOW_BIT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
-                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32}
+                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32, **{t.name: t for t in LOW_BIT_TYPES}}
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,8 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           attn_factor=1.19 if long else 1.0, seed=1000 + list(_WEIGHT_TYPE).index(variant))
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
-    if variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama"):
+    if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
+            (arch, variant) not in LOW_BIT_MODELS):
         raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
     seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
     if arch == "llama":
@@ -295,6 +302,9 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
     if qtype == QT.Q4_K:
         w.add_tensor(name, _random_q4_k(rng, n_out, n_in, std), raw_dtype=QT.Q4_K)
         return
+    if qtype in LOW_BIT_TYPES:
+        w.add_tensor(name, random_blocks(qtype, n_out, n_in, std, rng), raw_dtype=qtype)
+        return
     x = (rng.standard_normal((n_out, n_in)) * std).astype(np.float32)
     if qtype == QT.F32:
         w.add_tensor(name, x)
@@ -309,9 +319,10 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
 def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expert: int, n_out: int, n_in: int,
                  std: float, qtype: QT) -> None:
     """A 3-D expert tensor, GGUF ne = [n_in, n_out, n_expert] (numpy (n_expert, n_out, n_in))."""
-    if qtype == QT.Q4_K:
-        raw = _random_q4_k(rng, n_expert * n_out, n_in, std)
-        w.add_tensor(name, raw.reshape(n_expert, n_out, -1), raw_dtype=QT.Q4_K)
+    if qtype == QT.Q4_K or qtype in LOW_BIT_TYPES:
+        rows = n_expert * n_out
+        raw = _random_q4_k(rng, rows, n_in, std) if qtype == QT.Q4_K else random_blocks(qtype, rows, n_in, std, rng)
+        w.add_tensor(name, raw.reshape(n_expert, n_out, -1), raw_dtype=qtype)
         return
     x = (rng.standard_normal((n_expert, n_out, n_in)) * std).astype(np.float32)
     if qtype == QT.F32:
@@ -359,7 +370,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
              "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32,
-             "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32}[variant]
+             "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
+             **{t.name: getattr(gguf.LlamaFileType, "MOSTLY_MXFP4_MOE" if t == QT.MXFP4 else f"MOSTLY_{t.name}")
+                for t in LOW_BIT_TYPES}}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 

@@ -172,3 +172,18 @@ def sign_i8(builder: Any, x: Any, q: Any) -> Any:
     zero = ir.Constant(vec(_I8, n), [0] * n)
     neg = builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, x), x)
     return builder.select(builder.icmp_signed("==", q, zero), zero, neg)
+
+
+def lookup16(builder: Any, table: list[int], idx: Any) -> Any:
+    """<n x i8> idx (each 0..15) -> table[idx] (16 byte values): vpshufb with the table in every
+    16-byte lane on AVX2 and AVX-512 targets (256-bit form), else one compare and select per entry."""
+    n = idx.type.count
+    if TARGET.madd_bytes >= 32 and n % 32 == 0:
+        tab = const_vec(_I8, [v if v < 128 else v - 256 for v in table] * 2)
+        fn = _intrinsic(builder, "llvm.x86.avx2.pshuf.b", vec(_I8, 32), [vec(_I8, 32), vec(_I8, 32)])
+        return concat(builder, [builder.call(fn, [tab, part]) for part in _parts(builder, idx, n // 32)])
+    out = ir.Constant(vec(_I8, n), [table[0] % 256] * n)
+    for k in range(1, 16):
+        hit = builder.icmp_unsigned("==", idx, const_vec(_I8, [k] * n))
+        out = builder.select(hit, const_vec(_I8, [table[k] % 256] * n), out)
+    return out

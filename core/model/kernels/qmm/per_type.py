@@ -32,8 +32,11 @@ from numba import cfunc
 from numba.core import types
 
 from llamacli.core.model.kernels.qmm import unpack as U
+from llamacli.core.model.kernels.qmm import unpack_lowbit as L
 from llamacli.core.model.kernels.qmm.packed import PACKED_DOTS
-from llamacli.core.model.kernels.qmm.rows import rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0
+from llamacli.core.model.kernels.qmm.rows import (
+    rows_mxfp4, rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0,
+)
 from llamacli.core.model.kernels.qmm.simd import dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, kernel_intrinsic
 from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS, QFormat
 
@@ -62,10 +65,11 @@ _UNPACK = {
     U.Q4_0: U.unpack_q4_0, U.Q4_1: U.unpack_q4_1, U.Q5_0: U.unpack_q5_0, U.Q5_1: U.unpack_q5_1, U.Q8_0: U.unpack_q8_0,
     U.IQ4_NL: U.unpack_iq4_nl, U.Q2_K: U.unpack_q2_k, U.Q3_K: U.unpack_q3_k, U.Q4_K: U.unpack_q4_k, U.Q5_K: U.unpack_q5_k,
     U.Q6_K: U.unpack_q6_k, U.IQ4_XS: U.unpack_iq4_xs,
+    **L.UNPACKERS,
 }
 _ROWS16 = {
     U.Q4_0: rows_q4_0, U.Q4_1: rows_q4_1, U.Q5_0: rows_q5_0, U.Q5_1: rows_q5_1, U.Q8_0: rows_q8_0,
-    U.Q4_K: rows_q4_k, U.Q5_K: rows_q5_k, U.Q6_K: rows_q6_k,
+    U.Q4_K: rows_q4_k, U.Q5_K: rows_q5_k, U.Q6_K: rows_q6_k, U.MXFP4: rows_mxfp4,
 }
 _LEGACY_DOT = {U.Q4_0: dot_q4_0, U.Q4_1: dot_q4_1, U.Q5_0: dot_q5_0, U.Q5_1: dot_q5_1, U.Q8_0: dot_q8_0}
 

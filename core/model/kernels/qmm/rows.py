@@ -30,8 +30,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from llamacli.core.model.kernels.grids import KVALUES_FP4
 from llamacli.core.model.kernels.qmm import isa
 from llamacli.core.model.kernels.qmm.isa import concat, const_vec as _const_vec, vec as _vec
+from llamacli.core.model.kernels.qmm.unpack import MXFP4
 
 ROWS = 16  # weight rows per call: one vector of 16 float32 accumulators
 
@@ -45,6 +47,17 @@ LAYOUTS: dict[int, tuple[int, int, int, int, int]] = {
     4: (34, 2, -1, 0, -1),
 }
 
+# The 32-value types whose codes are table entries, looked up from each nibble (isa.lookup16):
+# MXFP4 (e u8 | qs[16]), code = kvalues_fp4[nibble], low nibbles first; the table shifted by
+# its offset 12 (0..24, unsigned: the byte products' operand) and the E8M0 byte as its scale.
+LUT_LAYOUTS: dict[int, tuple[int, int, int, int, int]] = {MXFP4: (17, 1, -1, 12, -1)}
+_LUT = {MXFP4: [int(v) + 12 for v in KVALUES_FP4]}
+
+
+def _layout(kind: int) -> tuple[int, int, int, int, int]:
+    return LAYOUTS[kind] if kind in LAYOUTS else LUT_LAYOUTS[kind]
+
+
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
@@ -56,8 +69,9 @@ def _splat(builder: Any, v: Any, n: int) -> Any:
 
 def block_codes(builder: Any, base: Any, kind: int, signed: bool = True) -> Any:
     """The 32 int8 codes of the block at byte pointer `base`, as <32 x i8>; signed=False: the
-    nibble types' codes as stored (0..31, before their offset is subtracted)."""
-    _, qs_at, qh_at, offset, _ = LAYOUTS[kind]
+    nibble types' codes as stored (0..31, before their offset is subtracted; MXFP4's table
+    entries plus 12)."""
+    _, qs_at, qh_at, offset, _ = _layout(kind)
     qs_ptr = builder.gep(base, [ir.Constant(_I64, qs_at)])
     if kind == 4:
         return builder.load(builder.bitcast(qs_ptr, _vec(_I8, 32).as_pointer()), align=1)
@@ -65,6 +79,8 @@ def block_codes(builder: Any, base: Any, kind: int, signed: bool = True) -> Any:
     lo = builder.and_(qs, _const_vec(_I8, [15] * 16))
     hi = builder.lshr(qs, _const_vec(_I8, [4] * 16))
     q = builder.shuffle_vector(lo, hi, _const_vec(_I32, list(range(32))))
+    if kind in _LUT:
+        q = isa.lookup16(builder, _LUT[kind], q)
     if qh_at >= 0:
         qh_ptr = builder.gep(base, [ir.Constant(_I64, qh_at)])
         # bit j of the little-endian u32 = bit j % 8 of byte j // 8: each byte copied to 8
@@ -138,6 +154,21 @@ def _gather_f16(builder: Any, ptrs: list[Any], at: int) -> Any:
     return builder.fpext(v, _vec(ir.FloatType(), ROWS))
 
 
+def _gather_scales(builder: Any, ptrs: list[Any], kind: int) -> Any:
+    """The 16 blocks' scales as <16 x float> (exact): the fp16 d at byte 0, or MXFP4's E8M0
+    byte e as GGML_E8M0_TO_FP32_HALF (2^(e - 128): bits (e - 1) << 23, 0x00200000 << e for e < 2)."""
+    if kind != MXFP4:
+        return _gather_f16(builder, ptrs, 0)
+    v = ir.Constant(_vec(_I8, ROWS), ir.Undefined)
+    for i, p in enumerate(ptrs):
+        v = builder.insert_element(v, builder.load(p), ir.Constant(_I32, i))
+    e = builder.zext(v, _vec(_I32, ROWS))
+    normal = builder.shl(builder.sub(e, _const_vec(_I32, [1] * ROWS)), _const_vec(_I32, [23] * ROWS))
+    sub = builder.shl(_const_vec(_I32, [0x00200000] * ROWS), e)
+    bits = builder.select(builder.icmp_unsigned("<", e, _const_vec(_I32, [2] * ROWS)), sub, normal)
+    return builder.bitcast(bits, _vec(ir.FloatType(), ROWS))
+
+
 def _prefetch_next(builder: Any, wbase: Any, row_bytes: Any, boff: Any, bsize: int) -> None:
     """Prefetch the next 16-row group's bytes [16 * boff, 16 * (boff + bsize)) (its 16 * bsize
     bytes per block step, in cache lines): the 16 rows are read as 16 interleaved streams,
@@ -179,7 +210,7 @@ def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
     (x ^ 0x80 = x + 128 as an unsigned byte), and each lane's accumulator starts at -128 * (the
     sum of its 4 weight codes), prepared once per block, so that every lane holds the exact sum
     of its 4 products x * q."""
-    bsize, _, _, _, m_at = LAYOUTS[kind]
+    bsize, _, _, _, m_at = _layout(kind)
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
         pairs = _row_pairs(builder, [block_codes(builder, p, kind) for p in blocks])
@@ -188,7 +219,7 @@ def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
         # 128 * quad sums of the codes, negated: -(128 * sum) as the accumulators' start
         starts = [builder.sub(zero, isa.dpbusd(builder, zero, m128, p)) for p in pairs]
         mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
-        return pairs, starts, _gather_f16(builder, blocks, 0), mins
+        return pairs, starts, _gather_scales(builder, blocks, kind), mins
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         pairs, starts, d, mins = state
@@ -217,7 +248,7 @@ def _legacy_terms_bytes(kind: int) -> tuple[int, Any, Any]:
     started at +0 never changes it (it is never -0), so the bits are those of the exact sum.
     (Widening to int16 and vpmaddwd, exact for every code, took ~8% longer on the vocabulary
     projection.)"""
-    bsize, _, _, offset, m_at = LAYOUTS[kind]
+    bsize, _, _, offset, m_at = _layout(kind)
     signed = kind == 4
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
@@ -228,7 +259,7 @@ def _legacy_terms_bytes(kind: int) -> tuple[int, Any, Any]:
         else:
             codes = _row_pairs(builder, [block_codes(builder, p, kind, signed=False) for p in blocks])
         mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
-        return codes, _gather_f16(builder, blocks, 0), mins
+        return codes, _gather_scales(builder, blocks, kind), mins
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         codes, d, mins = state
@@ -659,6 +690,7 @@ rows_q4_1 = _legacy_rows_dot(1)
 rows_q5_0 = _legacy_rows_dot(2)
 rows_q5_1 = _legacy_rows_dot(3)
 rows_q8_0 = _legacy_rows_dot(4)
+rows_mxfp4 = _legacy_rows_dot(MXFP4)
 # Q4_K and Q6_K: one activation row takes byte products everywhere (`_k4_byte_terms`,
 # `_q6_k_byte_terms`); several take the codes widened once per block where the target has
 # vpdpwssd (one instruction per 32 products on AVX-512), else byte products too (AVX2: two

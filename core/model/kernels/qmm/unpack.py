@@ -13,7 +13,8 @@ to be >= 0, so LLVM drops the negative-index checks and vectorises the loops.
 The integer dot products of codes with the activation's int8 codes are exact, so every
 rounding of a matmul happens in the float scale arithmetic (core/model/kernels/qmm/block_dots.py).
 
-Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (QK 32) and Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (QK 256).
+Types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (QK 32) and Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (QK 256); the
+low-bit types (MXFP4, TQ*, IQ1..IQ3) in core/model/kernels/qmm/unpack_lowbit.py.
 """
 
 from __future__ import annotations
@@ -225,3 +226,5 @@ def unpack_iq4_xs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def
 
 # Type ids of the integer kernels (core/model/kernels/qmm/weight_types.py maps ggml types to them).
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = range(12)
+# the low-bit types (core/model/kernels/qmm/unpack_lowbit.py)
+MXFP4, TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M = range(12, 22)

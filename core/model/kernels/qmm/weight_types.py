@@ -54,6 +54,17 @@ QUANT_FORMATS: dict[GGMLQuantizationType, QFormat] = {
     QT.Q5_K: _f(QT.Q5_K, U.Q5_K, 8, ACT_Q8_K, MIN_K),
     QT.Q6_K: _f(QT.Q6_K, U.Q6_K, 16, ACT_Q8_K, MIN_NONE),
     QT.IQ4_XS: _f(QT.IQ4_XS, U.IQ4_XS, 8, ACT_Q8_K, MIN_NONE),
+    # the low-bit types (core/model/kernels/qmm/unpack_lowbit.py): nsub is the scale's granularity
+    QT.MXFP4: _f(QT.MXFP4, U.MXFP4, 1, ACT_Q8_0, MIN_NONE),
+    QT.TQ1_0: _f(QT.TQ1_0, U.TQ1_0, 1, ACT_Q8_K, MIN_NONE),
+    QT.TQ2_0: _f(QT.TQ2_0, U.TQ2_0, 1, ACT_Q8_K, MIN_NONE),
+    QT.IQ2_XXS: _f(QT.IQ2_XXS, U.IQ2_XXS, 8, ACT_Q8_K, MIN_NONE),
+    QT.IQ2_XS: _f(QT.IQ2_XS, U.IQ2_XS, 16, ACT_Q8_K, MIN_NONE),
+    QT.IQ2_S: _f(QT.IQ2_S, U.IQ2_S, 16, ACT_Q8_K, MIN_NONE),
+    QT.IQ3_XXS: _f(QT.IQ3_XXS, U.IQ3_XXS, 8, ACT_Q8_K, MIN_NONE),
+    QT.IQ3_S: _f(QT.IQ3_S, U.IQ3_S, 8, ACT_Q8_K, MIN_NONE),
+    QT.IQ1_S: _f(QT.IQ1_S, U.IQ1_S, 8, ACT_Q8_K, MIN_NONE),
+    QT.IQ1_M: _f(QT.IQ1_M, U.IQ1_M, 16, ACT_Q8_K, MIN_NONE),
 }
 
 # Float weights: the activation is rounded to the weight's type (F16/BF16) or used as is (F32).
