@@ -18,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .iqsearch import cmax
+from .iqsearch import block_weights, cmax
 from .weighted import QK_K, _f, _nearest_int, _put_f16, _row_sigma2
 
+_ZERO = np.float32(0.0)
 _DELTA = np.float32(0.125)  # IQ1S_DELTA, IQ1M_DELTA
 _FLT_MAX = np.float32(3.4028234663852886e38)
 _EPS_IQ1_S = np.float32(1e-12)
@@ -67,15 +68,6 @@ def _best_neighbour2(nbrs, grid, xval, weight, at, scale, xg, L):  # type: ignor
 
 
 @njit(cache=True, nogil=True)
-def _weights(xb, qw, at, has_w, sigma2, weight):  # type: ignore[no-untyped-def]
-    for i in range(xb.shape[0]):
-        if has_w:
-            weight[i] = qw[at + i] * np.float32(np.sqrt(np.float32(sigma2 + xb[i] * xb[i])))
-        else:
-            weight[i] = xb[i] * xb[i]
-
-
-@njit(cache=True, nogil=True)
 def _abs_max(xb):  # type: ignore[no-untyped-def]
     mx = abs(xb[0])
     for i in range(1, xb.shape[0]):
@@ -109,6 +101,7 @@ def row_iq1_s(x, qw, out, grid, kmap, nbrs):  # type: ignore[no-untyped-def]
     x_p = np.array([-1 + _DELTA, _DELTA, 1 + _DELTA], np.float32)
     x_m = np.array([-1 - _DELTA, -_DELTA, 1 - _DELTA], np.float32)
     weight = np.zeros(bs, np.float32)
+    waux = np.zeros(bs, np.float32)  # (unused: the IQ1 searches weigh by weight itself)
     L = np.zeros(bs, np.int32)
     idx = np.zeros(bs, np.int64)
     sumx = np.zeros(bs + 1, np.float32)
@@ -126,7 +119,7 @@ def row_iq1_s(x, qw, out, grid, kmap, nbrs):  # type: ignore[no-untyped-def]
         sigma2 = _row_sigma2(xbl, True)
         for ib in range(QK_K // bs):
             xb = xbl[bs * ib : bs * ib + bs]
-            _weights(xb, qw, QK_K * ibl + bs * ib, True, sigma2, weight)
+            block_weights(xb, qw, QK_K * ibl + bs * ib, True, sigma2, _ZERO, weight, waux, bs)
             mx = _abs_max(xb)
             if mx < _EPS_IQ1_S:
                 scales[ib] = 0
@@ -216,6 +209,7 @@ def row_iq1_m(x, qw, has_w, out, grid, kmap, nbrs):  # type: ignore[no-untyped-d
     x_m = np.array([-1 - _DELTA, -_DELTA, 1 - _DELTA], np.float32)
     masks = np.array([0x00, 0x80, 0x08, 0x88], np.int64)
     weight = np.zeros(bs, np.float32)
+    waux = np.zeros(bs, np.float32)  # (unused: the IQ1 searches weigh by weight itself)
     L = np.zeros(bs, np.int32)
     idx = np.zeros(bs, np.int64)
     px = np.zeros((2, bs + 1), np.float32)
@@ -245,7 +239,7 @@ def row_iq1_m(x, qw, has_w, out, grid, kmap, nbrs):  # type: ignore[no-untyped-d
         sigma2 = _row_sigma2(xbl, True)
         for ib in range(QK_K // bs):
             xb = xbl[bs * ib : bs * ib + bs]
-            _weights(xb, qw, QK_K * ibl + bs * ib, has_w, sigma2, weight)
+            block_weights(xb, qw, QK_K * ibl + bs * ib, has_w, sigma2, _ZERO, weight, waux, bs)
             mx = _abs_max(xb)
             if mx < _EPS_IQ1_M:
                 scales[ib] = 0
@@ -337,7 +331,7 @@ def row_iq1_m(x, qw, has_w, out, grid, kmap, nbrs):  # type: ignore[no-untyped-d
             sc[ib // 4] |= l << (3 * (ib % 4))
             out[o + 32 + ib] |= masks[shifts[ib]]
             xb = xbl[bs * ib : bs * ib + bs]
-            _weights(xb, qw, QK_K * ibl + bs * ib, has_w, sigma2, weight)
+            block_weights(xb, qw, QK_K * ibl + bs * ib, has_w, sigma2, _ZERO, weight, waux, bs)
             qh = np.int64(out[o + 32 + ib])
             for k in range(2):
                 xx = (x_p if shifts[ib] < 2 else x_m) if k == 0 else (x_p if shifts[ib] % 2 == 0 else x_m)

@@ -25,7 +25,7 @@ _EPS_IQ2_S = np.float32(1e-8)
 
 
 @njit(cache=True, nogil=True)
-def _scratch(n):  # type: ignore[no-untyped-def]
+def block_scratch(n):  # type: ignore[no-untyped-def]
     """weight, waux, xval (float32) and L, Laux (int32) of a block of n, on / on_aux per group."""
     f = np.zeros(n, np.float32)
     i = np.zeros(n, np.int32)
@@ -36,7 +36,7 @@ def _scratch(n):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def row_iq2_xxs(x, qw, out, grid, kmap, nbrs):  # type: ignore[no-untyped-def]
     """quantize_row_iq2_xxs_impl: one row x into out (66 bytes per 256 values)."""
-    weight, waux, xval, L, Laux, on, on_aux = _scratch(32)
+    weight, waux, xval, L, Laux, on, on_aux = block_scratch(32)
     scales = np.zeros(QK_K // 32, np.float32)
     signs = np.zeros(4, np.int64)
     q2 = np.zeros(16, np.int64)  # uint32 words
@@ -91,7 +91,7 @@ def row_iq2_xxs(x, qw, out, grid, kmap, nbrs):  # type: ignore[no-untyped-def]
 def row_iq2_xs_s(x, qw, has_w, out, grid, kmap, nbrs, is_s):  # type: ignore[no-untyped-def]
     """quantize_row_iq2_xs_impl (is_s False; 74 bytes per 256 values, weights required) and
     quantize_row_iq2_s_impl (is_s True; 82 bytes, 8 sign bits, no parity)."""
-    weight, waux, xval, L, Laux, on, on_aux = _scratch(16)
+    weight, waux, xval, L, Laux, on, on_aux = block_scratch(16)
     scales = np.zeros(QK_K // 16, np.float32)
     signs = np.zeros(2, np.int64)
     size = 82 if is_s else 74

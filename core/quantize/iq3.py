@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .iq2 import _scratch
+from .iq2 import block_scratch
 from .iqsearch import block_weights, cmax, fold_signs, grid_index, scale_nibble, search_scale
 from .weighted import QK_K, _put_f16, _row_sigma2
 
@@ -27,7 +27,7 @@ _EPS_IQ3_XXS = np.float32(1e-8)
 def row_iq3(x, qw, has_w, out, grid, kmap, nbrs, is_s):  # type: ignore[no-untyped-def]
     """One row x into out: quantize_row_iq3_xxs_impl(256, ...) (is_s False) or
     quantize_row_iq3_s_impl(32, ...) (is_s True)."""
-    weight, waux, xval, L, Laux, _, _ = _scratch(32)
+    weight, waux, xval, L, Laux, _, _ = block_scratch(32)
     on = np.zeros(8, np.bool_)
     on_aux = np.zeros(8, np.bool_)
     scales = np.zeros(QK_K // 32, np.float32)

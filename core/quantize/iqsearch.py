@@ -55,14 +55,14 @@ def fold_signs(xb, weight, xval, at, even):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def find_best_neighbour(neighbours, grid, xval, weight, at, gs, scale, L):  # type: ignore[no-untyped-def]
+def find_best_neighbour(neighbours, start, grid, xval, weight, at, gs, scale, L):  # type: ignore[no-untyped-def]
     """iq2/iq3_find_best_neighbour: of the neighbour list at neighbours[start:] (start from the
     kmap entry), the grid point of least weighted squared error to xval[at:at + gs] at this
     scale (the first on ties); its levels go to L[at:]. Returns its index."""
-    n = np.int32(neighbours[0])
+    n = np.int32(neighbours[start])
     best_d2 = _FLT_MAX
     grid_index = -1
-    for j in range(1, n + 1):
+    for j in range(start + 1, start + n + 1):
         g = np.int32(neighbours[j])
         d2 = np.float32(0.0)
         for i in range(gs):
@@ -92,7 +92,7 @@ def snap_group(xval, waux, at, gs, id_, scale, L, kmax, bits, grid, kmap, nbrs):
     k = kmap[u]
     if k >= 0:
         return True
-    find_best_neighbour(nbrs[-k - 1 :], grid, xval, waux, at, gs, scale, L)
+    find_best_neighbour(nbrs, -k - 1, grid, xval, waux, at, gs, scale, L)
     return False
 
 
