@@ -70,3 +70,13 @@ def test_forced_iq2_xxs_on_a_tensor_the_imatrix_lacks(tmp_path: Path, monkeypatc
     assert r.exit_code == 1
     assert "IQ2_XXS needs importance weights" in r.output and "token_embd.weight" in r.output
     assert not (tmp_path / "out.gguf").exists()
+
+
+def test_dry_run_of_an_iq_type_without_imatrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # as llama-quantize --dry-run: sizes are computed, and it says an imatrix will be needed
+    write_input("llama-f32", tmp_path / "in.gguf")
+    monkeypatch.chdir(tmp_path)
+    register_all()
+    r = CliRunner().invoke(app, ["quantize", "--dry-run", "in.gguf", "out.gguf", "IQ2_XXS", "2"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    assert "importance matrix" in r.output and not (tmp_path / "out.gguf").exists()

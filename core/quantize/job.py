@@ -237,7 +237,7 @@ def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
             )
         if p.src_type not in SUPPORTED_TYPES:
             raise QuantizeError(f"tensor {p.name!r}: cannot convert from {p.src_type.name}")
-        if p.dst_type in NEEDS_WEIGHTS and not p.weighted:
+        if p.dst_type in NEEDS_WEIGHTS and not p.weighted and not opts.dry_run:
             # (llama.cpp aborts in ggml_quantize_chunk here)
             raise QuantizeError(
                 f"tensor {p.name!r}: {p.dst_type.name} needs importance weights and the importance "
