@@ -523,6 +523,47 @@ def _q6_k_byte_terms() -> Any:
     return 210, prepare, terms
 
 
+def _tq2_0_terms() -> Any:
+    """TQ2_0 (66 bytes: qs[64] | d): value 128h + 32l + m = ((qs[32h + m] >> 2l) & 3) - 1, term
+    = (d_x * d) * isum. The codes as stored (u = 0..3) times the activation with byte products
+    (vpmaddubsw: |pair| <= 2 * 3 * 127), their pair sums added in int16 (four 64-value products,
+    |sum| <= 4 * 762), widened in pairs (vpmaddwd); the offset 1 comes back once per block for
+    the 16 rows: isum = sum(u * x) - sum(x), exact."""
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        """Per row: the 4 pairs of 32-value groups (l, l + 1 of half h) as <64 x i8>."""
+        codes = []
+        m3 = _const_vec(_I8, [3] * 32)
+        for p in blocks:
+            row = []
+            for h in range(2):
+                q = _load(builder, p, 32 * h, _vec(_I8, 32))
+                g = [builder.and_(builder.lshr(q, _const_vec(_I8, [2 * l] * 32)), m3) for l in range(4)]
+                row += [builder.shuffle_vector(g[l], g[l + 1], _const_vec(_I32, list(range(64)))) for l in (0, 2)]
+            codes.append(row)
+        return codes, _gather_f16(builder, blocks, 64)
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        codes, d = state
+        base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
+        x64 = [_load(builder, base, 64 * k, _vec(_I8, 64)) for k in range(4)]  # values 64k .. 64k + 63
+        def total(vs: list[Any]) -> Any:
+            acc = vs[0]
+            for v in vs[1:]:
+                acc = builder.add(acc, v)
+            return acc
+
+        isum = _reduce16(builder, [isa.quad_sums(builder, total([isa.madd_u8(builder, c, xk) for c, xk in zip(row, x64)]))
+                                   for row in codes])
+        ones = _const_vec(_I8, [1] * 64)  # sum(x) over the block, from byte products with ones (exact)
+        xsum = total([isa.quad_sums(builder, isa.madd_u8(builder, ones, xk)) for xk in x64])
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [xsum.type]), "llvm.vector.reduce.add.v16i32")
+        isum = builder.sub(isum, _splat(builder, builder.call(fn, [xsum]), ROWS))
+        return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
+
+    return 66, prepare, terms
+
+
 def _count(builder: Any, n: Any, body: Any, after: Any) -> None:
     """for i in 0 .. n - 1: body(i), from the current block (n >= 1), then on to block `after`."""
     pre = builder.block
@@ -699,3 +740,4 @@ _K4_BYTES, _Q6_K_BYTES = _k4_byte_terms()[1:], _q6_k_byte_terms()[1:]
 rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), single=_K4_BYTES)
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
 rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), single=_Q6_K_BYTES)
+rows_tq2_0 = _make_rows_dot(*_tq2_0_terms())
