@@ -83,6 +83,7 @@ PLAN: list[tuple[str, tuple[str, ...], dict[str, Any]]] = [
 DEMO_TYPES = ("Q8_0", "Q4_K_M", "Q6_K", "Q4_0")
 
 IMX = ["--imatrix", "imatrix.gguf"]
+IQ_FILE_TYPES = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ1_S", "IQ1_M")
 # (input, llama-quantize options, type): imatrix.gguf / imatrix.dat are the input's write_imatrix
 OPTION_PLAN: list[tuple[str, list[str], str]] = [
     *[("llama-f32", IMX, t) for t in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q2_K_S", "Q3_K_S",
@@ -123,6 +124,18 @@ OPTION_PLAN: list[tuple[str, list[str], str]] = [
     ("llama-f32-split3", [*IMX, "--keep-split", "--prune-layers", "1"], "Q5_K_M"),
     ("llama-f32", ["--keep-split"], "Q8_0"),
     ("llama-f32", [], "Q2_K_S"),  # refused: needs an imatrix
+    *[("llama-f32", IMX, t) for t in IQ_FILE_TYPES],
+    *[("llama-f32", [], t) for t in ("IQ3_S", "IQ3_XS", "IQ3_M")],
+    *[("gemma3-640", IMX, t) for t in ("IQ2_XXS", "IQ2_M", "IQ3_XXS", "IQ1_M")],  # IQ4_NL fallbacks
+    ("gemma3-640", [], "IQ3_S"),
+    *[("rules-llama32", IMX, t) for t in IQ_FILE_TYPES],
+    *[("rules-llama32", [], t) for t in ("IQ3_XS", "IQ3_M")],
+    ("llama-f32", [*IMX, "--tensor-type", "attn_q=iq2_xxs", "--tensor-type", "ffn_up=iq1_s", "--tensor-type",
+                   "ffn_gate=iq2_xs", "--token-embedding-type", "iq3_s", "--output-tensor-type", "iq1_m"], "Q4_K_M"),
+    ("llama-f32", [], "IQ2_XXS"),  # refused: needs an imatrix
+    ("llama-f32", [], "IQ1_M"),  # refused
+    ("llama-f32", [], "IQ3_XXS"),  # refused (its attn_q / attn_k are IQ2_S)
+    ("llama-f32", ["--tensor-type", "ffn_down=iq3_xxs"], "Q4_K_M"),  # refused
 ]
 
 

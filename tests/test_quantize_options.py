@@ -60,7 +60,11 @@ def test_option_run_equals_llama_quantize(run: dict[str, Any], tmp_path: Path, m
 
 
 def test_option_runs_cover_the_new_file_types() -> None:
-    assert {"Q2_K_S", "COPY", "TQ1_0", "TQ2_0", "MXFP4_MOE", "IQ4_NL", "IQ4_XS"} <= {r["type"] for r in RUNS if not r.get("refused")}
+    assert {"Q2_K_S", "COPY", "TQ1_0", "TQ2_0", "MXFP4_MOE", "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M",
+            "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "IQ1_S", "IQ1_M"} <= {r["type"] for r in RUNS if not r.get("refused")}
+    written = {t for r in RUNS for _, t in r.get("types", [])}
+    assert {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "IQ4_NL"} <= written
+    assert {r["type"] for r in RUNS if r.get("refused")} >= {"Q2_K_S", "IQ2_XXS", "IQ1_M", "IQ3_XXS"}
     moe = {t for r in RUNS if r["input"] == "qwen3moe-f32" for _, t in r.get("types", [])}
     assert "MXFP4" in moe  # the experts of the MoE input
 

@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as QT
 
 from llamacli.core.model.kernels.dequant import dequantize_into
 
-from . import iq4, kquants, legacy, lowbit
+from . import iq, iq4, kquants, legacy, lowbit
 
 Encoder = Callable[[np.ndarray], np.ndarray]
 
@@ -36,6 +36,11 @@ ENCODERS: dict[QT, Encoder] = {
     QT.MXFP4: lowbit.quantize_mxfp4,
     QT.IQ4_NL: iq4.quantize_iq4_nl,
     QT.IQ4_XS: iq4.quantize_iq4_xs,
+    # (IQ2_XXS, IQ2_XS and IQ1_S have no encoder without importance weights: see iq.NEEDS_WEIGHTS)
+    QT.IQ2_S: iq.quantize_iq2_s,
+    QT.IQ3_XXS: iq.quantize_iq3_xxs,
+    QT.IQ3_S: iq.quantize_iq3_s,
+    QT.IQ1_M: iq.quantize_iq1_m,
 }
 
 # Values per encoder call: about 128 K, so that the (n, groups) temporaries stay in L2.

@@ -29,11 +29,21 @@ FILE_TYPES: tuple[FileType, ...] = (
     FileType("MXFP4_MOE", 38, QT.MXFP4, " MXFP4 MoE"),
     FileType("Q5_0", 8, QT.Q5_0, " 5.21G, +0.1316 ppl @ Llama-3-8B"),
     FileType("Q5_1", 9, QT.Q5_1, " 5.65G, +0.1062 ppl @ Llama-3-8B"),
+    FileType("IQ2_XXS", 19, QT.IQ2_XXS, " 2.06 bpw quantization"),
+    FileType("IQ2_XS", 20, QT.IQ2_XS, " 2.31 bpw quantization"),
+    FileType("IQ2_S", 28, QT.IQ2_XS, " 2.5  bpw quantization"),
+    FileType("IQ2_M", 29, QT.IQ2_S, " 2.7  bpw quantization"),
+    FileType("IQ1_S", 24, QT.IQ1_S, " 1.56 bpw quantization"),
+    FileType("IQ1_M", 31, QT.IQ1_M, " 1.75 bpw quantization"),
     FileType("TQ1_0", 36, QT.TQ1_0, " 1.69 bpw ternarization"),
     FileType("TQ2_0", 37, QT.TQ2_0, " 2.06 bpw ternarization"),
     FileType("Q2_K", 10, QT.Q2_K, " 2.96G, +3.5199 ppl @ Llama-3-8B"),
     FileType("Q2_K_S", 21, QT.Q2_K, " 2.96G, +3.1836 ppl @ Llama-3-8B"),
+    FileType("IQ3_XXS", 23, QT.IQ3_XXS, " 3.06 bpw quantization"),
+    FileType("IQ3_S", 26, QT.IQ3_S, " 3.44 bpw quantization"),
+    FileType("IQ3_M", 27, QT.IQ3_S, " 3.66 bpw quantization mix"),
     FileType("Q3_K", 12, QT.Q3_K, "alias for Q3_K_M"),
+    FileType("IQ3_XS", 22, QT.IQ3_S, " 3.3 bpw quantization"),
     FileType("Q3_K_S", 11, QT.Q3_K, " 3.41G, +1.6321 ppl @ Llama-3-8B"),
     FileType("Q3_K_M", 12, QT.Q3_K, " 3.74G, +0.6569 ppl @ Llama-3-8B"),
     FileType("Q3_K_L", 13, QT.Q3_K, " 4.03G, +0.5562 ppl @ Llama-3-8B"),
@@ -59,13 +69,14 @@ Q2_K, Q3_K_S, Q3_K_M, Q3_K_L, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M = 10, 11, 12, 13, 1
 Q2_K_S = 21
 TQ1_0, TQ2_0, MXFP4_MOE = 36, 37, 38
 IQ4_NL, IQ4_XS = 25, 30
+IQ2_XXS, IQ2_XS, IQ3_XS, IQ3_XXS, IQ1_S, IQ3_S, IQ3_M, IQ2_S, IQ2_M, IQ1_M = 19, 20, 22, 23, 24, 26, 27, 28, 29, 31
 Q4_0, Q5_0 = 2, 8
 
 # Tensor types we can write (for --output-tensor-type / --token-embedding-type).
 WRITABLE_TYPES: tuple[QT, ...] = (
     QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0,
     QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.TQ1_0, QT.TQ2_0, QT.MXFP4, QT.IQ4_NL,
-    QT.IQ4_XS,
+    QT.IQ4_XS, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ1_S, QT.IQ1_M,
 )
 
 

@@ -41,6 +41,7 @@ from .gguf_out import (
     split_kvs,
     u32_kv,
 )
+from .iq import NEEDS_WEIGHTS
 from .importance import KEY_DATASET, KEY_FILE, KEY_N_CHUNKS, KEY_N_ENTRIES, Importance
 from .overrides import KVOverride, LayerRemap
 from .rules import ModelInfo, TypeChooser, is_quantized, tensor_order
@@ -161,12 +162,15 @@ def guess_file_type(types: list[QT]) -> int:
     return by_type.get(best, 0)
 
 
+_IMATRIX_TYPES = (QT.IQ3_XXS, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ1_M, QT.IQ1_S)
+
+
 def _requires_imatrix(name: str, dst: QT, ftype: FileType) -> bool:
-    """tensor_requires_imatrix, for the types we write: Q2_K in a Q2_K_S file (not the token
-    embeddings or the output)."""
+    """tensor_requires_imatrix: the 1-3 bit IQ types, and Q2_K in a Q2_K_S file (not for the
+    token embeddings or the output)."""
     if name in ("token_embd.weight", "per_layer_token_embd.weight", "output.weight"):
         return False
-    return dst == QT.Q2_K and ftype.name == "Q2_K_S"
+    return dst in _IMATRIX_TYPES or (dst == QT.Q2_K and ftype.name == "Q2_K_S")
 
 
 def _n_mat(shape: tuple[int, ...]) -> int:
@@ -241,7 +245,13 @@ def plan_quantization(g: GGUFFile, opts: QuantizeOptions) -> list[TensorPlan]:
             )
         if p.src_type not in SUPPORTED_TYPES:
             raise QuantizeError(f"tensor {p.name!r}: cannot convert from {p.src_type.name}")
-        if p.dst_type not in ENCODERS:
+        if p.dst_type in NEEDS_WEIGHTS and not p.weighted and not opts.dry_run:
+            # (llama.cpp aborts in ggml_quantize_chunk here)
+            raise QuantizeError(
+                f"tensor {p.name!r}: {p.dst_type.name} needs importance weights and the importance "
+                "matrix has none for it (pass --imatrix with an entry for it, or choose another type)"
+            )
+        if p.dst_type not in ENCODERS and p.dst_type not in NEEDS_WEIGHTS:
             raise QuantizeError(f"tensor {p.name!r}: cannot write type {p.dst_type.name}")
     return plans
 

@@ -1,6 +1,6 @@
 """Which ggml type each tensor gets: a port of src/llama-quant.cpp (llama.cpp b-0.3.36 vendored in
 llama-cpp-python) — `tensor_allows_quantization`, `llama_tensor_get_type(_impl)`,
-`tensor_type_fallback` — restricted to the file types we write (no IQ*/TQ*/MXFP4 mixes), with
+`tensor_type_fallback` — for the file types we write, with
 --tensor-type overrides, COPY (only_copy) and the rules an importance matrix changes.
 
 The mixture rules count attn_v / ffn_down tensors as they are met, so tensors must be visited in
@@ -141,6 +141,17 @@ def _use_more_bits(i_layer: int, n_layers: int) -> bool:
     return i_layer < d8 or i_layer >= 7 * n_layers // 8 or rem == 2
 
 
+# tensor_type_fallback: the type for a row length the target's block does not divide
+_FALLBACK = {
+    **dict.fromkeys((QT.IQ1_S, QT.IQ1_M, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ4_XS), QT.IQ4_NL),
+    **dict.fromkeys((QT.Q2_K, QT.Q3_K, QT.TQ1_0, QT.TQ2_0), QT.Q4_0),
+    QT.Q4_K: QT.Q5_0, QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0,
+}
+# the 1-2 bit IQ file types, whose mixture rules are their own branch of llama_tensor_get_type_impl
+_IQ12 = (FT.IQ2_XXS, FT.IQ2_XS, FT.IQ1_S, FT.IQ2_S, FT.IQ2_M, FT.IQ1_M)
+_IQ2_SM = (FT.IQ2_S, FT.IQ2_M)
+
+
 @dataclass
 class TypeChooser:
     """llama_tensor_get_type with its counters (quantize_state_impl). Call `choose` once per
@@ -202,8 +213,7 @@ class TypeChooser:
         if ncols % block == 0:
             return target, False
         self.n_fallback += 1
-        ret = {QT.Q2_K: QT.Q4_0, QT.Q3_K: QT.Q4_0, QT.TQ1_0: QT.Q4_0, QT.TQ2_0: QT.Q4_0, QT.IQ4_XS: QT.IQ4_NL, QT.Q4_K: QT.Q5_0,
-               QT.Q5_K: QT.Q5_1, QT.Q6_K: QT.Q8_0}.get(target, target)
+        ret = _FALLBACK.get(target, target)
         if ncols % GGML_QUANT_SIZES[ret][0]:
             ret = QT.F16  # not even a multiple of 32
         return ret, True
@@ -227,6 +237,8 @@ class TypeChooser:
             nx = shape[-1]
             if ft == FT.MXFP4_MOE or falcon or nx % GGML_QUANT_SIZES[new_type][0]:
                 return QT.Q8_0
+            if ft in _IQ12 or ft == FT.IQ3_XXS:
+                return QT.Q5_K
             return new_type if new_type == QT.Q8_0 else QT.Q6_K
         if ft == FT.MXFP4_MOE:
             # expert tensors (3-D, more than one matrix) MXFP4, the rest Q8_0
@@ -235,13 +247,23 @@ class TypeChooser:
                 experts = False
             return QT.MXFP4 if experts else QT.Q8_0
         if cat == TOKEN_EMBD:
+            if ft in (FT.IQ2_XXS, FT.IQ2_XS, FT.IQ1_S, FT.IQ1_M):
+                return QT.Q2_K
+            if ft in (*_IQ2_SM, FT.IQ3_XXS):
+                return QT.IQ3_S
             return QT.Q4_K if ft in (FT.TQ1_0, FT.TQ2_0) else new_type
+        if ft in _IQ12:
+            return self._impl_iq12(new_type, cat)
         if _is_attn_v(cat):
             if ft == FT.Q2_K:
                 new_type = QT.Q4_K if m.n_gqa >= 4 else QT.Q3_K
             elif ft == FT.Q2_K_S:
                 if m.n_gqa >= 4:
                     new_type = QT.Q4_K
+            elif ft == FT.IQ3_XXS:
+                new_type = QT.Q4_K if m.n_gqa >= 4 else QT.IQ3_XXS if self.has_imatrix else QT.IQ3_S
+            elif ft in (FT.IQ3_XS, FT.IQ3_S) and m.n_gqa >= 4 or ft == FT.IQ3_M:
+                new_type = QT.Q4_K
             elif ft == FT.Q3_K_M:
                 new_type = QT.Q5_K if self.i_attention_wv < 2 else QT.Q4_K
             elif ft == FT.Q3_K_L:
@@ -260,6 +282,15 @@ class TypeChooser:
         elif cat == ATTN_K:
             if m.n_expert == 8:
                 new_type = QT.Q8_0
+            elif ft == FT.IQ3_XS:
+                new_type = QT.IQ3_XXS
+            elif ft == FT.IQ3_XXS:
+                new_type = QT.IQ2_S
+        elif cat == ATTN_Q:
+            if ft == FT.IQ3_XS:
+                new_type = QT.IQ3_XXS
+            elif ft == FT.IQ3_XXS:
+                new_type = QT.IQ2_S
         elif cat == FFN_DOWN:
             i_layer, n_layer = self._layer_info(self.i_ffn_down, self.n_ffn_down, name)
             if ft == FT.Q2_K:
@@ -267,6 +298,8 @@ class TypeChooser:
             elif ft == FT.Q2_K_S:
                 if i_layer < n_layer // 8:
                     new_type = QT.Q4_K
+            elif ft == FT.IQ3_XXS and not self.has_imatrix:
+                new_type = QT.Q4_K if i_layer < n_layer // 8 else QT.Q3_K
             elif ft == FT.Q3_K_M:
                 if i_layer < n_layer // 16:
                     new_type = QT.Q5_K
@@ -274,6 +307,8 @@ class TypeChooser:
                     new_type = QT.Q4_K
                 else:
                     new_type = QT.Q3_K
+            elif ft == FT.IQ3_M and (i_layer < n_layer // 8 or (m.n_expert == 8 and _use_more_bits(i_layer, n_layer))):
+                new_type = QT.Q4_K
             elif ft == FT.Q3_K_L:
                 new_type = QT.Q4_K if falcon else QT.Q5_K
             elif ft == FT.Q4_K_M:
@@ -295,11 +330,14 @@ class TypeChooser:
         elif cat == ATTN_OUTPUT:
             if not falcon:
                 if m.n_expert == 8:
-                    if ft in (FT.Q2_K, FT.Q3_K_S, FT.Q3_K_M, FT.IQ4_NL, FT.Q4_K_S, FT.Q4_K_M, FT.IQ4_XS):
+                    if ft in (FT.Q2_K, FT.IQ3_XS, FT.IQ3_XXS, FT.Q3_K_S, FT.Q3_K_M, FT.IQ4_NL, FT.Q4_K_S, FT.Q4_K_M,
+                              FT.IQ3_S, FT.IQ3_M, FT.IQ4_XS):
                         new_type = QT.Q5_K
                 elif ft == FT.Q2_K:
                     new_type = QT.Q3_K
-                elif ft == FT.Q3_K_M:
+                elif ft == FT.IQ3_XXS:
+                    new_type = QT.IQ3_S
+                elif ft in (FT.Q3_K_M, FT.IQ3_M):
                     new_type = QT.Q4_K
                 elif ft == FT.Q3_K_L:
                     new_type = QT.Q5_K
@@ -307,9 +345,40 @@ class TypeChooser:
                 new_type = QT.Q4_K
         # (llama.cpp's ATTENTION_QKV branch here is unreachable: attn_qkv is attn_v-like above)
         elif cat == FFN_GATE:
-            self._layer_info(self.i_ffn_gate, self.n_ffn_gate, name)
+            i_layer, n_layer = self._layer_info(self.i_ffn_gate, self.n_ffn_gate, name)
+            new_type = self._iq3_xs_middle(new_type, i_layer, n_layer)
             self.i_ffn_gate += 1
         elif cat == FFN_UP:
-            self._layer_info(self.i_ffn_up, self.n_ffn_up, name)
+            i_layer, n_layer = self._layer_info(self.i_ffn_up, self.n_ffn_up, name)
+            new_type = self._iq3_xs_middle(new_type, i_layer, n_layer)
             self.i_ffn_up += 1
+        return new_type
+
+    def _iq3_xs_middle(self, new_type: QT, i_layer: int, n_layer: int) -> QT:
+        """ffn_gate / ffn_up of IQ3_XS: IQ3_XXS outside the first and last eighth of the layers."""
+        if self.ftype.id == FT.IQ3_XS and n_layer // 8 <= i_layer < 7 * n_layer // 8:
+            return QT.IQ3_XXS
+        return new_type
+
+    def _impl_iq12(self, new_type: QT, cat: int) -> QT:
+        """The IQ1_S / IQ1_M / IQ2_* branch of llama_tensor_get_type_impl (no per-layer lookup:
+        ffn_down counts its tensors even in MoE models)."""
+        m, ft = self.model, self.ftype.id
+        low = QT.IQ3_S if ft in _IQ2_SM else QT.Q2_K
+        if _is_attn_v(cat):
+            new_type = QT.Q4_K if m.n_gqa >= 4 or m.n_expert >= 4 else low
+            self.i_attention_wv += 1
+        elif m.n_expert == 8 and cat == ATTN_K:
+            new_type = QT.Q4_K
+        elif cat == FFN_DOWN:
+            if self.i_ffn_down < self.n_ffn_down // 8:
+                new_type = low
+            self.i_ffn_down += 1
+        elif cat == ATTN_OUTPUT:
+            if m.n_expert == 8:
+                new_type = QT.Q5_K
+            elif ft in (FT.IQ1_S, FT.IQ1_M):
+                new_type = QT.IQ2_XXS
+            elif ft in _IQ2_SM:
+                new_type = QT.IQ3_S
         return new_type

@@ -571,13 +571,18 @@ def _rows(kind, x, qw, out):  # type: ignore[no-untyped-def]
 
 _KIND = {QT.Q4_0: 0, QT.Q5_0: 1, QT.Q4_1: 2, QT.Q5_1: 3, QT.Q2_K: 4, QT.Q3_K: 5, QT.Q4_K: 6,
          QT.Q5_K: 7, QT.Q6_K: 8}
-WEIGHTED_TYPES = frozenset(_KIND) | {QT.IQ4_NL, QT.IQ4_XS}
+WEIGHTED_TYPES = frozenset(_KIND) | {QT.IQ4_NL, QT.IQ4_XS, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S,
+                                     QT.IQ1_S, QT.IQ1_M}
 
 
 def encode_weighted(rows: np.ndarray, qw: np.ndarray, qtype: QT) -> np.ndarray:
     """rows (n, n_per_row) float32 with the importance weights qw (n_per_row,) -> flat uint8
     ggml bytes, bit-exact with ggml_quantize_chunk(qtype, ..., imatrix=qw). Types outside
     WEIGHTED_TYPES ignore the weights in ggml: the caller uses the plain encoders for them."""
+    if qtype not in _KIND and qtype not in (QT.IQ4_NL, QT.IQ4_XS):
+        from .iq import encode_iq  # (the IQ1-IQ3 kernels build on this module's helpers)
+
+        return encode_iq(rows, qw, qtype)
     block, size = GGML_QUANT_SIZES[qtype]
     x = np.ascontiguousarray(rows, dtype=np.float32)
     n_per_row = x.shape[1]

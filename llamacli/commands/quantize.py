@@ -25,10 +25,13 @@ class _QuantizeCommand(Command):
 
 @app.command(
     cls=_QuantizeCommand,
-    epilog="Types: Q4_0, Q4_1, MXFP4_MOE, Q5_0, Q5_1, TQ1_0, TQ2_0, Q2_K, Q2_K_S, Q3_K_S, Q3_K_M (Q3_K), Q3_K_L, Q4_K_S, "
-    "IQ4_NL, IQ4_XS, Q4_K_M (Q4_K), Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, COPY, any case, or llama.cpp's "
-    "numeric ids (e.g. 15 = Q4_K_M); Q2_K_S needs --imatrix; COPY copies every tensor unchanged. Tensor types for the --*-type options: f32, f16, bf16, "
-    "q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, mxfp4, iq4_nl, iq4_xs."
+    epilog="Types: Q4_0, Q4_1, MXFP4_MOE, Q5_0, Q5_1, IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M, TQ1_0, TQ2_0, Q2_K, "
+    "Q2_K_S, IQ3_XXS, IQ3_S, IQ3_M, IQ3_XS, Q3_K_S, Q3_K_M (Q3_K), Q3_K_L, IQ4_NL, IQ4_XS, Q4_K_S, Q4_K_M (Q4_K), "
+    "Q5_K_S, Q5_K_M (Q5_K), Q6_K, Q8_0, F16, BF16, F32, COPY, any case, or llama.cpp's numeric ids (e.g. 15 = Q4_K_M); "
+    "IQ1_*, IQ2_*, IQ3_XXS, IQ3_XS and Q2_K_S need --imatrix; COPY copies every tensor unchanged. Tensor types for the "
+    "--*-type options: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, tq1_0, tq2_0, "
+    "mxfp4, iq4_nl, iq4_xs, iq3_s, iq3_xxs, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s (iq2_xxs, iq2_xs and iq1_s only "
+    "for tensors the importance matrix covers)."
 )
 @guarded
 def quantize(
