@@ -284,20 +284,21 @@ def resolve(spec: str, hf_file: str | None = None, token: str | None = None, pro
     kwargs: dict[str, Any] = {"cache_dir": cache_dir(), "token": token}
     if where is not None:
         kwargs["local_files_only"] = True  # the hub cannot be reached: no second attempt
+    # the model; of a split model every part beside the first; the projector
+    wanted = [name, *other_parts(name), *([projector] if projector else [])]
+    paths: list[str] = []
     try:
-        path = _download(repo, name, kwargs, progress)
-        for part in other_parts(name):  # a split model: every part, beside the first
-            _download(repo, part, kwargs, progress)
-        projector_path = _download(repo, projector, kwargs, progress) if projector else None
+        for f in wanted:
+            paths.append(_download(repo, f, kwargs, progress))
     except LocalEntryNotFoundError as e:
         if _offline():
-            raise HubError(f"{repo}: {name} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None
+            raise HubError(f"{repo}: {wanted[len(paths)]} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None
         raise _explain(repo, e) from None
     except Exception as e:
         if isinstance(e, (HfHubHTTPError, ValueError)) or _network_error(e):
             raise _explain(repo, e) from None
         raise
-    return Resolved(repo, name, path, projector, projector_path)
+    return Resolved(repo, name, paths[0], projector, paths[-1] if projector else None)
 
 
 def _download(repo: str, name: str, kwargs: dict[str, Any], progress: bool) -> str:

@@ -133,3 +133,55 @@ def test_a_server_without_a_projector_says_so_and_sends_no_image(page: Any, tmp_
         assert page.locator("#attachments .chip").count() == 0
         body = _send(page, "Hello")
         assert body["messages"][-1]["content"] == "Hello"  # a plain string: no image part
+
+
+# ---- audio, and stored attachments, against the stub server (tests/ui_stub.py) -----------------
+
+
+@pytest.fixture()
+def omni() -> Iterator[Any]:
+    from tests.ui_stub import StubModel, StubServer
+
+    with StubServer(router=True, models=[StubModel("omni", status="loaded", vision=True, audio=True)]) as s:
+        yield s
+
+
+def test_audio_goes_as_input_audio_and_stored_urls_stay_inert(page: Any, omni: Any, tmp_path: Path) -> None:
+    """A model that takes audio: a WAV file gets the ♪ mark and goes as an `input_audio` part.
+    A stored image whose URL is not an image data: URL (an edited or imported conversation)
+    shows its name only: the page loads nothing from it."""
+    from tests.ui_stub import ASSISTANT, Reply, send, wait_idle
+
+    page.goto(omni.url)
+    page.select_option("#model-select", "omni")
+    page.wait_for_selector("#model-meta:has-text('audio')")
+    assert page.is_hidden("#media-note") and "images and audio" in (page.get_attribute("label.attach", "title") or "")
+    wav = tmp_path / "voice.wav"
+    wav.write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt ")
+    png = tmp_path / "pic.png"
+    png.write_bytes(_png((9, 9, 9)))
+    page.set_input_files("#attach", [str(wav), str(png)])
+    page.wait_for_selector("#attachments .chip:has-text('pic.png') img.thumb")
+    assert page.inner_text("#attachments .chip:has-text('voice.wav') .thumb.audio") == "♪"
+    omni.replies.append(Reply(["heard it"]))
+    send(page, "What is it?")
+    wait_idle(page)
+    page.wait_for_selector(f"{ASSISTANT} .content:has-text('heard it')")
+    parts = omni.requests[-1]["messages"][-1]["content"]
+    assert parts[1] == {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav.read_bytes()).decode(), "format": "wav"}}
+    assert parts[2]["type"] == "image_url"
+
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(omni.url) else None)
+    page.evaluate("""() => {
+        const key = 'llamacli.conversations.v1';
+        const data = JSON.parse(localStorage.getItem(key));
+        for (const conv of Object.values(data))
+          for (const m of Object.values(conv.messages))
+            for (const a of m.attachments || [])
+              if (a.kind === 'image') a.url = 'https://example.invalid/x.png';
+        localStorage.setItem(key, JSON.stringify(data));
+    }""")
+    page.reload()
+    page.wait_for_selector(".msg.user .chip:has-text('pic.png')")
+    assert page.locator(".msg.user .chip img").count() == 0 and outside == []
