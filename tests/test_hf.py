@@ -279,6 +279,11 @@ def hub_projector_elsewhere(d: Path) -> Path:
 def test_pull_brings_the_projector(hub: FakeHub) -> None:
     r = llama("pull", f"{REPO}:Q8_0", "--no-mmproj")
     assert r.returncode == 0 and hub.gets("mmproj-tiny-Q8_0.gguf") == []
+    # offline, the projector is looked for among the cached files (as llama.cpp): none there yet
+    r = llama("complete", "-hf", f"{REPO}:Q8_0", "-p", "hi", "-n", "1", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    r = llama("complete", "-hf", f"{REPO}:Q8_0", "--image", str(ROOT / "README.md"), "-p", "hi", "-n", "1", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 1 and "--image needs a multimodal projector" in r.stderr
     r = llama("pull", f"{REPO}:Q8_0")
     assert r.returncode == 0, r.stderr
     assert Path(r.stdout.strip()).name == "tiny-Q8_0.gguf"  # stdout: the model's path alone
