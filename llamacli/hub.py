@@ -11,6 +11,9 @@ model is expected.
 The `:quant` tag picks the file as llama.cpp does: the .gguf files of the repo whose name
 contains the tag (case-insensitive), mmproj files ignored; without a tag Q4_K_M, or else the
 first .gguf file of the repo. Of a split model, the first part is the one to open.
+
+With it comes the repository's projector (`find_mmproj`, llama.cpp's `find_best_mmproj`) when
+the command takes one (`-mm`) and neither `-mm` nor `--no-mmproj` is given.
 """
 
 from __future__ import annotations
@@ -187,77 +190,135 @@ def _explain(repo: str, e: Exception) -> HubError:
     return HubError(f"{repo}: download failed: {msg}")
 
 
+_TAG = re.compile(r"[-.]([A-Z0-9_]+)$", re.IGNORECASE)
+
+
+def quant_bits(path: str) -> int:
+    """llama.cpp's `extract_quant_bits`: the number in a file's quant tag (Q4_K_M -> 4, F16 -> 16,
+    BF16 -> 16), 0 without one. The tag is the last `-`/`.`-separated word before `.gguf` (and
+    before a split suffix)."""
+    stem = _SPLIT.sub("", path) if _SPLIT.search(path) else path.removesuffix(".gguf")
+    m = _TAG.search(stem)
+    digits = re.search(r"\d+", m.group(1)) if m else None
+    return int(digits.group(0)) if digits else 0
+
+
+def find_mmproj(files: list[str], model: str) -> str | None:
+    """The projector `-hf` fetches beside `model` (llama.cpp's `find_best_sibling(.., "mmproj")`):
+    of the .gguf files whose path contains `mmproj` and whose folder is the model's folder or
+    one above it, the deepest folder wins, then the quant closest in bits to the model's (F16
+    beside a Q8_0 model loses to a Q8_0 projector); on a tie the first by name."""
+    model_dirs = model.split("/")[:-1]
+    bits = quant_bits(model)
+    best: tuple[int, int] | None = None  # (-depth, bits difference): smaller is better
+    found: str | None = None
+    for f in sorted(files):
+        if not f.endswith(".gguf") or "mmproj" not in f:
+            continue
+        dirs = f.split("/")[:-1]
+        if dirs != model_dirs[: len(dirs)]:
+            continue  # in another folder, or below the model's
+        key = (-len(dirs), abs(quant_bits(f) - bits))
+        if best is None or key < best:
+            best, found = key, f
+    return found
+
+
 @dataclass(frozen=True)
 class Resolved:
     repo: str
     file: str
     path: str
+    mmproj_file: str | None = None  # the repository's projector, when asked for and found
+    mmproj: str | None = None  # its local path
 
 
-def resolve(spec: str, hf_file: str | None = None, token: str | None = None, progress: bool = True) -> Resolved:
-    """Download (or find in the cache) the model file `-hf spec [-hff file]` names; its local path.
+def _repo_files(repo: str, token: str | None) -> tuple[list[str], str | None]:
+    """The files of `repo` and, when they come from the cache (offline, or the hub cannot be
+    reached: one attempt), why; a 4xx from the hub is the error it means."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    where = "offline mode is on (HF_HUB_OFFLINE)"
+    if not _offline():
+        try:
+            return _remote_files(repo, token), None
+        except HfHubHTTPError as e:
+            status = e.response.status_code if getattr(e, "response", None) is not None else None
+            if status is not None and status < 500:
+                raise _explain(repo, e) from None
+            where = f"the hub answers {status}"
+        except Exception as e:  # the hub cannot be reached: pick among the cached files
+            if not _network_error(e):
+                raise
+            where = f"the hub cannot be reached ({_reason(e)})"
+    files = _cached_files(repo)
+    if not files:
+        raise HubError(f"{repo}: not in the cache, and {where}")
+    return files, where
+
+
+def resolve(spec: str, hf_file: str | None = None, token: str | None = None, progress: bool = True,
+            mmproj: bool = False) -> Resolved:
+    """Download (or find in the cache) the model file `-hf spec [-hff file]` names, and with
+    `mmproj` the repository's projector (none when it has no mmproj file); their local paths.
 
     Offline (HF_HUB_OFFLINE=1), or when the hub cannot be reached (one attempt), the quant is
     picked among the files already in the cache."""
-    from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
     repo, quant = parse_repo(spec)
     token = token or None
-    local_only = False
-    if hf_file:
-        name = hf_file
-    else:
-        files: list[str] | None = None
-        where = "offline mode is on (HF_HUB_OFFLINE)"
-        if not _offline():
-            try:
-                files = _remote_files(repo, token)
-            except HfHubHTTPError as e:
-                status = e.response.status_code if getattr(e, "response", None) is not None else None
-                if status is not None and status < 500:
-                    raise _explain(repo, e) from None
-                where = f"the hub answers {status}"
-            except Exception as e:  # the hub cannot be reached: pick among the cached files
-                if not _network_error(e):
-                    raise
-                where = f"the hub cannot be reached ({_reason(e)})"
-        if files is None:
-            local_only = True
-            files = _cached_files(repo)
-            if not files:
-                raise HubError(f"{repo}: not in the cache, and {where}")
-            try:
-                name = pick_file(files, quant, repo)
-            except HubError as e:
-                raise HubError(f"{e} in the cache, and {where}") from None
-        else:
+    files: list[str] = []
+    where: str | None = None  # why the files come from the cache (None: from the hub)
+    if not hf_file or mmproj:
+        files, where = _repo_files(repo, token)
+    name = hf_file or ""
+    if not hf_file:
+        try:
             name = pick_file(files, quant, repo)
+        except HubError as e:
+            if where is None:
+                raise
+            raise HubError(f"{e} in the cache, and {where}") from None
+    projector = find_mmproj(files, name) if mmproj else None
     kwargs: dict[str, Any] = {"cache_dir": cache_dir(), "token": token}
-    if local_only:
+    if where is not None:
         kwargs["local_files_only"] = True  # the hub cannot be reached: no second attempt
-    if progress:
-        kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})
+    # the model; of a split model every part beside the first; the projector
+    wanted = [name, *other_parts(name), *([projector] if projector else [])]
+    paths: list[str] = []
     try:
-        path = hf_hub_download(repo, name, **kwargs)
-        for part in other_parts(name):  # a split model: every part, beside the first
-            if progress:
-                kwargs["tqdm_class"] = type("RichBar", (RichBar,), {"label": f"{repo}: {part}"})
-            hf_hub_download(repo, part, **kwargs)
+        for f in wanted:
+            paths.append(_download(repo, f, kwargs, progress))
     except LocalEntryNotFoundError as e:
         if _offline():
-            raise HubError(f"{repo}: {name} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None
+            raise HubError(f"{repo}: {wanted[len(paths)]} is not in the cache and offline mode is on (HF_HUB_OFFLINE)") from None
         raise _explain(repo, e) from None
     except Exception as e:
         if isinstance(e, (HfHubHTTPError, ValueError)) or _network_error(e):
             raise _explain(repo, e) from None
         raise
-    return Resolved(repo, name, path)
+    return Resolved(repo, name, paths[0], projector, paths[-1] if projector else None)
+
+
+def _download(repo: str, name: str, kwargs: dict[str, Any], progress: bool) -> str:
+    """One file of `repo` into the cache (a rich bar on stderr with `progress`); its path."""
+    from huggingface_hub import hf_hub_download
+
+    if progress:
+        kwargs = {**kwargs, "tqdm_class": type("RichBar", (RichBar,), {"label": f"{repo}: {name}"})}
+    return str(hf_hub_download(repo, name, **kwargs))
 
 
 def model_path(model: str | None, hf_repo: str | None, hf_file: str | None, hf_token: str | None, offline: bool = False) -> str | None:
     """What a command opens: `-m` if given, else the file `-hf` names (downloaded now), else
     None (the demo model). `-hff` without `-hf` is an error."""
+    return model_files(model, hf_repo, hf_file, hf_token, offline)[0]
+
+
+def model_files(model: str | None, hf_repo: str | None, hf_file: str | None, hf_token: str | None, offline: bool = False,
+                mmproj: bool = False) -> tuple[str | None, str | None]:
+    """model_path's file, and with `mmproj` the projector `-hf`'s repository has (else None)."""
     if offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
         from huggingface_hub import constants
@@ -266,10 +327,11 @@ def model_path(model: str | None, hf_repo: str | None, hf_file: str | None, hf_t
     if hf_repo is None:
         if hf_file is not None:
             raise HubError("--hf-file needs --hf-repo (-hf user/repo)")
-        return model
+        return model, None
     if model is not None:
         raise HubError("give the model with -m or with -hf, not both")
-    return resolve(hf_repo, hf_file, hf_token).path
+    got = resolve(hf_repo, hf_file, hf_token, mmproj=mmproj)
+    return got.path, got.mmproj
 
 
 # ---- progress on stderr ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ from llamacli.core.multimodal.encoder import MEDIA_MARKER, VisionEncoder
 from llamacli.core.multimodal.image import ImageLimits, decode_image
 from llamacli.core.multimodal.prompt import Media, MediaSpan, prompt_with_media
 from llamacli.core.text.tokenizer import Tokenizer
-from llamacli.options.mmproj import MmprojOptions
+from llamacli.options.mmproj import NO_PROJECTOR, MmprojOptions
 
 
 def open_projector(opts: MmprojOptions, n_embd_text: int, threads: int = -1) -> VisionEncoder | None:
@@ -43,7 +43,7 @@ def media_prompt(
     if not images:
         return tokenizer.tokenize(text, add_special=True, parse_special=True), ()
     if encoder is None:
-        raise InvalidRequest("--image needs a multimodal projector: pass -mm/--mmproj FILE")
+        raise InvalidRequest(NO_PROJECTOR)
     if MEDIA_MARKER not in text:
         text = MEDIA_MARKER * len(images) + text
     media = [read_image(p, limits) for p in images]

@@ -4,7 +4,10 @@ Sources, as llama-server's, later ones taking precedence for the same name (the 
 not one: a router lists what it was given, as llama-server's does):
 - the cache (`llama list`): named `user/repo:QUANT`;
 - `--models-dir DIR`: every `NAME.gguf` in DIR is `NAME`; a subfolder holding one model (a
-  split model's parts, mmproj files ignored) is named after the folder;
+  split model's parts) is named after the folder, and an `mmproj*.gguf` beside it is its
+  projector (the child gets `-mm FILE`, as llama-server's router sets LLAMA_ARG_MMPROJ; the
+  first by name when there are several). A file whose name contains `mmproj` is never a model;
+  loose in DIR it pairs with nothing;
 - `--models-preset FILE.ini`: a section named after a model above adds settings to it; another
   section is a model of its own and needs `model = PATH` (or `hf-repo = USER/REPO[:QUANT]`).
 
@@ -45,10 +48,12 @@ def _dir_specs(models_dir: str) -> list[ModelSpec]:
     loose: list[str] = []
     for entry in entries:
         if entry.is_dir():
-            files = sorted(f.name for f in os.scandir(entry.path) if f.is_file() and _is_model(f.name))
+            names = sorted(f.name for f in os.scandir(entry.path) if f.is_file() and f.name.endswith(".gguf"))
+            files = [n for n in names if _is_model(n)]
             if files:
                 path = os.path.join(entry.path, _first_part(files))
-                out.append(ModelSpec(entry.name, ["-m", path], path, "models_dir"))
+                projector = [["-mm", os.path.join(entry.path, n)] for n in names if "mmproj" in n][:1]
+                out.append(ModelSpec(entry.name, ["-m", path, *(projector[0] if projector else [])], path, "models_dir"))
         elif entry.is_file() and _is_model(entry.name):
             loose.append(entry.name)
     for name in loose:

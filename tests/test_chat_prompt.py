@@ -95,6 +95,23 @@ def test_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert completions("/load ta") == ["lk.json"]
 
 
+def test_image_and_audio_complete_paths_of_their_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/image PATH completes folders and image files (any case of extension), /audio folders and
+    audio files; ~ is the home folder."""
+    for name in ("pic.PNG", "pic.txt", "photo.jpeg", "voice.wav", "voice.md"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "pics").mkdir()
+    (tmp_path / "pics" / "cat.webp").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    assert sorted(completions("/image pi")) == ["c.PNG", "cs"]
+    assert completions("/image pics/") == ["cat.webp"]
+    assert completions("/image ph") == ["oto.jpeg"]
+    assert completions("/audio vo") == ["ice.wav"]
+    assert completions("/audio pic") == ["s"]  # the folder only
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert completions("/image ~/pics/c") == ["at.webp"]
+
+
 def test_repl_through_prompt_toolkit(tmp_path: Path, pipe) -> None:  # type: ignore[no-untyped-def]
     """The whole loop on the real prompt: commands, a multi-line message, Ctrl-C twice."""
     eng = FakeEngine("fine, thanks", words=True)

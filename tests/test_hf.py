@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from llamacli.hub import HubError, parse_repo, pick_file, quant_of
+from llamacli.hub import HubError, find_mmproj, parse_repo, pick_file, quant_bits, quant_of
 from tests.test_cli import ROOT
+from tests.tiny_mmproj import ProjectorSpec, write_projector
 from tests.tiny_models import write_tiny_model
 
 REPO = "tester/Tiny-GGUF"
@@ -142,9 +143,13 @@ def tiny_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     d = tmp_path_factory.mktemp("tiny")
     q8 = write_tiny_model("llama", "Q8_0", d / "q8.gguf").read_bytes()
     q4 = write_tiny_model("llama", "Q4_K", d / "q4.gguf").read_bytes()
+    # the tiny models' width (256); its file named Q8_0, the quant nearest the models' (llama.cpp's
+    # pick): the F16 one beside it is no projector, so a wrong pick fails to load
+    mm = write_projector(ProjectorSpec("hub", "mlp", n_text=256, n_layer=1, image_size=32), d / "mm.gguf").read_bytes()
     return {
         "README.md": b"# tiny\n",
-        "mmproj-tiny-Q4_K_M.gguf": b"GGUF not a model",
+        "mmproj-tiny-F16.gguf": b"GGUF not a projector",
+        "mmproj-tiny-Q8_0.gguf": mm,
         "tiny-Q4_K_M.gguf": q4,
         "tiny-Q8_0.gguf": q8,
     }
@@ -219,9 +224,72 @@ def test_pull_picks_the_quant_then_tokenize_uses_the_cache(hub: FakeHub, tmp_pat
 
 
 def test_hf_without_tag_prefers_q4_k_m_and_runs_complete(hub: FakeHub) -> None:
-    r = llama("complete", "-hf", REPO, "-p", "hello", "-n", "3", "--temp", "0", "--numerics", "f32", "--no-display-prompt")
+    r = llama("complete", "-hf", REPO, "--no-mmproj", "-p", "hello", "-n", "3", "--temp", "0", "--numerics", "f32", "--no-display-prompt")
     assert r.returncode == 0, r.stderr
-    assert len(hub.gets("tiny-Q4_K_M.gguf")) == 1 and hub.gets("mmproj-tiny-Q4_K_M.gguf") == []
+    assert len(hub.gets("tiny-Q4_K_M.gguf")) == 1 and hub.gets("mmproj-tiny-Q8_0.gguf") == []
+
+
+def test_find_mmproj_follows_llama_cpp() -> None:
+    """llama.cpp's find_best_mmproj: a projector in the model's folder or above, the deepest
+    folder first, then the quant nearest in bits to the model's; none elsewhere."""
+    assert [quant_bits(n) for n in ("m-Q4_K_M.gguf", "mmproj-m-F16.gguf", "m.bf16.gguf", "d/m-Q8_0-00001-of-00002.gguf", "mmproj.gguf")] == [4, 16, 16, 8, 0]
+    files = ["m-Q4_K_M.gguf", "m-Q8_0.gguf", "mmproj-F16.gguf", "mmproj-Q8_0.gguf", "mmproj-F32.gguf"]
+    assert find_mmproj(files, "m-Q8_0.gguf") == "mmproj-Q8_0.gguf"
+    assert find_mmproj(files, "m-F16.gguf") == "mmproj-F16.gguf"
+    assert find_mmproj(files, "m-Q4_K_M.gguf") == "mmproj-Q8_0.gguf"  # |4-8| < |4-16|
+    nested = ["mmproj-Q8_0.gguf", "big/mmproj-F16.gguf", "other/mmproj-Q4_0.gguf", "big/sub/mmproj-Q4_0.gguf"]
+    assert find_mmproj(nested, "big/m-Q4_0.gguf") == "big/mmproj-F16.gguf"  # its own folder beats a nearer quant above
+    assert find_mmproj(nested, "other2/m-Q8_0.gguf") == "mmproj-Q8_0.gguf"
+    assert find_mmproj(["sub/mmproj-F16.gguf", "m.gguf"], "m.gguf") is None  # below the model: not its
+    assert find_mmproj(["m-Q8_0.gguf", "README.md"], "m-Q8_0.gguf") is None
+
+
+@pytest.fixture
+def picture(tmp_path: Path) -> Path:
+    from PIL import Image
+
+    path = tmp_path / "pic.png"
+    Image.new("RGB", (40, 24), (200, 30, 90)).save(path)
+    return path
+
+
+def test_hf_brings_the_repositorys_projector(hub: FakeHub, picture: Path) -> None:
+    """`-hf` fetches the projector llama.cpp would pick and uses it as -mm: an image goes into
+    the prompt; --no-mmproj fetches none (and --image is then a usage error); -mm FILE wins."""
+    base = ("complete", "-hf", REPO, "--image", str(picture), "-p", "what is it?", "-n", "1", "--temp", "0", "--json")
+    r = llama(*base)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt_tokens"].count(-1) > 0  # the image's positions
+    assert len(hub.gets("mmproj-tiny-Q8_0.gguf")) == 1 and hub.gets("mmproj-tiny-F16.gguf") == []
+    r = llama(*base, env={"HF_HUB_OFFLINE": "1"})  # from the cache: the same projector
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt_tokens"].count(-1) > 0
+    r = llama(*base, "--no-mmproj")
+    assert r.returncode == 1 and "--image needs a multimodal projector" in r.stderr
+    r = llama(*base, "-mm", str(hub_projector_elsewhere(picture.parent)))
+    assert r.returncode == 2 and "mmproj (n_embd = 1024)" in r.stderr  # -mm's file, not the hub's
+    assert len(hub.gets("mmproj-tiny-Q8_0.gguf")) == 1
+
+
+def hub_projector_elsewhere(d: Path) -> Path:
+    """A projector too wide for the tiny models: loading it is a clear exit 2 naming its width."""
+    return write_projector(ProjectorSpec("wide", "mlp", n_text=1024, n_layer=1, image_size=32), d / "wide.gguf")
+
+
+def test_pull_brings_the_projector(hub: FakeHub) -> None:
+    r = llama("pull", f"{REPO}:Q8_0", "--no-mmproj")
+    assert r.returncode == 0 and hub.gets("mmproj-tiny-Q8_0.gguf") == []
+    # offline, the projector is looked for among the cached files (as llama.cpp): none there yet
+    r = llama("complete", "-hf", f"{REPO}:Q8_0", "-p", "hi", "-n", "1", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    r = llama("complete", "-hf", f"{REPO}:Q8_0", "--image", str(ROOT / "README.md"), "-p", "hi", "-n", "1", env={"HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 1 and "--image needs a multimodal projector" in r.stderr
+    r = llama("pull", f"{REPO}:Q8_0")
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).name == "tiny-Q8_0.gguf"  # stdout: the model's path alone
+    line = next(ln for ln in r.stderr.splitlines() if "projector" in ln)
+    assert "mmproj-tiny-Q8_0.gguf" in line and Path(line.split()[-1]).is_file()
+    assert len(hub.gets("mmproj-tiny-Q8_0.gguf")) == 1
 
 
 def test_hff_names_the_file(hub: FakeHub) -> None:

@@ -331,3 +331,33 @@ def test_a_model_that_cannot_load_fails_with_its_log(small: LlamaServer) -> None
     st = _models(small)["broken"]["status"]
     assert st["value"] == "unloaded" and st["failed"] is True and st["exit_code"] == 2
     assert any("broken.gguf.txt" in line for line in st["log"])
+
+
+def test_a_projector_beside_a_model_goes_to_its_child_only(demo_model: str, tmp_path: Path) -> None:
+    """--models-dir: `vision/` holds the demo model and an mmproj file (llama-server's pairing):
+    its child takes images; the same model loose in the folder has no projector (400), and the
+    projector file is never listed as a model."""
+    from tests.tiny_mmproj import SPECS, write_projector
+
+    d = tmp_path / "models"
+    (d / "vision").mkdir(parents=True)
+    (d / "vision" / "gemma.gguf").symlink_to(demo_model)
+    write_projector(SPECS["gemma3"], d / "vision" / "mmproj-gemma3-F16.gguf")
+    (d / "plain.gguf").symlink_to(demo_model)
+    write_projector(SPECS["gemma3"], d / "mmproj-loose-F16.gguf")
+    srv = _router("--models-dir", str(d), "-c", "256", "-np", "1", "--no-warmup", cache=tmp_path / "cache")
+    srv.start()
+    try:
+        assert set(_models(srv)) == {"vision", "plain"}
+        url = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGNkZGJmYGBgYmBgYGBgAAAAcAAKM8X3iAAAAABJRU5ErkJggg=="
+        msgs = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "what?"}]}]
+        status, out = srv.post("/v1/chat/completions", {"model": "vision", "messages": msgs, "max_tokens": 1})
+        assert status == 200, out
+        assert out["usage"]["prompt_tokens"] >= 16  # the image's positions count
+        args = _models(srv)["vision"]["status"]["args"]
+        assert args[args.index("-mm") + 1] == str(d / "vision" / "mmproj-gemma3-F16.gguf")
+        status, out = srv.post("/v1/chat/completions", {"model": "plain", "messages": msgs, "max_tokens": 1})
+        assert status == 400 and "provide the mmproj" in out["error"]["message"]
+        assert "-mm" not in _models(srv)["plain"]["status"]["args"]
+    finally:
+        _stop(srv)

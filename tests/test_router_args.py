@@ -94,12 +94,16 @@ def test_models_dir_names_files_folders_and_split_models(tmp_path: Path) -> None
     _write(d / "notes.txt")
     _write(d / "vision" / "vision-Q8_0.gguf")
     _write(d / "vision" / "mmproj-F16.gguf")
+    _write(d / "vision" / "mmproj-Q8_0.gguf")
     _write(d / "shards" / "k-00002-of-00002.gguf")
     _write(d / "shards" / "k-00001-of-00002.gguf")
     specs = {s.name: s for s in discover(_ctx(), str(d), None, []) if s.source == "models_dir"}
     assert set(specs) == {"plain", "big", "vision", "shards"}
     assert specs["big"].args == ["-m", str(d / "big-00001-of-00002.gguf")]
-    assert specs["vision"].args == ["-m", str(d / "vision" / "vision-Q8_0.gguf")]
+    # the projector beside a model in its folder goes to that child alone (the first by name)
+    assert specs["vision"].args == ["-m", str(d / "vision" / "vision-Q8_0.gguf"), "-mm", str(d / "vision" / "mmproj-F16.gguf")]
+    assert specs["plain"].args == ["-m", str(d / "plain.gguf")] and specs["big"].args[2:] == []
+    assert specs["vision"].path == str(d / "vision" / "vision-Q8_0.gguf")
     assert specs["shards"].args == ["-m", str(d / "shards" / "k-00001-of-00002.gguf")]
 
 

@@ -39,12 +39,30 @@ def default_history_path() -> Path:
     return Path(base) / "llamacli" / "chat_history"
 
 
+# What each path-taking command completes: folders, and files with these extensions (None: any
+# file). Images as core/multimodal decodes them; audio as mtmd-audio reads it.
+PATH_COMMANDS: dict[str, frozenset[str] | None] = {
+    "save": None,
+    "load": None,
+    "image": frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp"}),
+    "audio": frozenset({".wav", ".mp3", ".flac"}),
+}
+
+
+def _kind_filter(exts: frozenset[str] | None) -> Callable[[str], bool]:
+    def keep(path: str) -> bool:
+        return exts is None or os.path.isdir(path) or os.path.splitext(path)[1].lower() in exts
+
+    return keep
+
+
 class SlashCompleter(Completer):
     """Completes /command names (with their help as meta), /set parameter names, and file
-    paths after /save and /load."""
+    paths after /save and /load, /image (folders and image files) and /audio (folders and
+    audio files)."""
 
     def __init__(self) -> None:
-        self.paths = PathCompleter(expanduser=True)
+        self.paths = {cmd: PathCompleter(expanduser=True, file_filter=_kind_filter(exts)) for cmd, exts in PATH_COMMANDS.items()}
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
@@ -61,9 +79,9 @@ class SlashCompleter(Completer):
             for name in param_names():
                 if name.startswith(rest.lower()):
                     yield Completion(name, start_position=-len(rest))
-        elif cmd in ("save", "load"):
+        elif cmd in self.paths:
             sub = Document(rest, len(rest))
-            yield from self.paths.get_completions(sub, complete_event)
+            yield from self.paths[cmd].get_completions(sub, complete_event)
 
 
 def key_bindings(multiline: Callable[[], bool]) -> KeyBindings:

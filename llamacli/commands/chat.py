@@ -20,7 +20,7 @@ from llamacli.options.common import (
 )
 from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, TOOLS, find, typer_option
 from llamacli.options.sampling import sampling_options
-from llamacli.options.mmproj import MmprojOptions, mmproj_options
+from llamacli.options.mmproj import NO_PROJECTOR, MmprojOptions, fetch_model, may_have_projector, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import ToolOptions, tool_options
 
@@ -112,8 +112,8 @@ def chat(
         raise InvalidRequest("--tools answers one conversation at a time: not with --jsonl or --batch-lines")
     if image and by_lines:
         raise InvalidRequest("--image goes with one conversation: not with --jsonl or --batch-lines")
-    if image and mmproj.path is None:
-        raise InvalidRequest("--image needs a multimodal projector: pass -mm/--mmproj FILE")
+    if image and not may_have_projector(source, mmproj):
+        raise InvalidRequest(NO_PROJECTOR)
     if tool_choice != "auto" and not tools.enabled:
         raise InvalidRequest("--tool-choice needs --tools (or --mcp-servers-config/--mcp-servers-json)")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
@@ -135,7 +135,9 @@ def chat(
     elif single_turn and not (first and first.strip()):
         raise InvalidRequest("--single-turn needs a first message (-p or -f)")
 
-    model = source.path()
+    model, mmproj = fetch_model(source, mmproj)
+    if image and mmproj.path is None:
+        raise InvalidRequest(NO_PROJECTOR)
     # ---- load ----------------------------------------------------------------------------
     interactive = not piped
     use_color = want_color(color) if interactive and not simple_io else False

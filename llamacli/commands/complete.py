@@ -13,7 +13,7 @@ import typer
 from llamacli.cli import app, err, guarded
 from llamacli.core.sampling import SamplingParams
 from llamacli.options.llama_flags import llama_cpp_flags
-from llamacli.options.mmproj import MmprojOptions, mmproj_options
+from llamacli.options.mmproj import MmprojOptions, fetch_model, mmproj_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.model_source import ModelSource, model_options
@@ -82,7 +82,7 @@ def complete(
 
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
     text = read_prompt(prompt, file)
-    model = source.path()
+    model, mmproj = fetch_model(source, mmproj)
     rt = open_model(
         model, numerics=numerics, threads=threads, batch_invariant=batch_invariant, loras=lora_specs(lora, lora_scaled),
         with_template=False,  # a completion renders no chat template

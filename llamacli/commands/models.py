@@ -17,17 +17,22 @@ def pull(
     repo: str = typer.Argument(..., metavar="USER/REPO[:QUANT]", help="Hugging Face repository, optionally with a quant tag (default Q4_K_M)."),
     hf_file: Optional[str] = HfFileOpt,
     hf_token: Optional[str] = HfTokenOpt,
+    mmproj: bool = typer.Option(True, "--mmproj-auto/--no-mmproj", help="Also download the repository's multimodal projector (mmproj file), as -hf does."),
 ) -> None:
     """Download a GGUF model into the Hugging Face cache (like `ollama pull`; `-hf` does the same on first use).
 
     The quant tag picks the file as llama.cpp's -hf does: the .gguf file whose name contains it
     (case-insensitive); without one Q4_K_M, else the repository's first .gguf. An interrupted
-    transfer resumes; a file already in the cache is not downloaded again. Prints the local path.
+    transfer resumes; a file already in the cache is not downloaded again. The repository's
+    mmproj file, if it has one, comes too (the one llama-server's -hf picks). Prints the model's
+    local path (the projector's on stderr).
     """
     from llamacli.hub import resolve
 
-    got = resolve(repo, hf_file, hf_token)
+    got = resolve(repo, hf_file, hf_token, mmproj=mmproj)
     err.print(f"{got.repo}: {got.file}", markup=False, highlight=False)
+    if got.mmproj is not None:
+        err.print(f"{got.repo}: {got.mmproj_file} (projector) {got.mmproj}", markup=False, highlight=False, soft_wrap=True)
     print(got.path)
 
 

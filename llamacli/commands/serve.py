@@ -19,7 +19,7 @@ from llamacli.options.model_source import ModelSource, model_options
 from llamacli.options.ray_serve import RayOptions, ray_options
 from llamacli.options.sampling import sampling_options
 from llamacli.options.serve_options import ServeOptions, engine_config, listen_config, serve_options, server_config
-from llamacli.options.mmproj import MmprojOptions, mmproj_options
+from llamacli.options.mmproj import MmprojOptions, fetch_model, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import open_toolbox
 
@@ -64,7 +64,7 @@ def serve(
             raise typer.BadParameter("--ray serves text: a projector (-mm/--mmproj) runs with a plain llama serve")
         _serve_on_ray(source, opts, sampling, speculative, ray)
         return
-    model = None if router.enabled else source.path()
+    model, mmproj = (None, mmproj) if router.enabled else fetch_model(source, mmproj)
     config, listen, log = server_config(opts, sampling, speculative), listen_config(opts), _logger(opts.listen.log_format)
     if router.enabled:
         from llamacli.router_models import serve_router

@@ -1,15 +1,23 @@
 """The multimodal projector options of `chat`, `complete` and `serve` (llama-server's names):
 `-mm/--mmproj FILE`, `--mmproj-auto/--no-mmproj`, `--mmproj-offload/--no-mmproj-offload` (no GPU
 here: accepted, documented, no effect), and the image limits. One `MmprojOptions`.
+
+With `-hf USER/REPO`, the repository's mmproj file comes with the model (`fetch_model`, as
+llama-server's `-hf`), unless `-mm FILE` names another or `--no-mmproj` wants none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from llamacli.core.multimodal.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageLimits
+from llamacli.hub import model_files
 from llamacli.options.groups import Opt, option_group
+from llamacli.options.model_source import ModelSource
+
+NO_PROJECTOR = "--image needs a multimodal projector: pass -mm/--mmproj FILE"
 
 
 def _positive(v: int) -> None:
@@ -38,11 +46,27 @@ OPTIONS: list[Opt] = [
 class MmprojOptions:
     path: str | None  # the projector to load (None: none, or --no-mmproj)
     limits: ImageLimits
+    from_hub: bool = False  # neither -mm nor --no-mmproj: -hf brings the repository's projector
 
 
 def build(values: dict[str, Any]) -> MmprojOptions:
     path = values["path"] if values["auto"] else None
-    return MmprojOptions(path, ImageLimits(values["image_max_pixels"], values["image_max_bytes"]))
+    from_hub = values["auto"] and values["path"] is None
+    return MmprojOptions(path, ImageLimits(values["image_max_pixels"], values["image_max_bytes"]), from_hub)
 
 
 mmproj_options = option_group("mmproj", OPTIONS, build)
+
+
+def fetch_model(source: ModelSource, mm: MmprojOptions) -> tuple[str | None, MmprojOptions]:
+    """The model file to open (downloaded now with -hf) and the projector options with -hf's
+    projector in them when the repository has one and neither -mm nor --no-mmproj is given."""
+    model, projector = model_files(source.model, source.hf_repo, source.hf_file, source.hf_token, source.offline,
+                                   mmproj=mm.from_hub)
+    return model, (dataclasses.replace(mm, path=projector) if projector else mm)
+
+
+def may_have_projector(source: ModelSource, mm: MmprojOptions) -> bool:
+    """Whether the command can have a projector before anything is downloaded: -mm, or -hf
+    whose repository may hold one."""
+    return mm.path is not None or (mm.from_hub and source.hf_repo is not None)

@@ -73,9 +73,22 @@ function showFacts(p) {
   const m = p.modalities || {};
   if (m.vision) facts.push("vision");
   if (m.audio) facts.push("audio");
+  showMediaNote(m);
   if (p.chat_template_caps && p.chat_template_caps.supports_tools) facts.push("tools");
   if (p.build_info) facts.push(p.build_info);
   setMeta(facts.join(" · "), p.model_path || "");
+}
+
+// Images and audio per the model's /props modalities: with no vision (a server without a
+// projector, -mm) a note beside the composer says so; such attachments are refused and never
+// sent. The Attach button's tooltip names what the model takes.
+function showMediaNote(m) {
+  const takes = [m.vision ? "images" : "", m.audio ? "audio" : ""].filter(Boolean);
+  const note = $("media-note");
+  note.hidden = !!m.vision;
+  note.textContent = m.vision ? "" : `This model takes no images${m.audio ? "" : " or audio"} (its server has no projector).`;
+  document.querySelector("label.attach").title = "Attach text files, PDF (its text)" +
+    (takes.length ? `, ${takes.join(" and ")}` : "; this model takes no images or audio");
 }
 
 // Router mode: the selector, models grouped as llama-server's (Loaded / Available).
@@ -521,7 +534,7 @@ function send(text) {
 function renderAttachments() {
   const box = $("attachments");
   box.replaceChildren();
-  state.pending.forEach((a, i) => box.appendChild(chip(a.name, () => { state.pending.splice(i, 1); renderAttachments(); })));
+  state.pending.forEach((a, i) => box.appendChild(chip(a.name, () => { state.pending.splice(i, 1); renderAttachments(); }, a)));
 }
 
 async function addFiles(files) {

@@ -25,10 +25,21 @@ export function button(text, cls, onClick) {
   return b;
 }
 
-export function chip(name, onRemove) {
+// An attachment's chip: its name, a thumbnail for an image (its data: URL; nothing else is
+// shown, so an imported conversation cannot point the page elsewhere), a note for audio.
+export function chip(name, onRemove, attachment) {
   const c = document.createElement("span");
   c.className = "chip";
-  c.textContent = name;
+  const kind = attachment && attachment.kind;
+  if (kind === "image" && /^data:image\/[a-z0-9.+-]+;base64,/i.test(attachment.url || "")) {
+    const img = el("img", "thumb");
+    img.src = attachment.url;
+    img.alt = "";
+    c.appendChild(img);
+  } else if (kind === "audio") {
+    c.appendChild(el("span", "thumb audio", "♪"));
+  }
+  c.appendChild(document.createTextNode(name));
   if (onRemove) c.appendChild(smallButton("×", "Remove " + name, onRemove));
   return c;
 }
@@ -48,7 +59,7 @@ export function messageElement(msg, ctx) {
   div.appendChild(el("div", "who", msg.role === "user" ? "You" : msg.model || ctx.modelName || "assistant"));
   if (msg.attachments && msg.attachments.length) {
     const list = el("div", "attachment-list");
-    for (const a of msg.attachments) list.appendChild(chip(a.name));
+    for (const a of msg.attachments) list.appendChild(chip(a.name, null, a));
     div.appendChild(list);
   }
   const reasoning = el("details", "reasoning");
