@@ -100,6 +100,9 @@ def templates() -> dict[str, ChatTemplate]:
         "devstral": "unsloth-mistral-Devstral-Small-2507.jinja",
         "gemma2": "google-gemma-2-2b-it.jinja",
         "phi35": "microsoft-Phi-3.5-mini-instruct.jinja",
+        "mistral_small32": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        "ministral3": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+        "glm46": "GLM-4.6.jinja",
     }
     return {k: ChatTemplate.from_source((folder / v).read_text(), bos_token="<s>", eos_token="</s>") for k, v in names.items()}
 
@@ -165,9 +168,17 @@ def test_detect_format_on_llama_cpp_templates(templates) -> None:  # type: ignor
         "devstral": "mistral_args",
         "gemma2": "generic",
         "phi35": "generic",
+        "mistral_small32": "mistral_args",  # mistral3 files: [TOOL_CALLS]name[ARGS]{...}
+        "ministral3": "mistral_args",
+        "glm46": "generic",  # glm4moe: its XML-ish <arg_key>/<arg_value> calls are not a format of ours yet
     }
     assert {k: detect_format(t) for k, t in templates.items()} == want
     assert detect_format(ChatTemplate.from_source("chatml")) == "generic"  # built-in formats
+    # GLM-4.6's template renders a tool conversation (generic above is not a rendering failure)
+    out = templates["glm46"].render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}],
+        add_generation_prompt=False, tools=[WEATHER])
+    assert "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>" in out
 
 
 CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
