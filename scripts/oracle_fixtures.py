@@ -129,8 +129,11 @@ def make_tiny(only_arch: str | None = None, only_variants: set[str] | None = Non
             if (only_arch and arch != only_arch) or (only_variants and variant not in only_variants):
                 continue
             path = write_tiny_model(arch, variant, Path(td) / f"{arch}-{variant}.gguf")
+            # YaRN betas -1: the file's (`rope.scaling.yarn_beta_*`, mistral3), as llama-server's
+            # defaults; llama-cpp-python's own defaults (32, 1) would override them
             llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, logits_all=True, n_threads=N_THREADS,
-                                  n_threads_batch=N_THREADS, seed=0, verbose=False)
+                                  n_threads_batch=N_THREADS, seed=0, verbose=False,
+                                  yarn_beta_fast=-1.0, yarn_beta_slow=-1.0)
             toks = fixture_tokens(arch)
             llm.eval(toks)
             logits = np.array(llm.scores[: len(toks)], dtype=np.float32)

@@ -100,6 +100,9 @@ def templates() -> dict[str, ChatTemplate]:
         "devstral": "unsloth-mistral-Devstral-Small-2507.jinja",
         "gemma2": "google-gemma-2-2b-it.jinja",
         "phi35": "microsoft-Phi-3.5-mini-instruct.jinja",
+        "mistral_small32": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
+        "ministral3": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+        "glm46": "GLM-4.6.jinja",
     }
     return {k: ChatTemplate.from_source((folder / v).read_text(), bos_token="<s>", eos_token="</s>") for k, v in names.items()}
 
@@ -165,9 +168,17 @@ def test_detect_format_on_llama_cpp_templates(templates) -> None:  # type: ignor
         "devstral": "mistral_args",
         "gemma2": "generic",
         "phi35": "generic",
+        "mistral_small32": "mistral_args",  # mistral3 files: [TOOL_CALLS]name[ARGS]{...}
+        "ministral3": "mistral_args",
+        "glm46": "glm45",  # glm4moe: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>...
     }
     assert {k: detect_format(t) for k, t in templates.items()} == want
     assert detect_format(ChatTemplate.from_source("chatml")) == "generic"  # built-in formats
+    # GLM-4.6's template renders a tool conversation
+    out = templates["glm46"].render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]}],
+        add_generation_prompt=False, tools=[WEATHER])
+    assert "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>" in out
 
 
 CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
@@ -204,6 +215,15 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
     ("generic", '{\n  "response": {"temp": 21}\n}', '{"temp": 21}', []),
     ("generic", "I will answer in plain text.", "I will answer in plain text.", []),
     ("content", "  anything <tool_call> goes\n", "  anything <tool_call> goes\n", []),
+    ("glm45", "Let me check.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+     "Let me check.", [("get_weather", {"city": "Paris"})]),
+    ("glm45", ("<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2.5"
+               "</arg_value>\n</tool_call>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>New York, \"NY\"\n"
+               "line 2</arg_value>\n<arg_key>unit</arg_key><arg_value>NaN</arg_value></tool_call>"),
+     None, [("add", {"a": 1, "b": 2.5}), ("get_weather", {"city": 'New York, "NY"\nline 2', "unit": "NaN"})]),
+    ("glm45", '<tool_call>f\n<arg_key>opts</arg_key>\n<arg_value>{"x": [1, true]}</arg_value>\n</tool_call><tool_call>g\n</tool_call> ok',
+     "ok", [("f", {"opts": {"x": [1, True]}}), ("g", {})]),
+    ("glm45", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", []),
 ]
 
 
@@ -347,6 +367,7 @@ def accepts(tok, spec: GrammarSpec | None, text: str) -> bool:  # type: ignore[n
 
 
 HERMES_OK = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+GLM_OK = "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"
 GRAMMAR_CASES = [
     # (format, choice, parallel, accepted, rejected)
     ("hermes", ToolChoice("required"), False, [HERMES_OK], ["Hi", HERMES_OK + "\n" + HERMES_OK,
@@ -367,6 +388,11 @@ GRAMMAR_CASES = [
      ['Ok[TOOL_CALLS][{"name": "add"}]']),
     ("mistral_args", ToolChoice("required"), True, ['[TOOL_CALLS]add[ARGS]{"a": 1, "b": 2}[TOOL_CALLS]get_weather[ARGS]{"city": "x"}'],
      ['[TOOL_CALLS]add[ARGS]{"a": 1}']),
+    ("glm45", ToolChoice("required"), False, [GLM_OK], ["Hi", GLM_OK + GLM_OK, "<tool_call>sub\n</tool_call>",
+     "<tool_call>add\n<arg_key>c</arg_key>\n<arg_value>1</arg_value>\n</tool_call>"]),
+    ("glm45", ToolChoice("auto"), True, ["Just text.", "Sure. " + GLM_OK + "\n" + GLM_OK + " done",
+                                         "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>a <b> c</arg_value>\n</tool_call>"],
+     ["x <tool_call>nope\n</tool_call>"]),
     ("generic", ToolChoice("auto"), False, ['{"response": "hi"}', '{"tool_call": {"name": "add", "arguments": {"a": 1, "b": 2}}}'],
      ["hi", '{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}']),
     ("generic", ToolChoice("required"), True, ['{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}'],
@@ -399,6 +425,17 @@ def test_markers_use_control_token_ids(tmp_path) -> None:  # type: ignore[no-unt
 
 
 # ---- prompts ---------------------------------------------------------------------------------
+def test_prepare_chat_native_glm45(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]
+    """GLM-4.6's template (glm4moe files): tools through the template, earlier calls as
+    <arg_key>/<arg_value> pairs, its markers kept in the output, a lazy grammar after <tool_call>."""
+    s = prepare_chat(templates["glm46"], CONVERSATION, tools=TOOLS, tokenizer=demo_tok)
+    assert s.format == "glm45" and s.parser().fmt == "glm45"
+    assert "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>" in s.prompt
+    assert "<tool_response>\nsunny, 21 C\n</tool_response>" in s.prompt and s.prompt.endswith("<|assistant|>")
+    assert s.preserved_tokens[:2] == ("<tool_call>", "</tool_call>") and "</arg_value>" in s.preserved_tokens
+    assert s.grammar is not None and s.grammar.kind == "lark" and 'hd[lazy]: TEXT "<tool_call>"' in s.grammar.source
+
+
 def test_prepare_chat_native_hermes(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]
     s = prepare_chat(templates["qwen25"], CONVERSATION, tools=TOOLS, tokenizer=demo_tok)
     assert s.format == "hermes" and s.tool_choice == ToolChoice("auto") and not s.parallel_tool_calls

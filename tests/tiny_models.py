@@ -61,10 +61,24 @@ MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), (
 # 256), F32_LONGROPE: the long ones (original context 64) and attn_factor 1.19; F32_SPLIT: separate
 # attn_q/k/v and no rope factors
 PHI3_MODELS = (("phi3", "F32"), ("phi3", "Q4_K"), ("phi3", "F32_LONGROPE"), ("phi3", "F32_SPLIT"))
+# mistral3: head_dim * n_head != n_embd, YaRN 16x from 16 positions with betas 16/2 and log
+# multiplier 1 (Ministral's mscale_all_dim), attention temperature 0.1 (so that from position 16
+# on Q is scaled); F32, F16 and Q4_K (the one-token steps through the compiled decode step)
+MISTRAL3_MODELS = (("mistral3", "F32"), ("mistral3", "F16"), ("mistral3", "Q4_K"))
+# glm4moe: 3 layers (the first dense) plus 1 nextn layer llama.cpp skips, 16 experts, top 4,
+# sigmoid gating with exp_probs_b, weights normalised and scaled by 2.5, 1 shared expert, Q/K/V
+# biases, half of each head rotated (NeoX); F32 also with Q/K norms
+GLM4MOE_MODELS = (("glm4moe", "F32"), ("glm4moe", "Q8_0"), ("glm4moe", "Q4_K"))
+MOE_MODELS = MOE_MODELS + GLM4MOE_MODELS
+# seeds chosen (by our ggml numerics, then checked against llama.cpp's fixtures) so that no
+# router's top-k edge is a near-tie (glm4moe: the 4th and 5th of sigmoid + bias apart by more
+# than 1e-3 on every prompt and greedy token) and the greedy steps start clear of near-ties
+_SEEDS = {("mistral3", "F32"): 1326, ("mistral3", "F16"): 1306, ("mistral3", "Q4_K"): 1312,
+          ("glm4moe", "F32"): 1427, ("glm4moe", "Q8_0"): 1454, ("glm4moe", "Q4_K"): 1456}
 # llama with every matrix in one of the low-bit types (random valid blocks, tests/lowbit_blocks.py)
 LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
-                                     + list(PHI3_MODELS) + list(LOW_BIT_MODELS))
+                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
@@ -127,6 +141,19 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
         return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, rope_base=10000.0, rms_eps=1e-5,
                           n_rot=48, fused=not split, longrope=0 if split else 64 if long else 256,
                           attn_factor=1.19 if long else 1.0, seed=1000 + list(_WEIGHT_TYPE).index(variant))
+    if arch == "mistral3":
+        if (arch, variant) not in MISTRAL3_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=2, n_head=8, n_head_kv=2, head_dim=64, n_ctx_train=256, rope_base=1000000.0,
+                          rms_eps=1e-5, yarn=(16.0, 16), seed=_SEEDS[(arch, variant)],
+                          extra={"yarn_beta_fast": 16.0, "yarn_beta_slow": 2.0, "yarn_log_mul": 1.0, "temp_scale": 0.1})
+    if arch == "glm4moe":
+        if (arch, variant) not in GLM4MOE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=3, n_head=8, n_head_kv=2, head_dim=64, n_ff=512, rope_base=1000000.0,
+                          rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
+                          n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
+                          extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -368,6 +395,38 @@ def _add_gptoss_moe_biases(w: gguf.GGUFWriter, p: str, rng: np.random.Generator,
         w.add_tensor(p + name + ".bias", (0.1 * rng.standard_normal((X, n))).astype(np.float32))
 
 
+def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
+    """mistral3's YaRN and temperature keys, glm4moe's router and layer-layout keys."""
+    x = cfg.extra
+    if cfg.arch == "mistral3":
+        w.add_rope_scaling_yarn_beta_fast(x["yarn_beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(x["yarn_beta_slow"])
+        w.add_rope_scaling_yarn_log_mul(x["yarn_log_mul"])
+        w.add_attn_temperature_scale(x["temp_scale"])
+    if cfg.arch == "glm4moe":
+        w.add_expert_shared_count(x["n_shared"])
+        w.add_leading_dense_block_count(x["n_dense_lead"])
+        w.add_nextn_predict_layers(x["n_nextn"])
+        w.add_expert_weights_scale(x["weights_scale"])
+        w.add_expert_weights_norm(True)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+
+
+def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig, qtype: QT,
+                        nextn: bool) -> None:
+    """glm4moe: the experts' selection bias, the shared expert, and on the nextn layer its
+    multi-token-prediction tensors (which llama.cpp, and we, leave unread)."""
+    E, XF = cfg.n_embd, cfg.n_ff_exp * cfg.extra["n_shared"]
+    w.add_tensor(p + "exp_probs_b.bias", (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32))
+    _add_matrix(w, p + "ffn_gate_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_up_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, XF, XF ** -0.5, qtype)
+    if nextn:
+        _add_matrix(w, p + "nextn.eh_proj.weight", rng, E, 2 * E, (2 * E) ** -0.5, qtype)
+        for nm in ("nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"):
+            _add_norm(w, p + nm, rng, E)
+
+
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
     cfg = tiny_config(arch, variant)
@@ -379,7 +438,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_name(f"tiny-{arch}-{variant}")
     w.add_context_length(cfg.n_ctx_train)
     w.add_embedding_length(cfg.n_embd)
-    w.add_block_count(cfg.n_layer)
+    w.add_block_count(cfg.n_layer + cfg.extra.get("n_nextn", 0))
     w.add_feed_forward_length(cfg.n_ff)
     w.add_head_count(cfg.n_head)
     w.add_head_count_kv(cfg.n_head_kv)
@@ -402,6 +461,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
         w.add_expert_feed_forward_length(cfg.n_ff_exp)
+    _add_family_keys(w, cfg)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
              "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32,
@@ -464,7 +524,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         half = cfg.n_rot // 2
         w.add_tensor("rope_factors_long.weight", np.geomspace(1.0, 40.0, half).astype(np.float32))
         w.add_tensor("rope_factors_short.weight", (1.0 + 0.1 * rng.random(half)).astype(np.float32))
-    for il in range(cfg.n_layer):
+    for il in range(cfg.n_layer + cfg.extra.get("n_nextn", 0)):
         p = f"blk.{il}."
         _add_norm(w, p + "attn_norm.weight", rng, E)
         if cfg.fused:  # Q, K, V rows in one tensor
@@ -484,9 +544,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_gptoss_attention_extras(w, p, rng, cfg)
         if arch == "gemma3":
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
-        # gpt-oss names its pre-FFN norm post_attention_norm
-        _add_norm(w, p + ("post_attention_norm.weight" if arch == "gpt-oss" else "ffn_norm.weight"), rng, E)
-        if cfg.n_expert:
+        # gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
+        _add_norm(w, p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), rng, E)
+        if cfg.n_expert and il >= cfg.extra.get("n_dense_lead", 0):
             # the router stays F32 (llama-quantize keeps ffn_gate_inp unquantized)
             router = (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32)
             for a, b in cfg.tied_experts:
@@ -500,6 +560,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 / big ** 2 * XF ** -0.5, qtype)
             if arch == "gpt-oss":
                 _add_gptoss_moe_biases(w, p, rng, cfg)
+            if arch == "glm4moe":
+                _add_glm4moe_extras(w, p, rng, cfg, qtype, il >= cfg.n_layer)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

@@ -19,7 +19,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.families.moe import MoEArgs, MoEWeights, load_moe, moe_ffn
+from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.families.decode_step import DecodeStep
@@ -52,6 +52,8 @@ class ModelArgs:
     activation: str = "silu"  # gated FFN activation: "silu", "gelu" or (experts) "swiglu_oai"
     scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
     moe: MoEArgs | None = None  # a mixture-of-experts FFN in every layer instead of a dense one
+    n_dense_lead: int = 0  # with moe: the first layers keep a dense FFN (leading_dense_block_count)
+    attn_temp: tuple[float, int] | None = None  # (scale, floor): Q times K.attn_temperature (mistral3)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -293,7 +295,7 @@ class DecoderModel:
             wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
             ffn_norm=ld.vector(p + self.ffn_norm_name + ".weight"),
         )
-        if a.moe is not None:
+        if a.moe is not None and il >= a.n_dense_lead:
             lw.moe = load_moe(ld, p, a.n_embd, a.moe)
         else:
             lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
@@ -357,9 +359,7 @@ class DecoderModel:
             assert self.args.moe is not None
             return moe_ffn(pr, lw.moe, h, self.args.moe, self.args.activation)
         assert lw.w_gate is not None and lw.w_up is not None and lw.w_down is not None
-        g, u = pr.linears(h, [lw.w_gate, lw.w_up], lw.gate_up)
-        act = pr.gelu(g) if self.args.activation == "gelu" else pr.silu(g)
-        return pr.linear(act * u, lw.w_down)
+        return gated_ffn(pr, h, lw.w_gate, lw.w_up, lw.w_down, lw.gate_up, self.args.activation)
 
     # ---- forward -------------------------------------------------------------------------
     def forward(self, batch: Batch, cache: KVCache, return_hidden: bool = False) -> np.ndarray:
@@ -473,6 +473,8 @@ class DecoderModel:
         rope = self._rope_swa if a.swa_layers[il] else self._rope  # its n_dims and neox: as ropes() gives
         q = pr.rope(q, cos, sin, rope)
         k = pr.rope(k, cos, sin, rope)
+        if a.attn_temp is not None:
+            q = q * K.attn_temperature(batch.positions, *a.attn_temp)[:, None, None]
         scale = a.attn_scale
         if a.scale_q:
             q = q * np.float32(scale)

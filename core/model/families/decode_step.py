@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm import layer as L
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.matrix import DecodeCall, QuantMatrix, decode_weights, plan_decode_calls, supports_decode_plan
@@ -76,6 +77,7 @@ class DecodeStep:
             or a.activation not in ("gelu", "silu")
             or any(lw.moe is not None for lw in model.layers)  # experts: the base FFN's mul_mat_id path
             or any(lw.attn_sinks is not None for lw in model.layers)  # sinks: the base attention's
+            or (a.attn_temp is not None and a.scale_q)  # one Q factor per step: the temperature's
         ):
             return None
         mats = [lin.q for lw in model.layers for lin in _linears(lw)]
@@ -93,6 +95,9 @@ class DecodeStep:
         and V written to the cache."""
         x = np.array(x, dtype=np.float32, order="C")
         pos = int(batch.positions[0])
+        q_scale = self.q_scale
+        if model.args.attn_temp is not None:  # Q times the position's temperature (base.attention)
+            q_scale = K.attn_temperature(batch.positions[:1], *model.args.attn_temp)[0]
         ints = self.ints.copy()
         ints[:, L.SEQ] = int(batch.seq_ids[0])
         ints[:, L.POS] = pos
@@ -103,10 +108,10 @@ class DecodeStep:
                 cos, sin = cs_swa if lp.swa else cs_global
                 args = (lp.norms, lp.biases, lp.qkv, lp.o, lp.up)
                 if self.gelu:
-                    ok = L.decode_layer(x, *args, lp.down, ints[il], self.eps, self.q_scale, self.attn_scale, self.cap,
+                    ok = L.decode_layer(x, *args, lp.down, ints[il], self.eps, q_scale, self.attn_scale, self.cap,
                                         cos, sin, cache.k[il], cache.v[il], self.table, serial, want)
                 else:
-                    ok, g, u = L.attention_block(x, *args, ints[il], self.eps, self.q_scale, self.attn_scale, self.cap,
+                    ok, g, u = L.attention_block(x, *args, ints[il], self.eps, q_scale, self.attn_scale, self.cap,
                                                  cos, sin, cache.k[il], cache.v[il], serial, want)
                     ok = ok and L.ffn_out(x, model.precision.silu(g) * u, lp.norms, lp.biases, lp.down, self.eps, serial, want)
                 if not ok:

@@ -65,17 +65,22 @@ def common_args(g: GGUFFile, neox: bool) -> ModelArgs:
 
 
 def yarn_rope(rope: K.RopeConfig, n_ctx_orig: int, attn_factor: float = 1.0,
-              beta_fast: float = 32.0, beta_slow: float = 1.0) -> K.RopeConfig:
-    """YaRN as llama.cpp applies it (`rope.scaling.type` "yarn": gpt-oss, Qwen long-context files):
-    ext_factor 1, ggml_rope_yarn_corr_dims' range of pairs from llama.cpp's default betas, and
-    the magnitude factor in float32 as llama_context sets it (get_mscale(1/scale) times its
-    inverse, times `rope.scaling.attn_factor`) and ggml's rope_yarn multiplies it
+              beta_fast: float = 32.0, beta_slow: float = 1.0, log_mul: float = 0.0) -> K.RopeConfig:
+    """YaRN as llama.cpp applies it (`rope.scaling.type` "yarn": gpt-oss, Qwen long-context files,
+    mistral3): ext_factor 1, ggml_rope_yarn_corr_dims' range of pairs from the betas, and the
+    magnitude factor in float32 as llama_context sets it (get_mscale(1/scale), or with
+    `rope.scaling.yarn_log_multiplier` m: get_mscale(1/scale, 1) / get_mscale(1/scale, m); times
+    1 / (1 + 0.1 ln(1/scale)) and `rope.scaling.attn_factor`) and ggml's rope_yarn multiplies it
     (by 1 + 0.1 ln(1/scale))."""
     f32 = np.float32
     freq_scale = f32(rope.scale)
     factor = f32(1.0) / freq_scale
     ln = f32(np.log(factor))
-    mscale = f32(1.0) if factor <= 1 else f32(f32(0.1) * ln + f32(1.0))
+
+    def get_mscale(m: float) -> np.float32:  # 0.1f * mscale * logf(scale) + 1.0f
+        return f32(1.0) if factor <= 1 else f32(f32(f32(0.1) * f32(m)) * ln + f32(1.0))
+
+    mscale = get_mscale(1.0) if log_mul == 0 else f32(get_mscale(1.0) / get_mscale(log_mul))
     mscale = f32(mscale * (f32(1.0) / (f32(1.0) + f32(0.1) * ln))) * f32(attn_factor)
     mscale = f32(mscale * (f32(1.0) + f32(0.1) * f32(np.log(f32(1.0) / freq_scale))))
     corr = K.yarn_corr_dims(rope.n_dims, n_ctx_orig, rope.base, beta_fast, beta_slow)

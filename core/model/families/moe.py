@@ -3,15 +3,21 @@ composed by the families that have one: a router picks k of n_expert gated FFNs 
 the block returns their weighted sum.
 
     logits  = h @ W_gate_inp.T (+ b_gate_inp)                (T, n_expert)
-    probs   = softmax(logits)                                 (ggml_soft_max; "softmax_weight"
-                                                              gating (gpt-oss): the logits)
-    sel     = the first k of argsort(probs, descending)       (T, k)  (ggml_argsort_top_k)
+    probs   = softmax(logits)                                 (ggml_soft_max; "sigmoid" gating
+                                                              (glm4moe): ggml_sigmoid;
+                                                              "softmax_weight" (gpt-oss): the logits)
+    sel     = the first k of argsort(probs (+ exp_probs_b), descending)   (T, k)
+                                                              (ggml_argsort_top_k; the selection
+                                                              bias only picks, it never weights)
     w       = probs[sel]; softmax(w) for "softmax_weight"; w /= max(sum(w), 2^-14) if
               normalised; w *= scale if scale not in (0, 1)
     y[t, j] = down_e(act(gate_e(h_t), up_e(h_t))),  e = sel[t, j]   (ggml_mul_mat_id, then
               ggml_add_id of expert e's bias where the file has one)
     act     = silu(g) * u, gelu(g) * u, or ggml_swiglu_oai(g, u) (gpt-oss: clamped at 7)
     out     = y[:, 0] * w[:, 0] + y[:, 1] * w[:, 1] + ...     (added slot by slot, in float32)
+    out    += down_s(silu(gate_s(h)) * up_s(h))              (shared experts, where the family
+                                                              has them: one dense gated FFN of
+                                                              n_shared * n_ff_exp rows)
 
 The expert matmuls group the batch's rows by expert (Precision.expert_linears): one matmul per
 active expert, reading only its weights.
@@ -25,8 +31,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels.qmm.router import softmax_rows, top_k_rows
-from llamacli.core.model.weights.tensors import ExpertLinear, Linear, WeightLoader
+from llamacli.core.model.kernels.qmm.router import sigmoid_rows, softmax_rows, top_k_rows
+from llamacli.core.model.weights.tensors import ExpertLinear, FusedLinear, Linear, WeightLoader
 
 if TYPE_CHECKING:
     from llamacli.core.model.precision import Precision
@@ -45,7 +51,10 @@ class MoEArgs:
     norm_weights: bool = True  # expert_weights_norm: the k weights divided by their sum
     weights_scale: float = 0.0  # expert_weights_scale: applied unless 0 or 1
     gating: str = "softmax"  # "softmax": top k of the soft max; "softmax_weight": top k of the
-    #                          logits, soft max over those k (LLAMA_EXPERT_GATING_FUNC_TYPE_*)
+    #                          logits, soft max over those k; "sigmoid": top k of the sigmoids
+    #                          (LLAMA_EXPERT_GATING_FUNC_TYPE_*)
+    probs_bias: bool = False  # `exp_probs_b.bias` (n_expert,) added to the probs for the choice only
+    n_shared: int = 0  # expert_shared_count: a dense FFN of n_shared * n_ff_exp rows beside the experts
 
 
 @dataclass
@@ -54,23 +63,43 @@ class MoEWeights:
     gate: ExpertLinear
     up: ExpertLinear
     down: ExpertLinear
+    probs_bias: np.ndarray | None = None  # (n_expert,): MoEArgs.probs_bias
+    shared: tuple[Linear, Linear, Linear] | None = None  # the shared experts' gate, up, down
 
 
 def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeights:
-    """A layer's router and expert tensors: `{prefix}ffn_gate_inp`, `ffn_{gate,up,down}_exps`."""
-    return MoEWeights(
+    """A layer's router and expert tensors: `{prefix}ffn_gate_inp`, `ffn_{gate,up,down}_exps`,
+    and where the family has them `exp_probs_b.bias`, `ffn_{gate,up,down}_shexp`."""
+    mw = MoEWeights(
         gate_inp=ld.linear(prefix + "ffn_gate_inp", n_embd, m.n_expert),
         gate=ld.experts(prefix + "ffn_gate_exps.weight", m.n_expert, n_embd, m.n_ff_exp),
         up=ld.experts(prefix + "ffn_up_exps.weight", m.n_expert, n_embd, m.n_ff_exp),
         down=ld.experts(prefix + "ffn_down_exps.weight", m.n_expert, m.n_ff_exp, n_embd),
     )
+    if m.probs_bias:
+        mw.probs_bias = ld.vector(prefix + "exp_probs_b.bias", m.n_expert)
+    if m.n_shared:
+        n_ff = m.n_shared * m.n_ff_exp
+        mw.shared = (ld.linear(prefix + "ffn_gate_shexp", n_embd, n_ff), ld.linear(prefix + "ffn_up_shexp", n_embd, n_ff),
+                     ld.linear(prefix + "ffn_down_shexp", n_ff, n_embd))
+    return mw
 
 
-def route(probs: np.ndarray, m: MoEArgs,
-          softmax: Callable[[np.ndarray], np.ndarray] = softmax_rows) -> tuple[np.ndarray, np.ndarray]:
+def gated_ffn(pr: "Precision", h: np.ndarray, gate: Linear, up: Linear, down: Linear,
+              fused: FusedLinear | None = None, activation: str = "silu") -> np.ndarray:
+    """A dense gated FFN (llama.cpp's build_ffn, LLM_FFN_PAR): down(act(gate(h)) * up(h))."""
+    g, u = pr.linears(h, [gate, up], fused)
+    act = pr.gelu(g) if activation == "gelu" else pr.silu(g)
+    return pr.linear(act * u, down)
+
+
+def route(probs: np.ndarray, m: MoEArgs, softmax: Callable[[np.ndarray], np.ndarray] = softmax_rows,
+          bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(selected experts (T, k) int64, their weights (T, k) float32) from probs (T, n_expert)
-    (the logits for "softmax_weight" gating, whose k weights go through `softmax`)."""
-    sel = top_k_rows(np.ascontiguousarray(probs, dtype=np.float32), m.n_expert_used)
+    (the logits for "softmax_weight" gating, whose k weights go through `softmax`); `bias`
+    (n_expert,) is added to the probs to choose the experts, not to weight them."""
+    choice = probs if bias is None else probs + bias  # ggml_add, float32
+    sel = top_k_rows(np.ascontiguousarray(choice, dtype=np.float32), m.n_expert_used)
     w = np.take_along_axis(probs, sel, axis=1).astype(np.float32)
     if m.gating == "softmax_weight":
         w = softmax(w)
@@ -87,8 +116,13 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
     if h.shape[0] == 0:
         return np.zeros_like(h)
     logits = pr.linear(h, mw.gate_inp)  # (T, n_expert)
-    probs = logits if m.gating == "softmax_weight" else pr.router_probs(logits)
-    sel, w = route(probs, m, pr.router_probs)
+    if m.gating == "softmax_weight":
+        probs = logits
+    elif m.gating == "sigmoid":
+        probs = sigmoid_rows(np.ascontiguousarray(logits, dtype=np.float32))
+    else:
+        probs = pr.router_probs(logits)
+    sel, w = route(probs, m, pr.router_probs, mw.probs_bias)
     g, u = pr.expert_linears(h, [mw.gate, mw.up], sel)  # (T, k, n_ff_exp) each
     if activation == "swiglu_oai":
         act = K.swiglu_oai(g, u)
@@ -99,4 +133,6 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
     out = y[:, 0].copy()
     for j in range(1, m.n_expert_used):  # ggml_add over the slots' views, in slot order
         out += y[:, j]
+    if mw.shared is not None:
+        out += gated_ffn(pr, h, *mw.shared)
     return out

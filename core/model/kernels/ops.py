@@ -310,3 +310,11 @@ def gqa_attention(
         p = softmax(scores, axis=-1).reshape(S, Hkv, G * Tq, -1)
     out = np.matmul(p, v)  # (S, Hkv, G*Tq, Dv)
     return out.reshape(S, H, Tq, -1)
+
+
+def attn_temperature(positions: np.ndarray, scale: float, floor: int) -> np.ndarray:
+    """Llama-4-style attention temperature, one factor per token (T,) float32 multiplying Q
+    after rope (llm_graph_input_attn_temp): log(floor(pos / floor) + 1) * scale + 1, the
+    division in float32 and the rest in double, as llama.cpp computes it."""
+    steps = np.floor(positions.astype(np.float32) / np.float32(floor)).astype(np.float64)
+    return (np.log(steps + 1.0) * np.float64(np.float32(scale)) + 1.0).astype(np.float32)

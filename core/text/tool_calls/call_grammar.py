@@ -145,4 +145,27 @@ def tool_call_grammar(
         else:
             lines[:0] = ["start: (hd body)* TEXT" if parallel else "start: TEXT | hd body", f"hd[lazy]: TEXT {mark}", TEXT]
         return GrammarSpec.lark("\n".join(lines))
+    if fmt == "glm45":
+        return GrammarSpec.lark(_glm45_grammar(chosen, required, parallel, tokenizer))
     raise ValueError(f"no grammar for tool-call format {fmt!r}")
+
+
+def _glm45_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None) -> str:
+    """`<tool_call>name\n(<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n)*</tool_call>`: a
+    chosen tool's name, its parameters' names as keys, any text as a value (up to the first
+    `</arg_value>`, a lazy match, where the marker is text and not a control token)."""
+    op, cl, ks, ke, vs, ve = (_marker(m, tokenizer) for m in (
+        "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"))
+    lines = [f"fn: {' | '.join(f'fn{i}' for i in range(len(chosen)))}", TEXT, "WS: /[ \\t\\n]{1,4}/",
+             f"val: TEXT {ve}" if ve.startswith("<[") else f"val[lazy]: TEXT {ve}"]
+    for i, t in enumerate(chosen):
+        keys = " | ".join(json.dumps(k, ensure_ascii=False) for k in (_params(t).get("properties") or {}))
+        pair = f'({ks} ({keys}) {ke} "\\n"? {vs} val "\\n"?)*' if keys else ""
+        lines.append(f'fn{i}: {json.dumps(t.name, ensure_ascii=False)} "\\n"? {pair} {cl}')
+    if required:
+        lines[:0] = ["start: call (WS? call)*" if parallel else "start: call", f"call: {op} fn"]
+    elif op.startswith("<["):  # a control token is never text: no trigger to watch for
+        lines[:0] = ["start: TEXT call*" if parallel else "start: TEXT call?", f"call: {op} fn"]
+    else:
+        lines[:0] = ["start: (hd fn)* TEXT" if parallel else "start: TEXT | hd fn", f"hd[lazy]: TEXT {op}"]
+    return "\n".join(lines)

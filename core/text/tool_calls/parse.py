@@ -12,6 +12,10 @@ Formats:
            optionally after `<|python_tag|>`
   mistral  `[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]` (Mistral Nemo) or
            `[TOOL_CALLS]name[ARGS]{...}` (newer Mistral templates)
+  glm45    `<tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n...</tool_call>`
+           (GLM-4.5/4.6): the arguments object is written pair by pair; a value that is JSON
+           other than a string (a number, true, an object, ...) is taken as that, any other
+           text as a string (the template writes strings raw and the rest as JSON)
   generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
            `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
   content  no tool calls (no tools, or tool_choice none)
@@ -19,6 +23,7 @@ Formats:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from llamacli.core.text.holdback import partial_stop_len
@@ -27,6 +32,7 @@ from llamacli.core.text.tool_calls.partial_json import Node, parse_partial, skip
 HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_MARK, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 PYTHON_TAG = "<|python_tag|>"
+GLM_KEY, GLM_KEY_END, GLM_VALUE, GLM_VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
 _CALL_KEYS = frozenset(("name", "arguments", "parameters", "id", "type"))
 
 
@@ -86,6 +92,17 @@ def _object_is_not_call(node: Node) -> bool:
     return False
 
 
+def _next_marker(text: str, pos: int, mark: str, final: bool, parts: list[str]) -> int:
+    """Where the next `mark` from pos starts, the text before it appended to parts; -1 when
+    there is none (the rest appended, less a tail that may still become the marker)."""
+    i = text.find(mark, pos)
+    seg = text[pos:] if i < 0 else text[pos:i]
+    if i < 0 and not final:
+        seg = seg[: len(seg) - partial_stop_len(seg, (mark,))]
+    parts.append(seg)
+    return i
+
+
 # ---- formats ------------------------------------------------------------------------------
 def scan_content(text: str, final: bool) -> Scan:
     return Scan(text)
@@ -97,14 +114,9 @@ def scan_hermes(text: str, final: bool) -> Scan:
     pos = 0
     n = len(text)
     while True:
-        i = text.find(HERMES_OPEN, pos)
+        i = _next_marker(text, pos, HERMES_OPEN, final, parts)
         if i < 0:
-            seg = text[pos:]
-            if not final:
-                seg = seg[: len(seg) - partial_stop_len(seg, (HERMES_OPEN,))]
-            parts.append(seg)
             break
-        parts.append(text[pos:i])
         j = i + len(HERMES_OPEN)
         r = parse_partial(text, j, final)
         if r.node is None and not r.error and not final:
@@ -190,14 +202,9 @@ def scan_mistral(text: str, final: bool) -> Scan:
     parts: list[str] = []
     pos = 0
     while True:
-        i = text.find(MISTRAL_MARK, pos)
+        i = _next_marker(text, pos, MISTRAL_MARK, final, parts)
         if i < 0:
-            seg = text[pos:]
-            if not final:
-                seg = seg[: len(seg) - partial_stop_len(seg, (MISTRAL_MARK,))]
-            parts.append(seg)
             break
-        parts.append(text[pos:i])
         j = skip_ws(text, i + len(MISTRAL_MARK))
         if j >= len(text):
             break
@@ -231,6 +238,63 @@ def scan_mistral(text: str, final: bool) -> Scan:
         if not r.node.complete:
             break
         pos = r.node.end
+    out.content = "".join(parts)
+    return out
+
+
+def _not_json(name: str) -> None:
+    raise ValueError(name)
+
+
+def _glm_value(raw: str) -> str:
+    """An <arg_value> as JSON text (module docstring)."""
+    try:
+        value = json.loads(raw, parse_constant=_not_json)  # NaN, Infinity: text
+    except ValueError:
+        value = raw
+    return json.dumps(raw if isinstance(value, str) else value, ensure_ascii=False)
+
+
+def _glm_args(text: str, k: int, final: bool, call: RawCall) -> int | None:
+    """The <arg_key>/<arg_value> pairs from k into call.arguments, as a JSON object written so
+    far; where plain text resumes after `</tool_call>`, or None when reading must wait."""
+    pairs: list[str] = []
+    while True:
+        k = skip_ws(text, k)
+        if text.startswith(HERMES_CLOSE, k):
+            call.arguments, call.complete = "{" + ", ".join(pairs) + "}", True
+            return k + len(HERMES_CLOSE)
+        ke = text.find(GLM_KEY_END, k) if text.startswith(GLM_KEY, k) else -1
+        vs = skip_ws(text, ke + len(GLM_KEY_END)) if ke >= 0 else -1
+        ve = text.find(GLM_VALUE_END, vs) if vs >= 0 and text.startswith(GLM_VALUE, vs) else -1
+        if ve < 0:  # a pair (or the end) still being written; or, final, what the call has
+            call.arguments = "{" + ", ".join(pairs) + ("}" if final else "")
+            return len(text) if final else None
+        key = text[k + len(GLM_KEY) : ke].strip()
+        pairs.append(json.dumps(key, ensure_ascii=False) + ": " + _glm_value(text[vs + len(GLM_VALUE) : ve]))
+        k = ve + len(GLM_VALUE_END)
+
+
+def scan_glm45(text: str, final: bool) -> Scan:
+    out, parts, pos = Scan(), list[str](), 0
+    while (i := _next_marker(text, pos, HERMES_OPEN, final, parts)) >= 0:
+        j = i + len(HERMES_OPEN)
+        ends = [e for e in (text.find("\n", j), text.find(GLM_KEY, j), text.find(HERMES_CLOSE, j)) if e >= 0]
+        if not ends:
+            if final:  # cut off in its name: the text stays
+                parts.append(text[i:])
+            break  # the name is still being written
+        name = text[j : min(ends)].strip()
+        if not name or any(c in name for c in '{}[]<>" '):
+            parts.append(HERMES_OPEN)  # not a call after all: the tag is text
+            pos = j
+            continue
+        call = RawCall(name)
+        out.calls.append(call)
+        rest = _glm_args(text, min(ends), final, call)
+        if rest is None:
+            break
+        pos = rest
     out.content = "".join(parts)
     return out
 
@@ -280,6 +344,7 @@ SCANNERS = {
     "llama3": scan_llama3,
     "mistral": scan_mistral,
     "mistral_args": scan_mistral,
+    "glm45": scan_glm45,
     "generic": scan_generic,
 }
 

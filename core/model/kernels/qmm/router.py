@@ -4,6 +4,9 @@ logits and the top-k experts of each token.
 `softmax_rows`: ggml_soft_max_f32 with no mask and scale 1: e = ggml_v_expf(x - max) and their
 float64 sum in ggml's order (`expf.exp_sum`), then p = e * f32(1 / sum).
 
+`sigmoid_rows`: ggml_sigmoid (op_sigmoid: 1.f / (1.f + expf(-x)) with the C library's expf,
+correctly rounded here by taking exp in float64 and rounding it to float32).
+
 `top_k_rows`: ggml_argsort_top_k, i.e. ggml_argsort (descending) then its first k entries.
 ggml's argsort is `std::sort` over the indices 0..n-1 with the comparator `x[a] > x[b]`; which
 of two equal probabilities comes first is whatever libstdc++'s introsort leaves, so `_sort_desc`
@@ -40,6 +43,13 @@ def softmax_rows(logits):  # type: ignore[no-untyped-def]
         for j in range(e):
             row[j] = row[j] * scale
     return out
+
+
+def sigmoid_rows(logits: np.ndarray) -> np.ndarray:
+    """(T, E) float32 -> (T, E) float32 sigmoids (ggml_sigmoid, module docstring)."""
+    with np.errstate(over="ignore", under="ignore"):  # expf(-x): inf below x = -88 (sigmoid 0), 0 above 104 (1)
+        e = np.exp(-logits.astype(np.float64)).astype(np.float32)
+        return (np.float32(1.0) / (np.float32(1.0) + e)).astype(np.float32)
 
 
 @njit(cache=True, nogil=True, inline="always")
