@@ -41,7 +41,7 @@ def default_history_path() -> Path:
 
 class SlashCompleter(Completer):
     """Completes /command names (with their help as meta), /set parameter names, and file
-    paths after /save and /load."""
+    paths after /save, /load, /image and /audio."""
 
     def __init__(self) -> None:
         self.paths = PathCompleter(expanduser=True)
@@ -61,7 +61,7 @@ class SlashCompleter(Completer):
             for name in param_names():
                 if name.startswith(rest.lower()):
                     yield Completion(name, start_position=-len(rest))
-        elif cmd in ("save", "load"):
+        elif cmd in ("save", "load", "image", "audio"):
             sub = Document(rest, len(rest))
             yield from self.paths.get_completions(sub, complete_event)
 
