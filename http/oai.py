@@ -65,6 +65,12 @@ MEDIA_PARTS = {"image_url": ("image", "image_url"), "input_audio": ("audio", "in
 _NO_MEDIA = "input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
 
 
+def _part_type(part: Any) -> str | None:
+    """A content part's `type` when it is a string (anything else is no known type)."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
 def _part_url(part: dict[str, Any]) -> Any:
     """An image_url part's image_url.url (or a bare string), an input_audio part's
     input_audio.data (or .url, as llama-server reads it)."""
@@ -94,7 +100,7 @@ def chat_messages(data: Mapping[str, Any], modalities: frozenset[str] = frozense
         if not isinstance(content, list):
             raise bad_request(f"'messages[{i}].content' must be a string or an array of content parts")
         for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
+            kind = _part_type(part)
             if kind in MEDIA_PARTS:
                 medium = MEDIA_PARTS[kind][0]
                 if medium not in modalities:
@@ -121,12 +127,12 @@ def take_media(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[s
     out: list[dict[str, Any]] = []
     for m in msgs:
         content = m.get("content")
-        if not isinstance(content, list) or not any(isinstance(p, dict) and p.get("type") in MEDIA_PARTS for p in content):
+        if not isinstance(content, list) or not any(_part_type(p) in MEDIA_PARTS for p in content):
             out.append(m)
             continue
         parts = []
         for p in content:
-            if isinstance(p, dict) and p.get("type") in MEDIA_PARTS:
+            if _part_type(p) in MEDIA_PARTS:
                 urls.append(str(_part_url(p)))  # checked by chat_messages
                 parts.append({"type": "text", "text": MEDIA_MARKER})
             else:

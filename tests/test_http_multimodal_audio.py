@@ -41,8 +41,17 @@ def test_completion_with_audio_gives_libmtmds_next_token(server) -> None:  # typ
     assert status == 200, out
     assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
     assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 750
-    status, again = server.post("/completion", body)  # the clip's chunk comes from the prompt cache
+    status, again = server.post("/completion", body | {"n_probs": 10})  # the clip's chunk comes from the prompt cache
     assert status == 200 and again["tokens_cached"] >= 750 and again["tokens"] == out["tokens"]
+    # the next-token distribution: the top 10 are libmtmd's (9 of 10 shared measured, as the
+    # core test), their log-probabilities apart as libmtmd's logits are, within the demo model's noise
+    top = again["completion_probabilities"][0]["top_logprobs"]
+    ref = dict(zip(fx["e2e_top_ids"].tolist(), fx["e2e_top_logits"].tolist()))
+    assert len({t["id"] for t in top} & set(fx["e2e_top_ids"][:10].tolist())) >= 7
+    lead = fx["e2e_top_logits"][0]
+    for t in top:
+        if t["id"] in ref:
+            assert abs((t["logprob"] - top[0]["logprob"]) - (ref[t["id"]] - lead)) < 2.5
 
 
 def test_props_and_models_report_audio(server) -> None:  # type: ignore[no-untyped-def]
