@@ -93,6 +93,8 @@ def test_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "talk.json").write_text("{}")
     monkeypatch.chdir(tmp_path)
     assert completions("/load ta") == ["lk.json"]
+    (tmp_path / "clip.wav").write_bytes(b"")
+    assert completions("/audio cl") == ["ip.wav"] and completions("/image cl") == ["ip.wav"]
 
 
 def test_repl_through_prompt_toolkit(tmp_path: Path, pipe) -> None:  # type: ignore[no-untyped-def]
