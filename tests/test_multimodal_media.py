@@ -122,3 +122,44 @@ def test_audio_prompt_logits_match_libmtmd(files: dict[str, Path], demo_model: s
     # the same prompt as a driver builds it (BOS as the vocabulary adds it)
     tokens, spans = prompt_with_media(E2E_PROMPT, [_clip(E2E_SIGNAL)], enc, tok)
     assert [t for t in tokens if t >= 0] == fx["e2e_tokens"].tolist() and len(spans) == 1 and spans[0].end - spans[0].start == 750
+
+
+def _merge_towers(vision: Path, audio: Path, out: Path) -> Path:
+    """One projector file with both towers, as Qwen2.5-Omni's (clip.vision.projector_type and
+    clip.audio.projector_type instead of clip.projector_type): the two tiny files' keys and tensors."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(out), "clip")
+    for src, tower in ((vision, "vision"), (audio, "audio")):
+        r = gguf.GGUFReader(str(src))
+        for f in r.fields.values():
+            if f.name.startswith("GGUF.") or f.name in ("general.architecture", "general.alignment"):
+                continue
+            name = f"clip.{tower}.projector_type" if f.name == "clip.projector_type" else f.name
+            if name in w.kv_data[0]:
+                continue
+            vtype = f.types[0]
+            if vtype == gguf.GGUFValueType.ARRAY:
+                w.add_key_value(name, f.contents(), vtype, sub_type=f.types[-1])
+            else:
+                w.add_key_value(name, f.contents(), vtype)
+        for t in r.tensors:
+            shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+            w.add_tensor(t.name, np.asarray(t.data), raw_shape=shape, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return out
+
+
+def test_a_file_with_both_towers(files: dict[str, Path], tmp_path: Path) -> None:
+    both = load_encoders(str(_merge_towers(files["vision"], files["audio"], tmp_path / "omni.gguf")), n_embd_text=640)
+    assert isinstance(both, MultiEncoder) and both.modalities == {IMAGE, AUDIO}
+    chunks = tokenize_prompt("<__media__><__media__>", [Media.of(test_image(20, 30)), _clip("sine")], both, _tok)
+    media = [c for c in chunks if isinstance(c, MediaChunk)]
+    assert [(m.n_tokens, m.non_causal) for m in media] == [(16, True), (750, False)]
+    text = "".join(chr(t) for c in chunks if isinstance(c, TextChunk) for t in c.tokens)
+    assert text == "<start_of_image><end_of_image><|audio_bos|><|audio_eos|>"
+    alone = load_encoders(str(files["audio"]))
+    assert np.array_equal(media[1].embd, alone.encoder_for(_clip("sine")).encode_chunks(_clip("sine"))[0])
