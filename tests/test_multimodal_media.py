@@ -163,3 +163,26 @@ def test_a_file_with_both_towers(files: dict[str, Path], tmp_path: Path) -> None
     assert text == "<start_of_image><end_of_image><|audio_bos|><|audio_eos|>"
     alone = load_encoders(str(files["audio"]))
     assert np.array_equal(media[1].embd, alone.encoder_for(_clip("sine")).encode_chunks(_clip("sine"))[0])
+
+
+def test_audio_chunks_split_across_batches(files: dict[str, Path], demo_model: str) -> None:
+    """Audio chunks are causal: a 750-token window goes through -b 200 in pieces (no
+    "one batch" limit as for gemma3 images) and gives what -b 1024 gives."""
+    from llamacli.core.model.load import load_model
+    from llamacli.core.runtime.engine import Engine, EngineConfig
+    from llamacli.core.runtime.tasks import Task, TaskParams
+    from llamacli.core.sampling import SamplingParams
+    from llamacli.core.text.tokenizer import load_tokenizer
+
+    model, g, _ = load_model(demo_model, numerics="ggml")
+    tok = load_tokenizer(g.metadata)
+    enc = load_encoders(str(files["audio"]), n_embd_text=model.args.n_embd)
+    tokens, spans = prompt_with_media(E2E_PROMPT, [_clip(E2E_SIGNAL)], enc, tok)
+    greedy = TaskParams(n_predict=2, sampling=SamplingParams(temperature=0.0))
+    outs = []
+    for n_batch in (200, 1024):
+        with Engine(model, tok, EngineConfig(n_ctx=1024, n_batch=n_batch)) as eng:
+            r = eng.run(Task(tokens, greedy, media=spans))
+            assert r.error is None and r.timings.prompt_n == len(tokens)
+            outs.append(r.tokens)
+    assert outs[0] == outs[1] and outs[0][0] == int(np.load(FIX / "e2e.npz")["e2e_top_ids"][0])  # libmtmd's next token
