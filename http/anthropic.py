@@ -26,9 +26,26 @@ def _text_of(blocks: Any, where: str) -> str:
     return "".join(out)
 
 
-def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _image_part(blk: dict[str, Any], where: str) -> dict[str, Any]:
+    """An image block as an OpenAI image_url part (llama-server's convert_anthropic_to_oai): a
+    base64 source as a data: URI (media_type defaults to image/jpeg), a url source as is."""
+    src = blk.get("source")
+    kind = src.get("type") if isinstance(src, dict) else None
+    if kind == "base64" and isinstance(src, dict) and isinstance(src.get("data"), str):
+        media_type = src.get("media_type", "image/jpeg")
+        if not isinstance(media_type, str):
+            raise bad_request(f"'{where}' image source media_type must be a string")
+        return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{src['data']}"}}
+    if kind == "url" and isinstance(src, dict) and isinstance(src.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": src["url"]}}
+    raise bad_request(f"'{where}' image blocks need a source of type base64 (with data) or url")
+
+
+def chat_messages(data: Mapping[str, Any], vision: bool = False) -> list[dict[str, Any]]:
     """Anthropic `system` + `messages` as OpenAI-style chat messages for the chat template.
-    tool_use blocks become assistant tool_calls, tool_result blocks become tool messages."""
+    tool_use blocks become assistant tool_calls, tool_result blocks become tool messages; image
+    blocks (with `vision`: a projector that takes images) become image_url parts, and the
+    message's content a list of parts."""
     b = Body(data)
     out: list[dict[str, Any]] = []
     if "system" in b:
@@ -49,12 +66,16 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(content, list):
             raise bad_request(f"'messages[{i}].content' must be a string or an array of content blocks")
         text: list[str] = []
+        parts: list[dict[str, Any]] = []  # text and image parts in order, when there are images
         thoughts: list[str] = []
         calls: list[dict[str, Any]] = []
         for blk in content:
             kind = blk.get("type") if isinstance(blk, dict) else None
             if kind == "text" and isinstance(blk.get("text"), str):
                 text.append(blk["text"])
+                parts.append({"type": "text", "text": blk["text"]})
+            elif kind == "image" and vision:
+                parts.append(_image_part(blk, f"messages[{i}].content"))
             elif kind == "tool_use":
                 calls.append(
                     {
@@ -72,7 +93,9 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                         "content": res if isinstance(res, str) else _text_of(res, f"messages[{i}].content"),
                     }
                 )
-            elif kind in ("image", "document"):
+            elif kind == "image":
+                raise no_multimodal("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
+            elif kind == "document":
                 raise no_multimodal(f"'messages[{i}]' has a {kind} block: this server has no multimodal support")
             elif kind == "thinking" and isinstance(blk.get("thinking"), str):
                 thoughts.append(blk["thinking"])  # the template may show it (reasoning_content)
@@ -80,8 +103,9 @@ def chat_messages(data: Mapping[str, Any]) -> list[dict[str, Any]]:
                 continue
             else:
                 raise bad_request(f"'messages[{i}].content' has an unsupported block {kind!r}")
-        if text or calls or role == "user":
-            msg: dict[str, Any] = {"role": role, "content": "".join(text)}
+        has_images = len(parts) > len(text)
+        if text or calls or role == "user" or has_images:
+            msg: dict[str, Any] = {"role": role, "content": parts if has_images else "".join(text)}
             if calls:
                 msg["tool_calls"] = calls
             if thoughts:

@@ -3,8 +3,6 @@ as pure functions from request JSON to engine inputs and from engine results to 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -12,13 +10,14 @@ from typing import Any
 import numpy as np
 
 from llamacli.core.model.kernels.pooling import normalize
-from llamacli.core.multimodal.encoder import VisionEncoder
-from llamacli.core.multimodal.image import ImageLimits, decode_image
-from llamacli.core.multimodal.prompt import Media, MediaSpan, prompt_with_media
+from llamacli.core.multimodal.limits import MediaLimits
+from llamacli.core.multimodal.media_encoder import Encoders
+from llamacli.core.multimodal.prompt import MediaSpan, prompt_with_media
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, TaskParams
 from llamacli.http.errors import bad_request, no_multimodal, not_supported
 from llamacli.http.logprobs import probs_json
+from llamacli.http.media import b64_media
 from llamacli.http.params import check_token_ids
 
 # ---- prompts -----------------------------------------------------------------------------------
@@ -83,43 +82,24 @@ NO_MULTIMODAL = "Multimodal data provided, but model does not support multimodal
 
 
 def media_prompt(
-    tokenizer: Any, prompt: Any, n_vocab: int, vision: VisionEncoder | None, limits: ImageLimits
+    tokenizer: Any, prompt: Any, n_vocab: int, encoders: Encoders | None, limits: MediaLimits
 ) -> tuple[list[int], tuple[MediaSpan, ...]]:
     """One prompt's tokens and media: a `{"prompt_string", "multimodal_data": [base64, ...]}`
-    object's images take its `<__media__>` markers in order (mtmd_tokenize); other prompts
-    have no media. Without a projector, media is a 400 with llama-server's message."""
+    object's media (images or audio, by their magic) take its `<__media__>` markers in order
+    (mtmd_tokenize); other prompts have no media. Without a projector, media is a 400 with
+    llama-server's message."""
     data = prompt.get("multimodal_data") if isinstance(prompt, dict) else None
     if not data:
         return tokenize_prompt(tokenizer, prompt, n_vocab), ()
-    if vision is None:
+    if encoders is None:
         raise no_multimodal(NO_MULTIMODAL)
     if not isinstance(data, list) or not all(isinstance(d, str) for d in data):
         raise bad_request("'multimodal_data' must be an array of base64 strings")
     text = prompt.get("prompt_string")
     if not isinstance(text, str):
         raise bad_request("a prompt object needs 'prompt_string' (a string)")
-    media = [_media(d, limits) for d in data]
-    return prompt_with_media(text, media, vision, tokenizer)
-
-
-def image_url_media(url: str, limits: ImageLimits) -> Media:
-    """An OpenAI image_url: a data: URI or raw base64 (remote and file URLs are refused: this
-    server fetches nothing on a client's behalf)."""
-    if url.startswith(("http://", "https://", "file://")):
-        raise bad_request("image_url: only data: URIs and base64 images are accepted here, not remote or file URLs")
-    return _media(url, limits)
-
-
-def _media(b64: str, limits: ImageLimits) -> Media:
-    """A base64 image (raw, or a data: URI) decoded within the limits (400 otherwise)."""
-    raw = b64.split(",", 1)[1] if b64.startswith("data:") and "," in b64 else b64
-    if len(raw) > limits.max_bytes * 4 // 3 + 4:
-        raise bad_request(f"an image of more than {limits.max_bytes} bytes")
-    try:
-        data = base64.b64decode(raw, validate=True)
-    except (binascii.Error, ValueError):
-        raise bad_request("failed to decode base64 media data") from None
-    return Media.of(decode_image(data, limits), data)
+    media = [b64_media(d, limits) for d in data]
+    return prompt_with_media(text, media, encoders, tokenizer)
 
 
 def tokenize_prompt(tokenizer: Any, prompt: Any, n_vocab: int, add_special: bool = True) -> list[int]:

@@ -60,10 +60,30 @@ def n_choices(data: Mapping[str, Any]) -> int:
     return int(Body(data).int("n", 1, lo=1, hi=16))  # request_models declares the same range
 
 
-def chat_messages(data: Mapping[str, Any], media: bool = False) -> list[dict[str, Any]]:
-    """`messages`, checked for shape; text parts, and image_url parts when `media` (a projector
-    is loaded); other media, or images without a projector, are refused with llama-server's
-    message."""
+# content part type -> (the medium it carries, the key of its object)
+MEDIA_PARTS = {"image_url": ("image", "image_url"), "input_audio": ("audio", "input_audio")}
+_NO_MEDIA = "input is not supported - hint: if this is unexpected, you may need to provide the mmproj"
+
+
+def _part_type(part: Any) -> str | None:
+    """A content part's `type` when it is a string (anything else is no known type)."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def _part_url(part: dict[str, Any]) -> Any:
+    """An image_url part's image_url.url (or a bare string), an input_audio part's
+    input_audio.data (or .url, as llama-server reads it)."""
+    v = part.get(MEDIA_PARTS[part["type"]][1])
+    if part["type"] == "input_audio":
+        return v.get("data", v.get("url")) if isinstance(v, dict) else None
+    return v.get("url") if isinstance(v, dict) else v
+
+
+def chat_messages(data: Mapping[str, Any], modalities: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """`messages`, checked for shape; text parts, and image_url / input_audio parts when the
+    projector takes that medium (`modalities`); other media are refused with llama-server's
+    messages."""
     msgs = Body(data).list("messages")
     if not msgs:
         raise bad_request("'messages' must not be empty")
@@ -80,16 +100,18 @@ def chat_messages(data: Mapping[str, Any], media: bool = False) -> list[dict[str
         if not isinstance(content, list):
             raise bad_request(f"'messages[{i}].content' must be a string or an array of content parts")
         for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind == "image_url" and media:
-                url = part.get("image_url")
-                url = url.get("url") if isinstance(url, dict) else url
-                if not isinstance(url, str):
-                    raise bad_request(f"'messages[{i}].content' image_url parts need image_url.url (a string)")
+            kind = _part_type(part)
+            if kind in MEDIA_PARTS:
+                medium = MEDIA_PARTS[kind][0]
+                if medium not in modalities:
+                    raise no_multimodal(f"{medium} {_NO_MEDIA}")
+                if not isinstance(_part_url(part), str):
+                    where = "image_url.url" if kind == "image_url" else "input_audio.data"
+                    raise bad_request(f"'messages[{i}].content' {kind} parts need {where} (a string)")
                 continue
-            if kind == "image_url":
-                raise no_multimodal("image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
-            if kind in ("input_audio", "input_video", "image", "file"):
+            if kind in ("input_video", "video_url"):
+                raise no_multimodal(f"video {_NO_MEDIA}")
+            if kind in ("image", "file"):
                 raise no_multimodal(f"'messages[{i}]' has a {kind} part: this server has no multimodal support")
             if kind != "text" or not isinstance(part.get("text"), str):
                 raise bad_request(f"'messages[{i}].content' parts must be {{\"type\": \"text\", \"text\": ...}}")
@@ -99,20 +121,19 @@ def chat_messages(data: Mapping[str, Any], media: bool = False) -> list[dict[str
 
 
 def take_media(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The messages with each image_url part replaced by a `<__media__>` text part (as
-    llama-server does before rendering the template) and the images' URLs, in order."""
+    """The messages with each image_url / input_audio part replaced by a `<__media__>` text part
+    (as llama-server does before rendering the template) and the media's data, in order."""
     urls: list[str] = []
     out: list[dict[str, Any]] = []
     for m in msgs:
         content = m.get("content")
-        if not isinstance(content, list) or not any(isinstance(p, dict) and p.get("type") == "image_url" for p in content):
+        if not isinstance(content, list) or not any(_part_type(p) in MEDIA_PARTS for p in content):
             out.append(m)
             continue
         parts = []
         for p in content:
-            if isinstance(p, dict) and p.get("type") == "image_url":
-                u = p["image_url"]
-                urls.append(str(u.get("url") if isinstance(u, dict) else u))  # checked by chat_messages
+            if _part_type(p) in MEDIA_PARTS:
+                urls.append(str(_part_url(p)))  # checked by chat_messages
                 parts.append({"type": "text", "text": MEDIA_MARKER})
             else:
                 parts.append(p)
@@ -492,8 +513,11 @@ def embeddings_json(vectors: Sequence[np.ndarray], n_prompt: int, model: str, en
 
 
 def models_json(
-    model_id: str, aliases: Sequence[str], info: Any | None, tags: Sequence[str] = (), n_ctx: int = 0
+    model_id: str, aliases: Sequence[str], info: Any | None, tags: Sequence[str] = (), n_ctx: int = 0,
+    multimodal: bool = False,
 ) -> dict[str, Any]:
+    """/v1/models: OpenAI's list and Ollama's `models` (capabilities gain "multimodal" with a
+    projector, as llama-server's get_res_models)."""
     meta = None
     created = int(time.time())
     if info is not None:
@@ -521,5 +545,5 @@ def models_json(
             }
         ],
         # llama-server also answers in Ollama's shape here
-        "models": [{"name": model_id, "model": model_id, "type": "model", "capabilities": ["completion"]}],
+        "models": [{"name": model_id, "model": model_id, "type": "model", "capabilities": ["completion", "multimodal"] if multimodal else ["completion"]}],
     }

@@ -162,7 +162,10 @@ PROMPT_ONE: Schema = {
     "anyOf": [
         {"type": "string"},
         {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}]}, "minItems": 1},
-        {"type": "object", "properties": {"prompt_string": {"type": "string"}}, "required": ["prompt_string"]},
+        {"type": "object", "properties": {"prompt_string": {"type": "string"}, "multimodal_data": {
+            "type": "array", "items": {"type": "string"},
+            "description": "base64 images or audio (WAV, MP3, FLAC), one per <__media__> marker (needs -mm)"}},
+         "required": ["prompt_string"]},
     ]
 }
 PROMPT: Schema = {"anyOf": [PROMPT_ONE, {"type": "array", "items": PROMPT_ONE, "minItems": 1}]}
@@ -184,11 +187,27 @@ TOOL_CALL: Schema = {
     },
     "required": ["function"],
 }
+IMAGE_URL_PART: Schema = {
+    "type": "object",
+    "properties": {"type": {"const": "image_url"}, "image_url": {
+        "type": "object", "properties": {"url": {"type": "string", "description": "a data: URI or base64 (needs -mm)"}},
+        "required": ["url"]}},
+    "required": ["type", "image_url"],
+}
+INPUT_AUDIO_PART: Schema = {
+    "type": "object",
+    "properties": {"type": {"const": "input_audio"}, "input_audio": {
+        "type": "object", "properties": {"data": {"type": "string", "description": "base64 WAV, MP3 or FLAC (needs -mm)"},
+                                         "format": {"type": "string"}},
+        "required": ["data"]}},
+    "required": ["type", "input_audio"],
+}
+CONTENT_PART: Schema = {"anyOf": [TEXT_PART, IMAGE_URL_PART, INPUT_AUDIO_PART]}
 CHAT_MESSAGE: Schema = {
     "type": "object",
     "properties": {
         "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-        "content": {"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "array", "items": TEXT_PART}]},
+        "content": {"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "array", "items": CONTENT_PART}]},
         "tool_calls": {"type": "array", "items": TOOL_CALL},
         "tool_call_id": {"type": "string"},
         "name": {"type": "string"},
@@ -379,7 +398,10 @@ EMBEDDING = RequestModel("NativeEmbedding", (
 ), doc="`content` or `input` is required")
 
 ANTHROPIC_BLOCKS: Schema = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object", "properties": {
-    "type": {"type": "string", "enum": ["text", "tool_use", "tool_result", "thinking"]}}, "required": ["type"]}}]}
+    "type": {"type": "string", "enum": ["text", "tool_use", "tool_result", "thinking", "image"]},
+    "source": {"type": "object", "description": "an image block's source: {type: base64, media_type, data} or {type: url, url}",
+               "properties": {"type": {"type": "string", "enum": ["base64", "url"]}, "media_type": {"type": "string"},
+                              "data": {"type": "string"}, "url": {"type": "string"}}}}, "required": ["type"]}}]}
 ANTHROPIC_MESSAGE: Schema = {
     "type": "object",
     "properties": {"role": {"type": "string", "enum": ["user", "assistant"]}, "content": ANTHROPIC_BLOCKS},

@@ -74,9 +74,14 @@ def _text_parts(content: Any, i: int, kinds: tuple[str, ...]) -> list[dict[str, 
         return [{"type": "text", "text": content}]
     if not isinstance(content, list):
         raise bad_request(f"'input[{i}].content' must be a string or an array of content parts")
-    parts = []
+    parts: list[dict[str, Any]] = []
     for p in content:
         kind = p.get("type") if isinstance(p, dict) else None
+        if kind == "input_image" and "input_image" in kinds:  # llama-server: {"image_url": {"url": ...}}
+            if not isinstance(p.get("image_url"), str):
+                raise bad_request(f"'input[{i}].content' input_image parts need 'image_url' (a string)")
+            parts.append({"type": "image_url", "image_url": {"url": p["image_url"]}})
+            continue
         if kind in ("input_image", "input_file", "input_audio"):
             raise no_multimodal(f"'input[{i}]' has an {kind} part: this server has no multimodal support")
         if kind not in kinds or not isinstance(p.get("text"), str):
@@ -92,7 +97,7 @@ def _add_item(msgs: list[dict[str, Any]], item: dict[str, Any], i: int) -> None:
     role = item.get("role")
     prev = msgs[-1] if msgs and msgs[-1].get("role") == "assistant" else None
     if kind == "message" and role in ("user", "system", "developer"):
-        msgs.append({"role": role, "content": _text_parts(item.get("content"), i, ("input_text", "output_text"))})
+        msgs.append({"role": role, "content": _text_parts(item.get("content"), i, ("input_text", "output_text", "input_image"))})
     elif kind == "message" and role == "assistant":
         parts = _text_parts(item.get("content"), i, ("output_text", "input_text"))
         if prev is not None:

@@ -8,6 +8,7 @@ from typing import Any
 from quart import Blueprint, Response, request
 
 from llamacli.core.runtime.tasks import TaskParams
+from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.http import native, oai
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
@@ -43,7 +44,7 @@ async def models() -> Response:
 
 def _models_json(st: ServerState) -> dict[str, Any]:
     n_ctx = st.engine.n_ctx_slot if st.engine is not None else 0
-    return oai.models_json(st.model_id, st.config.aliases, st.model, st.config.tags, n_ctx)
+    return oai.models_json(st.model_id, st.config.aliases, st.model, st.config.tags, n_ctx, multimodal=st.mtmd is not None)
 
 
 def dormant_snapshot(st: ServerState) -> dict[str, Any]:
@@ -98,7 +99,8 @@ def _props_json(st: ServerState) -> dict[str, Any]:
         "chat_template_caps": dataclasses.asdict(caps) if caps is not None else {},
         "bos_token": model.special.bos_text,
         "eos_token": model.special.eos_text,
-        "modalities": {"vision": st.vision is not None, "audio": False},
+        "modalities": {"vision": "image" in st.modalities, "audio": "audio" in st.modalities},
+        "media_marker": MEDIA_MARKER,
         "build_info": st.config.build_info,
         "is_sleeping": False,
         "webui": st.config.ui,

@@ -12,11 +12,13 @@ from llamacli.http import anthropic, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
 from llamacli.http.limits import check_text
+from llamacli.http.media import tokens_with_media
 from llamacli.http.params import Body
 from llamacli.http.sse import event, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
 
 if TYPE_CHECKING:
+    from llamacli.core.multimodal.prompt import MediaSpan
     from llamacli.core.text.tool_calls import ChatSetup
 
 bp = Blueprint("anthropic", __name__)
@@ -24,23 +26,23 @@ bp = Blueprint("anthropic", __name__)
 
 async def _setup(
     req: dict[str, Any], grammar: Any = None, reasoning_format: str = "none"
-) -> tuple[ChatSetup, list[int]]:
-    """The request's ChatSetup (prompt, grammar, tool-call format) and its prompt tokens;
-    Anthropic's tools and tool_choice go to prepare_chat as they are."""
+) -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
+    """The request's ChatSetup (prompt, grammar, tool-call format), its prompt tokens and its
+    images; Anthropic's tools and tool_choice go to prepare_chat as they are."""
     st = current_state()
     _, model = st.require()
-    msgs = anthropic.chat_messages(req)
+    msgs, urls = oai.take_media(anthropic.chat_messages(req, vision="image" in st.modalities))
     kwargs = dict(st.config.chat_template_kwargs)
     tools = Body(req).list("tools", None)
     fields = {"tools": tools, "tool_choice": req.get("tool_choice")}
 
     limit = st.text_limit()
 
-    def build() -> tuple[ChatSetup, list[int]]:
+    def build() -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
         setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs,
                                oai.PromptOptions(continue_final=st.config.prefill_assistant), reasoning_format)
         check_text(len(setup.prompt), limit, "prompt")
-        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True))
+        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits)
 
     return await st.blocking(build)
 
@@ -56,10 +58,10 @@ async def messages() -> Response:
     streamed = body.bool("stream", False)
     ping = st.ping_interval(body)
     ropts = oai.reasoning_options(body.data, st.config)
-    setup, prompt = await _setup(req, params.grammar, ropts.format)
+    setup, prompt, media = await _setup(req, params.grammar, ropts.format)
     params = dataclasses.replace(params, grammar=setup.grammar, preserved_tokens=tuple(setup.preserved_tokens),
                                  reasoning=setup.budget(ropts.budget, ropts.message))
-    (task,) = await st.submit([Task(prompt, params)])
+    (task,) = await st.submit([Task(prompt, params, media=media)])
     msg_id = oai.new_id("msg_")
 
     if not streamed:
@@ -101,5 +103,5 @@ async def count_tokens() -> Response:
     st.require()
     req = await request_json()
     rm.COUNT_TOKENS.parse(req)
-    _, prompt = await _setup(req)
+    _, prompt, _ = await _setup(req)
     return json_response({"input_tokens": len(prompt)})

@@ -83,7 +83,7 @@ async def completion() -> Response:
     params = await st.task_params(body)
     check_text(sum(native.prompt_chars(p) for p in prompts), st.text_limit(), "prompt")
     done = await st.blocking(
-        lambda: [native.media_prompt(model.tokenizer, p, model.n_vocab, st.vision, st.image_limits) for p in prompts]
+        lambda: [native.media_prompt(model.tokenizer, p, model.n_vocab, st.mtmd, st.media_limits) for p in prompts]
     )
     return await completion_response(st, model, body, [t for t, _ in done], params, [m for _, m in done])
 

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from quart import Blueprint, Response
 
-from llamacli.core.multimodal.prompt import MediaSpan, prompt_with_media
+from llamacli.core.multimodal.prompt import MediaSpan
 from llamacli.core.runtime.tasks import Final, Partial, Task, TaskParams, Timings
 from llamacli.http import logprobs, native, oai, stream
 from llamacli.http import request_models as rm
 from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request
 from llamacli.http.limits import check_count, check_text
+from llamacli.http.media import tokens_with_media
 from llamacli.http.params import Body, grammar_spec
 from llamacli.http.routes_native import embed, embeddings_enabled
 from llamacli.http.sse import DONE, data, json_response
@@ -44,7 +45,7 @@ async def _chat_setup(
     images (image_url parts become `<__media__>` markers in the rendered prompt)."""
     st = current_state()
     _, model = st.require()
-    msgs, urls = oai.take_media(oai.chat_messages(req, media=st.vision is not None))
+    msgs, urls = oai.take_media(oai.chat_messages(req, st.modalities))
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     opts = oai.prompt_options(req, st.config.prefill_assistant)
 
@@ -53,10 +54,7 @@ async def _chat_setup(
     def build() -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
         setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts, reasoning_format)
         check_text(len(setup.prompt), limit, "prompt")
-        if urls and st.vision is not None:
-            media = [native.image_url_media(u, st.image_limits) for u in urls]
-            return setup, *prompt_with_media(setup.prompt, media, st.vision, model.tokenizer)
-        return setup, list(model.tokenizer.tokenize(setup.prompt, True, True)), ()
+        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits)
 
     return await st.blocking(build)
 

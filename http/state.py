@@ -11,7 +11,7 @@ the engine reports it (http/tasklog.py), whether or not a response still reads t
 
 from __future__ import annotations
 
-from llamacli.core.multimodal.image import ImageLimits  # light: no numba before the port opens
+from llamacli.core.multimodal.limits import MediaLimits  # light: no numba before the port opens
 
 import asyncio
 import dataclasses
@@ -25,7 +25,7 @@ from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.config import ServerConfig
 
 if TYPE_CHECKING:
-    from llamacli.core.multimodal.encoder import VisionEncoder
+    from llamacli.core.multimodal.media_encoder import Encoders
     from llamacli.core.tools import ToolBox
     from llamacli.core.model.state.lora import LoraAdapter
     from llamacli.core.runtime.engine import EngineConfig, Metrics
@@ -88,8 +88,13 @@ class ServerState:
         self.started = time.time()
         self.sleep: Any = None  # an IdleSleep with --sleep-idle-seconds (http/sleep.py)
         self._pumps: set[asyncio.Task[None]] = set()  # readers of task streams (`results`)
-        self.vision: VisionEncoder | None = None  # -mm: the projector (set by the loader)
-        self.image_limits = ImageLimits()  # --image-max-pixels / --image-max-bytes
+        self.mtmd: Encoders | None = None  # -mm: the projector's encoders (set by the loader)
+        self.media_limits = MediaLimits()  # --image-max-pixels / --image-max-bytes / --audio-max-seconds
+
+    @property
+    def modalities(self) -> frozenset[str]:
+        """The media kinds the projector takes ("image", "audio"); empty without one."""
+        return self.mtmd.modalities if self.mtmd is not None else frozenset()
 
     # ---- readiness ------------------------------------------------------------------------
     def set_ready(self, engine: ServingEngine, model: ModelInfo) -> None:

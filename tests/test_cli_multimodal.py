@@ -75,3 +75,62 @@ def test_saved_conversations_keep_markers_not_images() -> None:
     conv.add_user("<__media__>what is it?", [object()])
     assert len(conv.media()) == 1 and "media" not in conv.for_template()[0]
     assert conv.to_dict()["messages"] == [{"role": "user", "content": "<__media__>what is it?"}]
+
+
+# ---- audio (the tiny qwen2a projector; scripts/oracle_audio.py's e2e fixture) ------------------
+
+@pytest.fixture(scope="module")
+def audio_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from scripts.oracle_audio import E2E_PROJECTOR, E2E_PROMPT, E2E_SIGNAL
+    from tests.audio_files import wav_float32
+    from tests.tiny_audio import signal, write_audio_projector
+
+    d = tmp_path_factory.mktemp("cli_audio")
+    (d / "clip.wav").write_bytes(wav_float32(signal(E2E_SIGNAL)[:, None], 16000))
+    (d / "prompt.txt").write_text(E2E_PROMPT)
+    (d / "bad.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEfmt ")
+    return {"mm": write_audio_projector(E2E_PROJECTOR, d / "audio.gguf"), "wav": d / "clip.wav",
+            "prompt": d / "prompt.txt", "bad": d / "bad.wav"}
+
+
+def test_complete_with_audio_gives_libmtmds_next_token(audio_files: dict[str, Path]) -> None:
+    fx = np.load(Path(__file__).parent / "fixtures" / "audio" / "e2e.npz")
+    r = llama("complete", "-mm", str(audio_files["mm"]), "--audio", str(audio_files["wav"]), "-f", str(audio_files["prompt"]),
+              "-n", "1", "--temp", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
+    assert out["prompt_tokens"].count(-1) == 750  # the clip's positions (one 30 s window)
+    assert [t for t in out["prompt_tokens"] if t >= 0] == fx["e2e_tokens"].tolist()
+
+
+def test_audio_usage_errors(audio_files: dict[str, Path], files: dict[str, Path]) -> None:
+    r = llama("complete", "--audio", str(audio_files["wav"]), "-p", "x", "-n", "1")
+    assert r.returncode == 1 and "--audio needs a multimodal projector: pass -mm/--mmproj FILE" in r.stderr
+    r = llama("complete", "-mm", str(audio_files["mm"]), "--audio", str(audio_files["bad"]), "-p", "x", "-n", "1")
+    assert r.returncode == 1 and f"--audio {audio_files['bad']}: cannot read the WAV audio" in r.stderr
+    r = llama("complete", "-mm", str(audio_files["mm"]), "--image", str(files["img"]), "-p", "x", "-n", "1")
+    assert r.returncode == 1 and "image input is not supported - hint" in r.stderr
+    r = llama("complete", "-mm", str(audio_files["mm"]), "--audio", str(audio_files["wav"]), "--audio-max-seconds", "0.5",
+              "-p", "x", "-n", "1")
+    assert r.returncode == 1 and f"--audio {audio_files['wav']}: audio is 1.0 s long: the limit is 0.5 s" in r.stderr
+    r = llama("complete", "--audio-max-seconds", "0", "-p", "x", "-n", "1")
+    assert r.returncode != 0 and "must be a positive number of seconds" in r.stderr
+
+
+def test_chat_with_audio_flag_pipe_and_repl(audio_files: dict[str, Path]) -> None:
+    """`llama chat -mm P --audio F` (piped message) and `/audio F` in the REPL: the clip's 750
+    positions and its markers join the prompt."""
+    base = ["chat", "-n", "1", "--temp", "0", "--json"]
+    plain = llama(*base, stdin="What do you hear?")
+    with_audio = llama(*base, "-mm", str(audio_files["mm"]), "--audio", str(audio_files["wav"]), stdin="What do you hear?")
+    assert plain.returncode == 0 and with_audio.returncode == 0, with_audio.stderr
+    n0 = json.loads(plain.stdout)["usage"]["prompt_tokens"]
+    n_audio = json.loads(with_audio.stdout)["usage"]["prompt_tokens"]
+    assert n_audio > n0 + 750
+    script = f"/set temp 0\n/set n 1\n/audio {audio_files['wav']}\nWhat do you hear?\n/tokens\n/exit\n"
+    r = llama("chat", "-mm", str(audio_files["mm"]), "--simple-io", stdin=script)
+    assert r.returncode == 0, r.stderr
+    assert "audio attached to your next message (1 waiting)" in r.stdout
+    r = llama("chat", "--audio", str(audio_files["wav"]), stdin="hi")
+    assert r.returncode == 1 and "--audio needs a multimodal projector" in r.stderr

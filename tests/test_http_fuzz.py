@@ -28,6 +28,7 @@ import pytest
 
 from tests.fuzz_shapes import ROUTER_OWN, SHAPES, HealthWatch, hostile_cases, router_cases, run_cases
 from tests.http_server import ROOT, LlamaServer
+from tests.tiny_audio import write_audio_projector
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.slow
@@ -42,11 +43,15 @@ FUZZ_TOOLS = "read_file,file_glob_search,grep_search,write_file,edit_file,get_in
 
 
 def server_args(tmp_path: Path) -> tuple[str, ...]:
+    """The fuzzed server: the tiny model with an audio projector of its width (-mm), so that
+    media fields (multimodal_data, input_audio, image_url, Anthropic image blocks) reach the
+    decoders and the encoder."""
     model = write_tiny_model("llama", "Q8_0", tmp_path / "tiny.gguf")
+    mmproj = write_audio_projector("qwen2a-q8", tmp_path / "mmproj.gguf", n_out=256)
     (tmp_path / "slots").mkdir()
     (tmp_path / "work").mkdir()  # the server's working directory: the tools' root
     (tmp_path / "work" / "a.txt").write_text("alpha\nbeta\n")
-    return ("-m", str(model), "-c", "256", "-np", "2", "--embeddings", "--props", "--metrics",
+    return ("-m", str(model), "-mm", str(mmproj), "-c", "256", "-np", "2", "--embeddings", "--props", "--metrics",
             "--slot-save-path", str(tmp_path / "slots"), "-n", "4", "--n-predict-max", "4",
             "--max-prompts", "8", "--max-embd-inputs", "8", "--no-warmup", "--tools", FUZZ_TOOLS)
 
@@ -150,7 +155,7 @@ def test_fuzz_hostile_shapes_through_the_router(tmp_path: Path, capsys: pytest.C
     models = tmp_path / "models"
     models.mkdir()
     write_tiny_model("llama", "Q8_0", models / "tiny.gguf")
-    child_args = server_args(tmp_path)[2:]  # all but -m
+    child_args = server_args(tmp_path)[4:]  # all but -m and -mm
     router = LlamaServer("--models-dir", str(models), *child_args, "--max-n-probs", "50",
                          env={"LLAMA_CACHE": str(tmp_path / "cache")})
     with router as srv, httpx2.Client(timeout=120) as http:

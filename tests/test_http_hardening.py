@@ -140,10 +140,11 @@ def test_multimodal_input_is_a_400() -> None:
     # llama-server's words without a projector (docs/multimodal.md)
     _is_400(*c.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [img]}]})[:2], "provide the mmproj")
     _is_400(*c.post("/v1/embeddings", {"input": [{"x": 1}]})[:2], "multimodal")
-    # the Responses API answers its image, file and audio parts as chat answers its own (it was a 501)
-    for kind in ("input_image", "input_file", "input_audio"):
+    # the Responses API answers its image, file and audio parts as chat answers its own (it was a
+    # 501); input_image becomes an image_url part, refused with llama-server's words
+    for kind, words in (("input_image", "provide the mmproj"), ("input_file", "multimodal"), ("input_audio", "multimodal")):
         part = {"type": kind, "image_url": "data:image/png;base64,AAAA"}
-        _is_400(*c.post("/v1/responses", {"input": [{"role": "user", "content": [part]}]})[:2], "multimodal")
+        _is_400(*c.post("/v1/responses", {"input": [{"role": "user", "content": [part]}]})[:2], words)
 
 
 # ---- limits --------------------------------------------------------------------------------------

@@ -91,3 +91,57 @@ def test_serve_with_a_projector_of_another_width_exits_2(tmp_path: Path) -> None
     r = llama("serve", "-mm", str(wide), "--port", "0", "--no-warmup", timeout=180)
     assert r.returncode == 2
     assert "mismatch between text model (n_embd = 640) and mmproj (n_embd = 1024)" in r.stderr
+
+
+def _chat_prompt_tokens(server, parts: list) -> int:  # type: ignore[no-untyped-def, type-arg]
+    """prompt_tokens of an OpenAI chat request with these content parts (image_url parts count
+    their image: test_chat_with_an_image_url_part)."""
+    status, out = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": parts}], "max_tokens": 1})
+    assert status == 200, out
+    return int(out["usage"]["prompt_tokens"])
+
+
+def test_anthropic_image_block(server) -> None:  # type: ignore[no-untyped-def]
+    """An Anthropic image block (base64 source) becomes an image_url part, as llama-server's
+    convert_anthropic_to_oai: the prompt is the OpenAI request's, image positions included."""
+    fx = np.load(FIXTURES / "gemma3.npz")
+    b64 = _png_b64(fx["image1"])
+    text = {"type": "text", "text": "What is in this picture?"}
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64}}
+    body = {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [image, text]}]}
+    status, out = server.post("/v1/messages", body)
+    assert status == 200, out
+    n_prompt = out["usage"]["input_tokens"] + out["usage"]["cache_read_input_tokens"]
+    url = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b64}}
+    assert n_prompt == _chat_prompt_tokens(server, [url, text])
+    status, plain = server.post("/v1/messages/count_tokens", {"model": "m", "messages": [{"role": "user", "content": [text]}]})
+    assert n_prompt > plain["input_tokens"] + 16  # the image's 16 positions
+    status, counted = server.post("/v1/messages/count_tokens", body)
+    assert counted["input_tokens"] == n_prompt
+    bad = dict(image, source={"type": "base64"})
+    status, out = server.post("/v1/messages", body | {"messages": [{"role": "user", "content": [bad]}]})
+    assert status == 400 and "image blocks need a source" in out["error"]["message"]
+
+
+def test_responses_input_image_part(server) -> None:  # type: ignore[no-untyped-def]
+    fx = np.load(FIXTURES / "gemma3.npz")
+    url = "data:image/png;base64," + _png_b64(fx["image1"])
+    text = {"type": "input_text", "text": "What is in this picture?"}
+    body = {"input": [{"role": "user", "content": [text, {"type": "input_image", "image_url": url}]}], "max_output_tokens": 1}
+    status, out = server.post("/v1/responses", body)
+    assert status == 200, out
+    chat_parts = [{"type": "text", "text": text["text"]}, {"type": "image_url", "image_url": {"url": url}}]
+    assert out["usage"]["input_tokens"] == _chat_prompt_tokens(server, chat_parts)
+
+
+def test_media_to_a_server_without_the_modality() -> None:
+    """Anthropic image blocks and Responses input_image parts without a projector: llama-server's
+    400; /v1/models says "completion" only."""
+    with LlamaServer("-c", "128", "--no-warmup") as s:
+        image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+        status, out = s.post("/v1/messages", {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [image]}]})
+        assert status == 400 and out["error"]["message"].startswith("image input is not supported - hint")
+        part = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
+        status, out = s.post("/v1/responses", {"input": [{"role": "user", "content": [part]}]})
+        assert status == 400 and out["error"]["message"].startswith("image input is not supported - hint")
+        assert s.get("/v1/models")[1]["models"][0]["capabilities"] == ["completion"]

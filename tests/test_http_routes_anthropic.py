@@ -29,7 +29,24 @@ def test_anthropic_messages_become_chat_messages() -> None:
     assert anthropic.native_fields({"max_tokens": 9, "stop_sequences": ["x"], "messages": []}) == {"n_predict": 9, "stop": ["x"]}
     with pytest.raises(ApiError) as e:
         anthropic.chat_messages({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})
-    assert e.value.status == 400 and "multimodal" in e.value.message
+    assert e.value.status == 400 and e.value.message.startswith("image input is not supported - hint")
+
+
+def test_anthropic_image_blocks_become_image_url_parts() -> None:
+    """As llama-server's convert_anthropic_to_oai: a base64 source as a data: URI (image/jpeg when
+    no media_type), a url source as is; the message's content becomes the parts in order."""
+    blocks = [{"type": "image", "source": {"type": "base64", "data": "QUJD"}},
+              {"type": "text", "text": "and"},
+              {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]
+    (msg,) = anthropic.chat_messages({"messages": [{"role": "user", "content": blocks}]}, vision=True)
+    assert msg == {"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,QUJD"}},
+        {"type": "text", "text": "and"},
+        {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}
+    with pytest.raises(ApiError) as e:
+        anthropic.chat_messages({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}]},
+                                vision=True)
+    assert e.value.status == 400 and "image blocks need a source of type base64" in e.value.message
 
 
 def test_anthropic_messages(client: Client) -> None:

@@ -11,22 +11,20 @@ from llamacli.core.errors import InvalidRequest
 from llamacli.core.model.families.base import plan_attention
 from llamacli.core.model.kernels.ops import attention_mask
 from llamacli.core.model.state.batch import Batch
-from llamacli.core.multimodal.encoder import ImageFraming
+from llamacli.core.multimodal.media import Media
+from llamacli.core.multimodal.media_encoder import Framing, MediaEncoder
 from llamacli.core.multimodal.prompt import (
-    Media, MediaChunk, MediaSpan, TextChunk, flatten, media_token, snap_out_of_media, split_markers, tokenize_prompt,
+    MediaChunk, MediaSpan, TextChunk, flatten, media_token, snap_out_of_media, split_markers, tokenize_prompt,
 )
 from llamacli.core.runtime.batch_plan import SlotFeed, build_batch
 from llamacli.core.runtime.scheduler import Chunk, SlotState, schedule
 
 
-class FakeEncoder:
-    framing = ImageFraming("<soi>", "<eoi>", True)
+class FakeEncoder(MediaEncoder):
+    kind, framing, n_embd = "image", Framing("<soi>", "<eoi>", True), 4
 
-    def encode(self, rgb: np.ndarray) -> np.ndarray:
-        return np.full((3, 4), float(rgb[0, 0, 0]), dtype=np.float32)
-
-    def encode_cached(self, media_id: str, rgb: np.ndarray) -> np.ndarray:
-        return self.encode(rgb)
+    def encode_chunks(self, media: Media) -> list[np.ndarray]:
+        return [np.full((3, 4), float(media.rgb[0, 0, 0]), dtype=np.float32)]
 
 
 def _tok(text: str) -> list[int]:

@@ -74,8 +74,9 @@ def _randn(rng: np.random.Generator, *shape: int, fan_in: int) -> np.ndarray:
     return (rng.standard_normal(shape) * fan_in ** -0.5).astype(np.float32)
 
 
-def write_audio_projector(name: str, path: str | os.PathLike[str]) -> Path:
-    """Write projector `name` (see PROJECTORS) to path; returns the path."""
+def write_audio_projector(name: str, path: str | os.PathLike[str], n_out: int = N_OUT) -> Path:
+    """Write projector `name` (see PROJECTORS) to path; returns the path. n_out: the projection
+    width (the text model's n_embd; the fixtures are made with the default)."""
     if name not in PROJECTORS:
         raise ValueError(f"unknown tiny audio projector {name!r}")
     qtype = QT.Q8_0 if name.endswith("q8") else QT.F16
@@ -88,7 +89,7 @@ def write_audio_projector(name: str, path: str | os.PathLike[str]) -> Path:
     w.add_uint32("clip.audio.embedding_length", N_EMBD)
     w.add_uint32("clip.audio.feed_forward_length", N_FF)
     w.add_uint32("clip.audio.block_count", N_LAYER)
-    w.add_uint32("clip.audio.projection_dim", N_OUT)
+    w.add_uint32("clip.audio.projection_dim", n_out)
     w.add_uint32("clip.audio.attention.head_count", N_HEAD)
     w.add_float32("clip.audio.attention.layer_norm_epsilon", EPS)
 
@@ -113,8 +114,8 @@ def write_audio_projector(name: str, path: str | os.PathLike[str]) -> Path:
         w.add_tensor(f"{p}.ffn_down.bias", _vec(rng, N_EMBD))
     w.add_tensor("a.post_ln.weight", _vec(rng, N_EMBD, 1.0, 0.1))
     w.add_tensor("a.post_ln.bias", _vec(rng, N_EMBD))
-    _matrix(w, "mm.a.fc.weight", _randn(rng, N_OUT, N_EMBD, fan_in=N_EMBD), qtype)
-    w.add_tensor("mm.a.fc.bias", _vec(rng, N_OUT))
+    _matrix(w, "mm.a.fc.weight", _randn(rng, n_out, N_EMBD, fan_in=N_EMBD), qtype)
+    w.add_tensor("mm.a.fc.bias", _vec(rng, n_out))
 
     w.write_header_to_file()
     w.write_kv_data_to_file()

@@ -2,9 +2,10 @@
 `mtmd_tokenize`), and their evaluation into a sequence of the KV cache
 (`mtmd_helper_eval_chunks`).
 
-Each `<__media__>` marker takes the next image, framed by its family's text (gemma3:
-`<start_of_image>` ... `<end_of_image>`). Text around the markers is tokenized piece by piece
-with special tokens parsed; BOS (when the vocabulary adds one) opens the first chunk and EOS
+Each `<__media__>` marker takes the next medium, framed by its family's text (gemma3:
+`<start_of_image>` ... `<end_of_image>`; qwen2a: `<|audio_bos|>` ... `<|audio_eos|>`), with one
+media chunk per piece the encoder gives (an image: one; audio: one per 30 s window). Text
+around the markers is tokenized piece by piece with special tokens parsed; BOS (when the vocabulary adds one) opens the first chunk and EOS
 closes the last, as mtmd adds them.
 """
 
@@ -20,7 +21,9 @@ from llamacli.core.errors import InvalidRequest
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
-from llamacli.core.multimodal.encoder import MEDIA_MARKER, VisionEncoder
+from llamacli.core.multimodal.encoder import MEDIA_MARKER
+from llamacli.core.multimodal.media import Media
+from llamacli.core.multimodal.media_encoder import Encoders
 from llamacli.core.text.tokenizer import Tokenizer
 
 
@@ -35,8 +38,8 @@ class TextChunk:
 
 @dataclass(frozen=True)
 class MediaChunk:
-    """An image's embeddings (n, n_embd), its id (the hash of its bytes: the prompt cache's key
-    for these positions) and whether the text model attends to it non-causally."""
+    """A medium's (or an audio window's) embeddings (n, n_embd), its id (the hash of its bytes:
+    the prompt cache's key for these positions) and whether the text model attends to it non-causally."""
 
     embd: np.ndarray
     media_id: str
@@ -94,17 +97,10 @@ def snap_out_of_media(n: int, spans: Sequence[MediaSpan]) -> int:
     return n
 
 
-@dataclass(frozen=True)
-class Media:
-    """An image as the prompt receives it: RGB pixels (h, w, 3) uint8 and the hash of the bytes
-    it came from (llama-server keys its cache by that hash)."""
-
-    rgb: np.ndarray
-    media_id: str
-
-    @classmethod
-    def of(cls, rgb: np.ndarray, data: bytes | None = None) -> "Media":
-        return cls(rgb, hashlib.sha256(data if data is not None else rgb.tobytes()).hexdigest()[:32])
+def chunk_id(media_id: str, i: int) -> str:
+    """The id of a medium's i-th chunk: the medium's own for the first, a hash of both after
+    (two clips that share their first 30 s differ from the second window's placeholders on)."""
+    return media_id if i == 0 else hashlib.sha256(f"{media_id}/{i}".encode()).hexdigest()[:32]
 
 
 def split_markers(prompt: str, n_media: int, marker: str = MEDIA_MARKER) -> list[str]:
@@ -122,16 +118,13 @@ Tokenize = Callable[[str], list[int]]  # text -> ids, no BOS/EOS, special tokens
 def tokenize_prompt(
     prompt: str,
     media: Sequence[Media],
-    encoder: VisionEncoder,
+    encoder: Encoders,
     tokenize: Tokenize,
     bos: int | None = None,
     eos: int | None = None,
-    encoded: Callable[[Media], np.ndarray] | None = None,
 ) -> list[PromptChunk]:
-    """The prompt as chunks; `encoded(media)` returns embeddings (a cache may answer it),
-    by default the encoder runs."""
-    run = encoded or (lambda m: encoder.encode_cached(m.media_id, m.rgb))
-    fr = encoder.framing
+    """The prompt as chunks; each medium goes to the encoder of its kind (InvalidRequest with
+    llama-server's message when the projector has none), whose cache may answer."""
     chunks: list[PromptChunk] = []
 
     def add_text(ids: list[int]) -> None:
@@ -143,11 +136,15 @@ def tokenize_prompt(
             chunks.append(TextChunk(list(ids)))
 
     parts = split_markers(prompt, len(media))
+    encoders = [encoder.encoder_for(m) for m in media]  # refuses a kind the projector lacks first
     for i, text in enumerate(parts):
         add_text(tokenize(text) if text else [])
         if i < len(media):
+            enc, m = encoders[i], media[i]
+            fr = enc.framing
             add_text(tokenize(fr.begin) if fr.begin else [])
-            chunks.append(MediaChunk(run(media[i]), media[i].media_id, fr.non_causal))
+            for c, embd in enumerate(enc.encode_cached(m)):
+                chunks.append(MediaChunk(embd, chunk_id(m.media_id, c), fr.non_causal))
             add_text(tokenize(fr.end) if fr.end else [])
     if bos is not None:
         if chunks and isinstance(chunks[0], TextChunk):
@@ -160,7 +157,7 @@ def tokenize_prompt(
 
 
 def prompt_with_media(
-    prompt: str, media: Sequence[Media], encoder: VisionEncoder, tokenizer: Tokenizer, add_special: bool = True
+    prompt: str, media: Sequence[Media], encoder: Encoders, tokenizer: Tokenizer, add_special: bool = True
 ) -> tuple[list[int], tuple[MediaSpan, ...]]:
     """A driver's prompt with `<__media__>` markers as an engine task's tokens and media spans
     (special tokens parsed, BOS/EOS as the vocabulary adds them, as mtmd_tokenize)."""

@@ -11,8 +11,6 @@ its input rounded to the weight's vec_dot type; layer norms as ggml_norm; attent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gguf import GGMLQuantizationType as QT
@@ -24,38 +22,12 @@ from llamacli.core.model.kernels.qmm.matrix import QuantMatrix
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
+from llamacli.core.multimodal.block import BlockOps, Norm, block_forward, read_block, read_norm
 from llamacli.core.multimodal.projector_file import VisionHParams
 
 # Query rows per attention block: bounds the score matrix (H x block x P float32) for large
 # images (SigLIP at 896 px: 4096 patches).
 ATTN_BLOCK = 512
-
-
-@dataclass
-class Norm:
-    """Layer norm weight and bias (E,)."""
-
-    w: np.ndarray
-    b: np.ndarray | None
-
-    def __call__(self, x: np.ndarray, eps: float) -> np.ndarray:
-        return K.layer_norm(x, self.w, self.b, eps)
-
-
-@dataclass
-class VitLayer:
-    ln1: Norm
-    q: Linear
-    k: Linear
-    v: Linear
-    o: Linear
-    ln2: Norm
-    up: Linear
-    down: Linear
-
-
-def read_norm(ld: WeightLoader, prefix: str, n: int) -> Norm:
-    return Norm(ld.vector(prefix + ".weight", n), ld.vector(prefix + ".bias", n) if ld.has(prefix + ".bias") else None)
 
 
 def patch_linear(g: GGUFFile, name: str, n_in: int, n_out: int, bias: np.ndarray | None) -> Linear:
@@ -71,24 +43,6 @@ def patch_linear(g: GGUFFile, name: str, n_in: int, n_out: int, bias: np.ndarray
     qt = QT.F32 if t.qtype == QT.BF16 else QT.F16
     data = np.ascontiguousarray(w.astype(np.float32 if qt == QT.F32 else np.float16)).view(np.uint8)
     return Linear(qt, n_in, n_out, q=QuantMatrix(data, qt, n_in), b=bias, name=name)
-
-
-def _layer(ld: WeightLoader, hp: VisionHParams, il: int) -> VitLayer:
-    e, f, pre = hp.n_embd, hp.n_ff, f"v.blk.{il}"
-    up, down = f"{pre}.ffn_up", f"{pre}.ffn_down"
-    # clip.cpp swaps up and down when ffn_down reads n_embd values (files of older converters)
-    if ld.gguf.tensor(down + ".weight").shape[-1] == e and e != f:
-        up, down = down, up
-    return VitLayer(
-        ln1=read_norm(ld, f"{pre}.ln1", e),
-        q=ld.linear(f"{pre}.attn_q", e, e),
-        k=ld.linear(f"{pre}.attn_k", e, e),
-        v=ld.linear(f"{pre}.attn_v", e, e),
-        o=ld.linear(f"{pre}.attn_out", e, e),
-        ln2=read_norm(ld, f"{pre}.ln2", e),
-        up=ld.linear(up, e, f),
-        down=ld.linear(down, f, e),
-    )
 
 
 class VisionTower:
@@ -107,7 +61,9 @@ class VisionTower:
             raise ModelLoadError(g.path, f"v.position_embd.weight has {self.pos.shape[0]} rows, expected {n_pos}")
         self.pre_ln = read_norm(ld, "v.pre_ln", e) if ld.has("v.pre_ln.weight") else None
         self.post_ln = read_norm(ld, "v.post_ln", e) if ld.has("v.post_ln.weight") else None
-        self.layers = [_layer(ld, hp, il) for il in range(n_run)]
+        # clip.cpp swaps up and down of files from older converters for gemma3 and mlp alike
+        self.layers = [read_block(ld, f"v.blk.{il}", e, hp.n_ff, legacy_ffn=True) for il in range(n_run)]
+        self.ops = BlockOps(_layer_norm, self.attention, pr.gelu if hp.gelu else _gelu_quick)
 
     def patches(self, pixels: np.ndarray) -> np.ndarray:
         """(3, S, S) pixels -> (P, 3 p p): each patch's values in (channel, row, column) order,
@@ -117,11 +73,10 @@ class VisionTower:
         x = pixels.reshape(c, h // p, p, w // p, p).transpose(1, 3, 0, 2, 4)  # (Py, Px, 3, p, p)
         return np.ascontiguousarray(x.reshape(-1, c * p * p))
 
-    def attention(self, ly: VitLayer, h: np.ndarray) -> np.ndarray:
-        """Full (non-causal) self-attention over all patches; h (P, E)."""
+    def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Full (non-causal) self-attention over all patches; q, k, v (P, E)."""
         pr, hp = self.pr, self.hp
-        n, nh, d = h.shape[0], hp.n_head, hp.head_dim
-        q, k, v = pr.linears(h, [ly.q, ly.k, ly.v], None)
+        n, nh, d = q.shape[0], hp.n_head, hp.head_dim
         q = q.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
         k = k.reshape(n, nh, d).transpose(1, 2, 0)  # (H, D, P)
         v = v.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
@@ -133,7 +88,7 @@ class VisionTower:
             out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
 
         pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
-        return pr.linear(out.reshape(n, nh * d), ly.o)
+        return out.reshape(n, nh * d)
 
     def forward(self, pixels: np.ndarray) -> np.ndarray:
         """(3, S, S) float32 pixels -> (P [+1 class row], E) hidden states after the last block
@@ -144,15 +99,16 @@ class VisionTower:
             x = np.concatenate([x, self.class_embd[None, :]], axis=0)
         x = x + self.pos
         if self.pre_ln is not None:
-            x = self.pre_ln(x, eps)
-        act = pr.gelu if self.hp.gelu else _gelu_quick
+            x = _layer_norm(x, self.pre_ln, eps)
         for ly in self.layers:
-            x = x + self.attention(ly, ly.ln1(x, eps))
-            h = pr.linear(act(pr.linear(ly.ln2(x, eps), ly.up)), ly.down)
-            x = x + h
+            x = block_forward(x, ly, eps, self.ops, pr)
         if self.post_ln is not None:
-            x = self.post_ln(x, eps)
+            x = _layer_norm(x, self.post_ln, eps)
         return x
+
+
+def _layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
+    return K.layer_norm(x, n.w, n.b, eps)
 
 
 def _gelu_quick(x: np.ndarray) -> np.ndarray:

@@ -203,12 +203,20 @@ def _tools(loop: ChatLoop, arg: str) -> None:
         raise InvalidRequest("usage: /tools [on|off|confirm on|off|choice auto|required|none|TOOL|show]")
 
 
-def _image(loop: ChatLoop, arg: str) -> None:
-    from llamacli.media import read_image
+def _attach(loop: ChatLoop, arg: str, kind: str) -> None:
+    from llamacli.media import read_media
 
-    path = _path_arg(arg, "/image FILE")
-    loop.session.attach(read_image(path, loop.session.image_limits))
-    loop.view.info(f"image attached to your next message ({len(loop.session.pending)} waiting)")
+    path = _path_arg(arg, f"/{kind} FILE")
+    loop.session.attach(read_media(path, loop.session.media_limits, kind))
+    loop.view.info(f"{kind} attached to your next message ({len(loop.session.pending)} waiting)")
+
+
+def _image(loop: ChatLoop, arg: str) -> None:
+    _attach(loop, arg, "image")
+
+
+def _audio(loop: ChatLoop, arg: str) -> None:
+    _attach(loop, arg, "audio")
 
 
 def _exit(loop: ChatLoop, arg: str) -> str:
@@ -227,6 +235,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("undo", "", "remove the last question and its answer", _undo),
     Command("tokens", "", "how many tokens the conversation takes of the context", _tokens),
     Command("image", "FILE", "attach an image to your next message (needs -mm/--mmproj)", _image),
+    Command("audio", "FILE", "attach an audio file (WAV, MP3, FLAC) to your next message (needs -mm with audio)", _audio),
     Command("multiline", "", "swap Enter and Alt+Enter (send vs newline)", _multiline),
     Command("thoughts", "", "show or fold a reasoning model's thoughts", _thoughts),
     Command("tools", "[on|off|confirm on|off|choice C|show]", "the tools the model may call (--tools), and how", _tools),

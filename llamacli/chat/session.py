@@ -110,15 +110,17 @@ class ChatSession:
     conversation: Conversation = field(default_factory=Conversation)
     info: ModelInfo = field(default_factory=lambda: ModelInfo("", None, None, 0))  # what /show and the banner say
     splitters: dict[int, ReasoningSplitter] = field(default_factory=dict)  # task id -> how its thoughts are found
-    vision: Any = None  # -mm: the VisionEncoder (core/multimodal); None: text only
-    pending: list[Any] = field(default_factory=list)  # images attached (--image, /image) for the next message
-    image_limits: Any = None  # core/multimodal/image.ImageLimits of --image-max-pixels/-bytes
+    mtmd: Any = None  # -mm: the projector's encoders (core/multimodal/media_encoder.Encoders); None: text only
+    pending: list[Any] = field(default_factory=list)  # media attached (--image, --audio, /image, /audio) for the next message
+    media_limits: Any = None  # core/multimodal/limits.MediaLimits of --image-max-pixels/-bytes, --audio-max-seconds
 
-    # ---- images --------------------------------------------------------------------------
+    # ---- media ---------------------------------------------------------------------------
     def attach(self, media: Any) -> None:
-        """An image (core/multimodal/prompt.Media) for the next user message."""
-        if self.vision is None:
-            raise InvalidRequest("images need a multimodal projector: start llama chat with -mm/--mmproj FILE")
+        """An image or audio clip (core/multimodal/media.Media) for the next user message; one
+        the projector does not take is refused now (llama-server's message)."""
+        if self.mtmd is None:
+            raise InvalidRequest(f"{media.kind} input needs a multimodal projector: start llama chat with -mm/--mmproj FILE")
+        self.mtmd.encoder_for(media)
         self.pending.append(media)
 
     def add_user(self, message: str) -> None:
@@ -184,10 +186,10 @@ class ChatSession:
 
     def _start(self, prompt: str, params: TaskParams, conv: Conversation) -> Task:
         images = conv.media()
-        if images and self.vision is not None:
+        if images and self.mtmd is not None:
             from llamacli.core.multimodal.prompt import prompt_with_media
 
-            toks, media = prompt_with_media(prompt, images, self.vision, self.tokenizer)  # type: ignore[arg-type]
+            toks, media = prompt_with_media(prompt, images, self.mtmd, self.tokenizer)  # type: ignore[arg-type]
         else:
             toks, media = self.tokenizer.tokenize(prompt, add_special=True, parse_special=True), ()
         if len(toks) >= self.n_ctx:

@@ -20,7 +20,7 @@ from llamacli.options.common import (
 )
 from llamacli.options.groups import SAMPLING as S, SCRIPTING as P, TOOLS, find, typer_option
 from llamacli.options.sampling import sampling_options
-from llamacli.options.mmproj import NO_PROJECTOR, MmprojOptions, fetch_model, may_have_projector, mmproj_options
+from llamacli.options.mmproj import MmprojOptions, fetch_model, may_have_projector, mmproj_options, no_projector
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import ToolOptions, tool_options
 
@@ -46,6 +46,7 @@ def chat(
     system_prompt_file: Optional[str] = typer.Option(None, "-sysf", "--system-prompt-file", help="Read the system prompt from a file."),
     prompt: Optional[str] = typer.Option(None, "-p", "--prompt", help="First message (with piped stdin: put before the piped text)."),
     image: list[str] = typer.Option([], "--image", metavar="FILE", help="Image for the first message (repeatable; needs -mm). /image FILE attaches one later."),
+    audio: list[str] = typer.Option([], "--audio", metavar="FILE", help="Audio file (WAV, MP3, FLAC) for the first message, after the images (repeatable; needs -mm). /audio FILE attaches one later."),
     file: Optional[str] = typer.Option(None, "-f", "--file", help="Read the first message from a file."),
     chat_template: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template")),
     chat_template_file: Optional[str] = typer_option(find(model_load.OPTIONS, "chat_template_file")),
@@ -91,7 +92,7 @@ def chat(
     from llamacli.core.text.grammar import compile_grammar
     from llamacli.options.grammar import grammar_from_cli
     from llamacli.loading import open_draft, open_model
-    from llamacli.media import open_projector, read_image
+    from llamacli.media import open_projector, read_audio, read_image
 
     # ---- options -> plain values (nothing here touches the model) -------------------------
     if prompt is not None and file is not None:
@@ -110,10 +111,11 @@ def chat(
     if (as_json or by_lines) and not piped:
         raise InvalidRequest("--json needs piped input (stdin is a terminal)")
         raise InvalidRequest("--tools answers one conversation at a time: not with --jsonl or --batch-lines")
-    if image and by_lines:
-        raise InvalidRequest("--image goes with one conversation: not with --jsonl or --batch-lines")
-    if image and not may_have_projector(source, mmproj):
-        raise InvalidRequest(NO_PROJECTOR)
+    for flag, paths in (("--image", image), ("--audio", audio)):
+        if paths and by_lines:
+            raise InvalidRequest(f"{flag} goes with one conversation: not with --jsonl or --batch-lines")
+        if paths and not may_have_projector(source, mmproj):
+            raise InvalidRequest(no_projector(flag))
     if tool_choice != "auto" and not tools.enabled:
         raise InvalidRequest("--tool-choice needs --tools (or --mcp-servers-config/--mcp-servers-json)")
     spec = grammar_from_cli(grammar, grammar_file, json_schema, json_schema_file)
@@ -136,8 +138,8 @@ def chat(
         raise InvalidRequest("--single-turn needs a first message (-p or -f)")
 
     model, mmproj = fetch_model(source, mmproj)
-    if image and mmproj.path is None:
-        raise InvalidRequest(NO_PROJECTOR)
+    if (image or audio) and mmproj.path is None:
+        raise InvalidRequest(no_projector("--image" if image else "--audio"))
     # ---- load ----------------------------------------------------------------------------
     interactive = not piped
     use_color = want_color(color) if interactive and not simple_io else False
@@ -157,10 +159,12 @@ def chat(
         rt, settings, n_ctx=ctx_size, n_batch=batch_size, n_parallel=n_slots, system=system,
         speculative=speculative.config, draft_model=draft,
     )
-    session.vision = open_projector(mmproj, rt.model.args.n_embd, threads)
-    session.image_limits = mmproj.limits
+    session.mtmd = open_projector(mmproj, rt.model.args.n_embd, threads)
+    session.media_limits = mmproj.limits
     for path in image:
         session.attach(read_image(path, mmproj.limits))
+    for path in audio:
+        session.attach(read_audio(path, mmproj.limits))
     agent = None
     try:
         agent = _agent(tools, confirm_tools, tool_choice, interactive and use_color)

@@ -43,6 +43,10 @@ def complete(
         [], "--image", metavar="FILE",
         help="Image for the prompt's <__media__> markers, in order (repeatable; needs -mm). Without a marker, one per image goes before the prompt.",
     ),
+    audio: list[str] = typer.Option(
+        [], "--audio", metavar="FILE",
+        help="Audio file (WAV, MP3, FLAC) for the <__media__> markers after the images' (repeatable; needs -mm with an audio projector).",
+    ),
     n_predict: int = NPredictOpt,
     ctx_size: int = CtxSizeOpt,
     batch_size: int = BatchSizeOpt,
@@ -90,7 +94,7 @@ def complete(
     draft = open_draft(speculative.draft_model, rt, numerics, threads) if speculative.draft_model else None
     n_ctx = ctx_size if ctx_size > 0 else rt.model.args.n_ctx_train
     encoder = open_projector(mmproj, rt.model.args.n_embd, threads)
-    toks, media = media_prompt(text, image, encoder, rt.tokenizer, mmproj.limits)
+    toks, media = media_prompt(text, image, encoder, rt.tokenizer, mmproj.limits, audio)
     if sampling.seed == DEFAULT_SEED:  # random, but printed with --json so that a run can be repeated
         sampling = dataclasses.replace(sampling, seed=secrets.randbits(32) & 0x7FFFFFFF)
     seed = sampling.seed

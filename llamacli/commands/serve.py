@@ -75,7 +75,7 @@ def serve(
         return
 
     state = ServerState(config, None)
-    state.image_limits = mmproj.limits
+    state.media_limits = mmproj.limits
 
     def load() -> tuple[ServingEngine, ModelInfo]:
         return load_engine(model, opts, speculative, log, mmproj, state)
@@ -134,7 +134,7 @@ def load_engine(
     )
     draft = open_draft(speculative.draft_model, rt, lo.numerics, lo.threads) if speculative.draft_model else None
     if mmproj is not None and state is not None:
-        state.vision = open_projector(mmproj, rt.model.args.n_embd, lo.threads)
+        state.mtmd = open_projector(mmproj, rt.model.args.n_embd, lo.threads)
     engine = Engine(
         rt.model, rt.tokenizer, engine_config(opts, rt.model.args.n_ctx_train, speculative), rt.loras, draft_model=draft,
     ).start()

@@ -1,6 +1,6 @@
 """The multimodal projector options of `chat`, `complete` and `serve` (llama-server's names):
 `-mm/--mmproj FILE`, `--mmproj-auto/--no-mmproj`, `--mmproj-offload/--no-mmproj-offload` (no GPU
-here: accepted, documented, no effect), and the image limits. One `MmprojOptions`.
+here: accepted, documented, no effect), and the media limits. One `MmprojOptions`.
 
 With `-hf USER/REPO`, the repository's mmproj file comes with the model (`fetch_model`, as
 llama-server's `-hf`), unless `-mm FILE` names another or `--no-mmproj` wants none.
@@ -14,10 +14,14 @@ from typing import Any, Optional
 
 from llamacli.core.multimodal.image import DEFAULT_MAX_BYTES, DEFAULT_MAX_PIXELS, ImageLimits
 from llamacli.hub import model_files
+from llamacli.core.multimodal.limits import AUDIO_MAX_SECONDS, MediaLimits
 from llamacli.options.groups import Opt, option_group
 from llamacli.options.model_source import ModelSource
 
-NO_PROJECTOR = "--image needs a multimodal projector: pass -mm/--mmproj FILE"
+def no_projector(flag: str) -> str:
+    """The usage error for --image / --audio without a projector."""
+    return f"{flag} needs a multimodal projector: pass -mm/--mmproj FILE"
+
 
 
 def _positive(v: int) -> None:
@@ -25,9 +29,14 @@ def _positive(v: int) -> None:
         raise ValueError("must be at least 1")
 
 
+def _seconds(v: float) -> None:
+    if not 0 < v < float("inf"):  # NaN too
+        raise ValueError("must be a positive number of seconds")
+
+
 OPTIONS: list[Opt] = [
     Opt("path", Optional[str], None, ("-mm", "--mmproj"),
-        "Multimodal projector file (mmproj GGUF): images in prompts (docs/multimodal.md).",
+        "Multimodal projector file (mmproj GGUF): images or audio in prompts (docs/multimodal.md).",
         metavar="FILE", envvar="LLAMA_ARG_MMPROJ"),
     Opt("auto", bool, True, ("--mmproj-auto/--no-mmproj", "--no-mmproj-auto"),
         "Use the projector (--no-mmproj: load none, even with -mm).", envvar="LLAMA_ARG_MMPROJ_AUTO"),
@@ -38,21 +47,25 @@ OPTIONS: list[Opt] = [
         "Largest image accepted (width x height, checked on the header before decoding).", metavar="N",
         check=_positive),
     Opt("image_max_bytes", int, DEFAULT_MAX_BYTES, ("--image-max-bytes",),
-        "Largest encoded image accepted, in bytes.", metavar="N", check=_positive),
+        "Largest encoded image or audio file accepted, in bytes.", metavar="N", check=_positive),
+    Opt("audio_max_seconds", float, AUDIO_MAX_SECONDS, ("--audio-max-seconds",),
+        "Longest audio accepted, in seconds (checked on the header before decoding).", metavar="S",
+        check=_seconds),
 ]
 
 
 @dataclass(frozen=True)
 class MmprojOptions:
     path: str | None  # the projector to load (None: none, or --no-mmproj)
-    limits: ImageLimits
+    limits: MediaLimits
     from_hub: bool = False  # neither -mm nor --no-mmproj: -hf brings the repository's projector
 
 
 def build(values: dict[str, Any]) -> MmprojOptions:
     path = values["path"] if values["auto"] else None
     from_hub = values["auto"] and values["path"] is None
-    return MmprojOptions(path, ImageLimits(values["image_max_pixels"], values["image_max_bytes"]), from_hub)
+    image = ImageLimits(values["image_max_pixels"], values["image_max_bytes"])
+    return MmprojOptions(path, MediaLimits(image, values["audio_max_seconds"]), from_hub)
 
 
 mmproj_options = option_group("mmproj", OPTIONS, build)

@@ -1,41 +1,19 @@
-"""A generic pre-norm transformer block (LayerNorm, full self-attention, LayerNorm, MLP), as
-mtmd's `clip_graph::build_vit` builds one for Whisper-style encoders: no mask, no rope, biases
-where the file has them. Matmuls go through the ggml numerics (core/model/precision.py): the
-activation rounded or quantized to each weight's dot type, as ggml-cpu does; the LayerNorm and
-the attention (attention.py) follow ggml-cpu's order of float operations."""
+"""The Whisper-style encoder's numerics for the shared pre-norm block (core/multimodal/block.py):
+matmuls go through the ggml numerics (core/model/precision.py), the activation rounded or
+quantized to each weight's dot type as ggml-cpu does; the LayerNorm, the attention (attention.py)
+and GELU (erf) follow ggml-cpu's order of float operations."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from llamacli.core.model.kernels.ops import softmax
 from llamacli.core.model.precision import Precision
-from llamacli.core.model.weights.tensors import Linear
 from llamacli.core.multimodal.audio.attention import self_attention
-
-
-@dataclass
-class Norm:
-    """LayerNorm weight and bias (n,)."""
-
-    w: np.ndarray
-    b: np.ndarray | None
-
-
-@dataclass
-class BlockWeights:
-    ln1: Norm
-    q: Linear
-    k: Linear
-    v: Linear
-    o: Linear
-    ln2: Norm
-    up: Linear
-    down: Linear
+from llamacli.core.multimodal.block import BlockOps, BlockWeights, Norm, block_forward
 
 
 @njit(cache=True, nogil=True)
@@ -113,12 +91,10 @@ def blas_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_head: int, sca
     return np.ascontiguousarray(np.matmul(probs, vh).transpose(1, 0, 2).reshape(t, width), dtype=np.float32)
 
 
-def block_forward(x: np.ndarray, w: BlockWeights, n_head: int, eps: float, p: Precision) -> np.ndarray:
-    """One pre-norm block over x (T, n_embd): x + attn(ln1(x)), then + mlp(ln2(.)) with GELU (erf)."""
-    h = layer_norm(x, w.ln1, eps)
-    q, k, v = p.linear(h, w.q), p.linear(h, w.k), p.linear(h, w.v)
-    scale = float(np.float32(1.0) / np.float32(math.sqrt(q.shape[1] // n_head)))  # 1.0f / sqrtf(d_head)
-    attend = self_attention if p.quantized_weights else blas_attention  # ggml's bits, or plain f32
-    x = x + p.linear(attend(q, k, v, n_head, scale), w.o)
-    h = layer_norm(x, w.ln2, eps)
-    return x + p.linear(gelu_erf(p.linear(h, w.up)), w.down)
+def audio_block(x: np.ndarray, w: BlockWeights, n_head: int, eps: float, p: Precision) -> np.ndarray:
+    """One block over x (T, n_embd) with the encoder's numerics: ggml_norm, attention at scale
+    1 / sqrtf(d_head) (ggml's bits, or BLAS in the f32 mode), GELU (erf)."""
+    scale = float(np.float32(1.0) / np.float32(math.sqrt(w.q.n_out // n_head)))  # 1.0f / sqrtf(d_head)
+    attention = self_attention if p.quantized_weights else blas_attention  # ggml's bits, or plain f32
+    ops = BlockOps(layer_norm, lambda q, k, v: attention(q, k, v, n_head, scale), gelu_erf)
+    return block_forward(x, w, eps, ops, p)

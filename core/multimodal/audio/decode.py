@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from llamacli.core.errors import InvalidRequest
+from llamacli.core.multimodal.limits import AUDIO_MAX_SECONDS
 
 SAMPLE_RATE = 16000
-MAX_SECONDS = 600.0  # default limit on decoded audio (10 min: 9.6 M samples, 38 MB of float32)
+MAX_SECONDS = AUDIO_MAX_SECONDS
 _BLOCK = 16384
 
 

@@ -20,7 +20,7 @@ from llamacli.core.model.kernels.dequant import dequantize
 from llamacli.core.model.kernels.qmm import QuantMatrix
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
-from llamacli.core.multimodal.audio.block import BlockWeights, Norm
+from llamacli.core.multimodal.block import BlockWeights, Norm, read_block, read_norm
 
 AUDIO_TYPES = ("qwen2a",)
 _ALIASES = {"qwen2.5o": "qwen2a"}  # clip.cpp: PROJECTOR_TYPE_QWEN25O -> QWEN2A for audio
@@ -127,11 +127,6 @@ def _conv(g: GGUFFile, i: int, ic: int, oc: int, quantized: bool) -> Conv1d:
     return Conv1d(w, k)
 
 
-def _norm(ld: WeightLoader, prefix: str, n: int) -> Norm:
-    b = ld.vector(prefix + ".bias", n) if ld.has(prefix + ".bias") else None
-    return Norm(ld.vector(prefix + ".weight", n), b)
-
-
 def load_audio_projector(path: str, quantized: bool = True) -> AudioProjector:
     """Read an audio mmproj GGUF; ModelLoadError (naming the file) if it is not one we run.
     `quantized`: keep the weights' GGUF bytes for the ggml numerics (libmtmd's results), else
@@ -141,16 +136,9 @@ def load_audio_projector(path: str, quantized: bool = True) -> AudioProjector:
     if hp.n_pos < 1500:
         raise ModelLoadError(path, f"a.position_embd.weight has {hp.n_pos} positions: a 30 s window needs 1500")
     ld = WeightLoader(g, quantized=quantized)
-    e, f = hp.n_embd, hp.n_ff
-    blocks = []
-    for il in range(hp.n_layer):
-        b = f"a.blk.{il}"
-        blocks.append(BlockWeights(
-            ln1=_norm(ld, f"{b}.ln1", e), q=ld.linear(f"{b}.attn_q", e, e), k=ld.linear(f"{b}.attn_k", e, e),
-            v=ld.linear(f"{b}.attn_v", e, e), o=ld.linear(f"{b}.attn_out", e, e), ln2=_norm(ld, f"{b}.ln2", e),
-            up=ld.linear(f"{b}.ffn_up", e, f), down=ld.linear(f"{b}.ffn_down", f, e),
-        ))
-    post = _norm(ld, "a.post_ln", e) if ld.has("a.post_ln.weight") else None
+    e = hp.n_embd
+    blocks = [read_block(ld, f"a.blk.{il}", e, hp.n_ff) for il in range(hp.n_layer)]
+    post = read_norm(ld, "a.post_ln", e) if ld.has("a.post_ln.weight") else None
     fc = ld.linear("mm.a.fc", e, hp.n_out)
     ld.finish()
     pos = _f32(g, "a.position_embd.weight")

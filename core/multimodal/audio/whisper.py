@@ -5,7 +5,7 @@
     -> conv1d k3 s1 p1 + bias, GELU(erf)      (n_embd, 3000)
     -> conv1d k3 s2 p1 + bias, GELU(erf)      (n_embd, 1500), then transposed to (1500, n_embd)
     -> + position embeddings[:1500]
-    -> n_layer pre-LN blocks (block.py)
+    -> n_layer pre-LN blocks (core/multimodal/block.py, numerics in audio/block.py)
     -> qwen2a: average pooling by 2 over time  (750, n_embd)
     -> post LayerNorm
     -> projector (qwen2a: one linear + bias)   (750, n_out)
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from llamacli.core.model.precision import GGMLPrecision, Precision
-from llamacli.core.multimodal.audio.block import block_forward, gelu_erf, layer_norm
+from llamacli.core.multimodal.audio.block import audio_block, gelu_erf, layer_norm
 from llamacli.core.multimodal.audio.projector import AudioProjector, Conv1d
 
 
@@ -56,7 +56,7 @@ def encode_window(proj: AudioProjector, mel: np.ndarray, p: Precision | None = N
         raise ValueError(f"{h.shape[0]} positions, the projector has {hp.n_pos}")
     h = h + proj.pos[: h.shape[0]]
     for bw in proj.blocks:
-        h = block_forward(h, bw, hp.n_head, hp.eps, p)
+        h = audio_block(h, bw, hp.n_head, hp.eps, p)
     h = avg_pool2(h)  # qwen2a
     if proj.post_ln is not None:
         h = layer_norm(h, proj.post_ln, hp.eps)
