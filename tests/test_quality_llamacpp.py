@@ -60,7 +60,8 @@ class Setup:
         text = (ROOT / TEXT).read_bytes()
         self.tokens = np.asarray(model.tokenizer.tokenize(text[:-1] if text.endswith(b"\n") else text), dtype=np.int64)
         self.plan = plan_chunks(int(self.tokens.shape[0]), n_ctx, 2048, 512, n_chunks)
-        self.bos = int(model.tokenizer.vocab.bos)
+        v = model.tokenizer.vocab
+        self.bos = int(v.bos) if v.add_bos and v.bos is not None and v.bos >= 0 else None  # llama_vocab_get_add_bos
 
     def perplexity(self, base: Path | None = None) -> PerplexityResult:
         return perplexity(self.model.model, self.tokens, self.plan, self.bos, base_path=None if base is None else str(base))
@@ -167,6 +168,32 @@ def test_tiny_imatrix_as_llama_imatrix(tiny: Setup) -> None:
         if name.startswith("blk.0.attn_") and name[11] in "qkv":
             np.testing.assert_array_equal(col.entries[name].sums, e.sums)
         np.testing.assert_allclose(col.entries[name].sums, e.sums, rtol=1e-3)
+
+
+def test_moe_imatrix_per_expert_as_llama_imatrix(tmp_path: Path) -> None:
+    """A mixture-of-experts model: llama-imatrix's statistics per expert (ggml's MUL_MAT_ID,
+    every batch): the same entries, the same number of rows routed to each expert; layer 0's
+    Q, K, V inputs summed to the same bits, the other dense sums as in the dense test. An
+    expert's sums cover only its rows (6 to 137 here), so they are compared per matrix, as the
+    relative L2 error (measured: at most 4e-4, the FFN activations' float noise)."""
+    moe = write_tiny_model("qwen3moe", "F32", tmp_path / "tiny-moe-f32.gguf")
+    setup = Setup(load(moe, "ggml", 2, with_template=False), load(moe, "ggml", 2, with_template=False), 64, 4)
+    col = setup.imatrix(process_output=False)
+    ref = read_imatrix(str(FIX / "tiny-moe-imatrix.gguf"))
+    assert sorted(col.entries) == sorted(ref.entries)
+    experts = [n for n in ref.entries if "_exps." in n]
+    assert experts and all(ref.entries[n].n_mat == 8 for n in experts)
+    for name, e in ref.entries.items():
+        got = col.entries[name]
+        assert got.counts.tolist() == e.counts.tolist(), name
+        if name.startswith("blk.0.attn_") and name[11] in "qkv":
+            np.testing.assert_array_equal(got.sums, e.sums)
+        if name in experts:
+            a, b = got.sums.reshape(e.n_mat, -1), e.sums.reshape(e.n_mat, -1)
+            for i in range(e.n_mat):
+                assert np.linalg.norm(a[i] - b[i]) <= 1e-3 * np.linalg.norm(b[i]), (name, i)
+        else:
+            np.testing.assert_allclose(got.sums, e.sums, rtol=1e-3, err_msg=name)
 
 
 def test_imatrix_files_byte_for_byte(tmp_path: Path) -> None:

@@ -32,6 +32,10 @@ T = TypeVar("T")
 # float32, before any rounding to the weight's dot type), as llama.cpp's eval callback sees
 # `src1` of each MUL_MAT (llama-imatrix collects its statistics this way).
 MatmulObserver = Callable[[str, np.ndarray], None]
+# Sees the input of every mixture-of-experts matmul (ggml's MUL_MAT_ID): (the expert tensor's
+# name, x (T, n_in) shared by the k slots or (T, k, n_in) one row per slot, the selected experts
+# (T, k), the number of experts), as llama-imatrix sees src1 and the ids of each MUL_MAT_ID.
+ExpertObserver = Callable[[str, np.ndarray, np.ndarray, int], None]
 
 class Precision:
     """float32 maths on dequantized weights (BLAS); the base of the ggml mode, which overrides
@@ -48,6 +52,7 @@ class Precision:
         self.mm = MatmulPool(threads, batch_invariant)
         self.lora: LoraSet = NO_LORA  # adapters the current forward applies (set by the engine)
         self.observer: MatmulObserver | None = None  # `llama imatrix` sets one; None costs nothing
+        self.expert_observer: ExpertObserver | None = None  # the same for the expert matmuls
 
     @property
     def batch_invariant(self) -> bool:
@@ -135,6 +140,9 @@ class Precision:
         rows, reading only that expert's weights. Each row is rounded for the matmul once, as
         ggml converts src1 once."""
         t, k = selected.shape
+        if self.expert_observer is not None:
+            for ex in exs:
+                self.expert_observer(ex.name, x, selected, ex.n_expert)
         x2 = x.reshape(-1, x.shape[-1])  # (T or T*k, n_in)
         row_of_pair = np.repeat(np.arange(t), k) if x.ndim == 2 else np.arange(t * k)
         acts: dict[object, object] = {}

@@ -6,7 +6,9 @@ another, as llama.cpp's `collect_imatrix`), and counts the rows. It sees the inp
 the model's optional matmul observer (`Precision.observer`), so the forward pass runs as
 always: the observer is only set during this pass. Like llama.cpp it skips matmuls of fewer
 than 16 rows (llama.cpp: "why are small batches ignored?"); a tied output projection is named
-`token_embd.weight` and so never collected.
+`token_embd.weight` and so never collected. Mixture-of-experts weights (ggml's MUL_MAT_ID,
+`Precision.expert_observer`) get statistics per expert: each expert's sums and count over the
+rows routed to it, in llama.cpp's order (slot by slot, token by token), from every batch.
 
 The text is cut into chunks as for perplexity (core/quality/chunks.py), every position an
 output; the perplexity of the second halves is computed along the way unless --no-ppl.
@@ -87,6 +89,45 @@ class ImatrixCollector:
         if not np.all(np.isfinite(e.sums)):
             raise ImatrixError(f"non-finite values detected in {name}")
         e.counts += x.shape[0]
+        for c in e.counts:
+            self._chunk_reached(int(c) // self.chunk_size)
+
+    def observe_experts(self, name: str, x: np.ndarray, selected: np.ndarray, n_expert: int) -> None:
+        """Precision's expert observer (collect_imatrix's MUL_MAT_ID branch): for slot idx, then
+        token row, the row x[row] (or x[row, idx] when each slot has its own) adds its squares
+        to its expert's sums and 1 to its count."""
+        if not self.wants(name):
+            return
+        n_in = x.shape[-1]
+        e = self.entries.get(name)
+        if e is None:
+            e = self.entries[name] = ImatrixEntry(np.zeros(n_expert * n_in, dtype=np.float32), np.zeros(n_expert, dtype=np.int64))
+        elif e.n_mat == 1 and n_expert > 1:  # broadcast, when loading an old imatrix
+            e.counts = np.full(n_expert, e.counts[0], dtype=np.int64)
+        if e.sums.shape[0] != n_expert * n_in:
+            raise ImatrixError(f"inconsistent size for {name} ({e.sums.shape[0]} vs {n_expert * n_in})")
+        if e.n_mat != n_expert:
+            raise ImatrixError(f"inconsistent expert count for {name} ({e.n_mat} vs {n_expert})")
+        t, k = selected.shape
+        per_slot = x.ndim == 3
+        # (slot, token) pairs in llama.cpp's loop order, then grouped by expert keeping that order
+        flat = np.ascontiguousarray(selected.T).reshape(-1)  # pair p = idx * T + row
+        rows = np.tile(np.arange(t), k)
+        slots = np.repeat(np.arange(k), t)
+        order = np.argsort(flat, kind="stable")
+        sums = e.sums.reshape(n_expert, n_in)
+        x32 = np.asarray(x, dtype=np.float32)
+        experts, starts = np.unique(flat[order], return_index=True)
+        ends = np.append(starts[1:], flat.shape[0])
+        for ex, a, b in zip(experts.tolist(), starts.tolist(), ends.tolist()):
+            p = order[a:b]
+            xr = x32[rows[p], slots[p]] if per_slot else x32[rows[p]]
+            # acc[j] += x[j]^2 row after row in float32 (a row-wise reduction adds in that order)
+            sums[ex] = np.add.reduce(np.concatenate([sums[ex][None, :], xr * xr]), axis=0)
+            if not np.all(np.isfinite(sums[ex])):
+                raise ImatrixError(f"non-finite values detected in {name}")
+            e.counts[ex] += b - a
+        e.sums = sums.reshape(-1)
         for c in e.counts:
             self._chunk_reached(int(c) // self.chunk_size)
 
@@ -173,10 +214,10 @@ def collect(model: DecoderModel, tokens: np.ndarray, plan: ChunkPlan, bos: int |
             res.chunk_ppl.append(res.ppl)
         return piece.chunk + 1, dataclasses.replace(res)
 
-    pr.observer = collector.observe
+    pr.observer, pr.expert_observer = collector.observe, collector.observe_experts
     try:
         run_groups(runner, tokens, bos, progress, on_piece, lambda e: progress.on_chunk(*e))
     finally:
-        pr.observer = None
+        pr.observer = pr.expert_observer = None
     res.seconds = time.perf_counter() - t0
     return res
