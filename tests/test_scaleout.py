@@ -463,3 +463,8 @@ def test_the_ingress_routes_by_model_and_answers_as_the_router() -> None:
     assert _ask(ingress, "POST", "/v1/chat/completions", {"model": "gamma", **chat}) == (
         400, {"error": {"code": 400, "message": "model 'gamma' not found", "type": "invalid_request_error"}})
     assert _ask(ingress, "GET", "/health") == (200, {"status": "ok"})
+    assert _ask(ingress, "POST", "/models/load", {"model": "b"})[1]["error"]["message"] == "model is already running"
+    assert _ask(ingress, "POST", "/models/load", {"model": "gamma"}) == (
+        404, {"error": {"code": 404, "message": "model is not found", "type": "not_found_error"}})
+    status, out = _ask(ingress, "POST", "/models/unload", {"model": "alpha"})
+    assert status == 400 and "stays loaded" in out["error"]["message"]

@@ -116,10 +116,10 @@ def _ingress(make: Callable[..., Any]) -> Any:
     @serve.ingress()
     class LlamaIngress:
         def __init__(self, *args: Any) -> None:
-            self.app = make(*args)
+            self.llama_app = make(*args)  # not `app`: Serve's ingress wrapper has that property
 
         def __serve_build_asgi_app__(self) -> Any:
-            return self.app
+            return self.llama_app
 
     return serve.deployment(
         name=INGRESS, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=10_000, graceful_shutdown_timeout_s=DRAIN_S,

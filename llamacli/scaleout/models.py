@@ -13,7 +13,9 @@ llama-server's router does:
   (every model is listed with status `loaded`: its replicas were deployed before the
   application was ready);
 - no model named: 400 "model name is missing from the request"; an unknown one: 400
-  "model 'NAME' not found" (llama-server's router's errors).
+  "model 'NAME' not found" (llama-server's router's errors);
+- POST /models/load and /models/unload: the router's answers for a model that is running
+  (a 400; unknown: its 404 and 400): models cannot be loaded or unloaded here.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from llamacli.options.ray_serve import RayOptions
 from llamacli.scaleout.replica import ReplicaSpec
 
 OWN = frozenset({"/health", "/v1/health", "/models", "/v1/models"})  # the router's own, whatever the query
+LOAD = frozenset({"/models/load", "/models/unload"})  # POST: answered by load_or_unload
 
 
 @dataclass(frozen=True)
@@ -58,15 +61,30 @@ def model_of(method: str, path: str, query: bytes, body: bytes, names: Mapping[s
         if path in OWN or (path == "/props" and not name):
             return None
     else:
-        value = parse_json_body(body).get("model", "") if body.strip() else ""
-        if not isinstance(value, str):
-            raise bad_request("'model' must be a string")
-        name = value
+        name = _body_model(body)
     if not name:
         raise bad_request("model name is missing from the request")
     if name not in names:
         raise ApiError(400, f"model '{name}' not found")
     return names[name]
+
+
+def _body_model(body: bytes) -> str:
+    value = parse_json_body(body).get("model", "") if body.strip() else ""
+    if not isinstance(value, str):
+        raise bad_request("'model' must be a string")
+    return value
+
+
+def load_or_unload(path: str, body: bytes, names: Mapping[str, str]) -> ApiError:
+    """The answer to POST /models/load or /models/unload: every model is loaded while the
+    application runs (the router's errors: an unknown model, a model already running)."""
+    known = _body_model(body) in names
+    if path == "/models/load":
+        return bad_request("model is already running") if known else ApiError(404, "model is not found", "not_found_error")
+    if not known:
+        return bad_request("model is not found")
+    return bad_request("with --ray a model stays loaded while the application runs (its replicas scale with --min-replicas 0)")
 
 
 def models_json(specs: list[ModelSpec], info: Mapping[str, dict[str, Any]]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from llamacli.http.router import ModelSpec, name_index
 from llamacli.http.router_routes import router_props
 from llamacli.scaleout.aggregate import Answer
 from llamacli.scaleout.ingress import Forwarder, Ingress, Send, send_answer
-from llamacli.scaleout.models import model_of, models_json
+from llamacli.scaleout.models import LOAD, load_or_unload, model_of, models_json
 from llamacli.scaleout.request import ForwardedRequest
 
 
@@ -31,6 +31,8 @@ class ModelsIngress(Ingress):
 
     async def handle(self, req: ForwardedRequest, send: Send) -> None:
         try:
+            if req.method == "POST" and req.path in LOAD:
+                raise load_or_unload(req.path, req.body, self.names)
             model = model_of(req.method, req.path, req.query_string, req.body, self.names)
         except ApiError as e:
             await send_answer(send, Answer("", e.status, json.dumps(e.body()).encode()))
