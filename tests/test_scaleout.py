@@ -364,7 +364,7 @@ def _ray_models(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[list[Any],
     from llamacli.cli import app
 
     seen: list[Any] = []
-    monkeypatch.setattr(deploy, "models_application", lambda models: models)
+    monkeypatch.setattr(deploy, "models_application", lambda models, api_keys: models)
     monkeypatch.setattr(deploy, "serve_on_ray", lambda app, address, what, host, port, log: seen.append((app, what)))
     result = CliRunner().invoke(app, ["serve", "--ray", "auto", *args])
     assert result.exit_code == 0, result.output
@@ -421,8 +421,15 @@ class _Handle:
         return Call()
 
 
-def _ask(ingress: Any, method: str, path: str, body: dict[str, Any] | None = None, query: bytes = b"") -> tuple[int, Any]:
+def _ask(ingress: Any, method: str, path: str, body: dict[str, Any] | None = None, query: bytes = b"",
+         headers: tuple[tuple[bytes, bytes], ...] = ()) -> tuple[int, Any]:
     """(status, JSON body) of one request through an ingress ASGI app."""
+    status, raw = _ask_raw(ingress, method, path, body, query, headers)
+    return status, json.loads(raw)
+
+
+def _ask_raw(ingress: Any, method: str, path: str, body: dict[str, Any] | None, query: bytes,
+             headers: tuple[tuple[bytes, bytes], ...]) -> tuple[int, bytes]:
     sent: list[dict[str, Any]] = []
     raw = json.dumps(body).encode() if body is not None else b""
 
@@ -432,10 +439,10 @@ def _ask(ingress: Any, method: str, path: str, body: dict[str, Any] | None = Non
     async def send(msg: Any) -> None:
         sent.append(dict(msg))
 
-    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": [(b"host", b"x:1")],
+    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": [(b"host", b"x:1"), *headers],
              "client": ("127.0.0.1", 1)}
     asyncio.run(ingress(scope, receive, send))
-    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
 def test_the_ingress_routes_by_model_and_answers_as_the_router() -> None:
@@ -450,7 +457,8 @@ def test_the_ingress_routes_by_model_and_answers_as_the_router() -> None:
         return create_app(FakeEngine(tokenizer=tok, words=True, reply=reply), ServerConfig(), fake_model(tok))
 
     ingress = ModelsIngress([ModelSpec("alpha", [], "/m/a.gguf"), ModelSpec("beta", [], "/m/b.gguf", aliases=("b",))],
-                            ["LlamaEngine0", "LlamaEngine1"], [_Handle(app("one from alpha")), _Handle(app("two from beta"))])
+                            ["LlamaEngine0", "LlamaEngine1"], [_Handle(app("one from alpha")), _Handle(app("two from beta"))],
+                            [])
     chat = {"messages": [{"role": "user", "content": "Hi"}]}
     for name, reply in [("alpha", "one from alpha"), ("beta", "two from beta"), ("b", "two from beta")]:
         status, out = _ask(ingress, "POST", "/v1/chat/completions", {"model": name, **chat})
@@ -463,8 +471,32 @@ def test_the_ingress_routes_by_model_and_answers_as_the_router() -> None:
     assert _ask(ingress, "POST", "/v1/chat/completions", {"model": "gamma", **chat}) == (
         400, {"error": {"code": 400, "message": "model 'gamma' not found", "type": "invalid_request_error"}})
     assert _ask(ingress, "GET", "/health") == (200, {"status": "ok"})
+    status, page = _ask_raw(ingress, "GET", "/", None, b"", ())  # the web UI, from a replica
+    assert status == 200 and b"<html" in page.lower()
     assert _ask(ingress, "POST", "/models/load", {"model": "b"})[1]["error"]["message"] == "model is already running"
     assert _ask(ingress, "POST", "/models/load", {"model": "gamma"}) == (
         404, {"error": {"code": 404, "message": "model is not found", "type": "not_found_error"}})
     status, out = _ask(ingress, "POST", "/models/unload", {"model": "alpha"})
     assert status == 400 and "stays loaded" in out["error"]["message"]
+
+
+def test_the_ingress_checks_the_api_key() -> None:
+    """--api-key goes to the router's ingress (its replicas, as a router's children, get none):
+    every request but the health checks needs it, before the model is looked up."""
+    pytest.importorskip("ray")
+    from llamacli.http.router import ModelSpec
+    from llamacli.scaleout.models_ingress import ModelsIngress
+
+    tok = FakeTokenizer()
+    app = create_app(FakeEngine(tokenizer=tok, words=True, reply="hi"), ServerConfig(), fake_model(tok))
+    ingress = ModelsIngress([ModelSpec("alpha", [])], ["LlamaEngine0"], [_Handle(app)], ["sekrit"])
+    chat = {"model": "alpha", "messages": [{"role": "user", "content": "Hi"}]}
+    denied = (401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}})
+    assert _ask(ingress, "POST", "/v1/chat/completions", chat) == denied
+    assert _ask(ingress, "POST", "/v1/chat/completions", {**chat, "model": "gamma"}) == denied
+    assert _ask(ingress, "GET", "/v1/models") == denied
+    assert _ask(ingress, "GET", "/props", headers=((b"authorization", b"Bearer wrong"),)) == denied
+    assert _ask(ingress, "GET", "/health") == (200, {"status": "ok"})
+    assert _ask_raw(ingress, "GET", "/", None, b"", ())[0] == 200  # the web UI is public
+    assert _ask(ingress, "POST", "/v1/chat/completions", chat, headers=((b"authorization", b"Bearer sekrit"),))[0] == 200
+    assert _ask(ingress, "GET", "/v1/models", headers=((b"x-api-key", b"sekrit"),))[0] == 200

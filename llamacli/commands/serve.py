@@ -104,12 +104,12 @@ def _serve_on_ray(ctx: typer.Context, spec: ReplicaSpec, ray: RayOptions) -> Non
     if opts.tools_on:
         raise typer.BadParameter("--ray: the tools (--tools, --agent, --mcp-servers-*) run on one machine; not with --ray")
     assert ray.address is not None
+    config = server_config(opts, spec.sampling, spec.speculative)  # the options' own checks, before anything is deployed
     if opts.router.enabled:
         models = _ray_models(ctx, opts.router)
         what = ", ".join(f"{m.spec.name}: {replicas_text(m.scaling)}" for m in models)
-        app = models_application(models)
+        app = models_application(models, config.api_keys)
     else:
-        server_config(opts, spec.sampling, spec.speculative)  # the options' own checks, before anything is deployed
         what, app = replicas_text(ray), application(spec, ray)
     serve_on_ray(app, ray.address, what, opts.listen.host, opts.listen.port, _logger(opts.listen.log_format))
 

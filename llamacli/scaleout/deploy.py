@@ -94,13 +94,13 @@ def application(spec: ReplicaSpec, scaling: RayOptions) -> Any:
     return _ingress(Forwarder).bind(engine, ENGINE)
 
 
-def models_application(models: list[ModelDeployment]) -> Any:
-    """The Serve application of router mode: the router's ingress over one engine deployment
-    per model."""
+def models_application(models: list[ModelDeployment], api_keys: list[str]) -> Any:
+    """The Serve application of router mode: the router's ingress (which checks the API keys)
+    over one engine deployment per model."""
     from llamacli.scaleout.models_ingress import ModelsIngress
 
     engines = [_engine(m.replica, m.scaling, m.deployment) for m in models]
-    return _ingress(ModelsIngress).bind([m.spec for m in models], [m.deployment for m in models], engines)
+    return _ingress(ModelsIngress).bind([m.spec for m in models], [m.deployment for m in models], engines, api_keys)
 
 
 def _engine(spec: ReplicaSpec, scaling: RayOptions, name: str) -> Any:
