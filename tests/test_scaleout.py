@@ -500,3 +500,8 @@ def test_the_ingress_checks_the_api_key() -> None:
     assert _ask_raw(ingress, "GET", "/", None, b"", ())[0] == 200  # the web UI is public
     assert _ask(ingress, "POST", "/v1/chat/completions", chat, headers=((b"authorization", b"Bearer sekrit"),))[0] == 200
     assert _ask(ingress, "GET", "/v1/models", headers=((b"x-api-key", b"sekrit"),))[0] == 200
+
+
+def test_a_projector_goes_to_every_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, _ = _deployed(monkeypatch, "-mm", "/models/mmproj.gguf", "--image-max-pixels", "1000")
+    assert spec.mmproj.path == "/models/mmproj.gguf" and spec.mmproj.limits.max_pixels == 1000
