@@ -129,13 +129,17 @@ def _is_ui(path: str) -> bool:
 
 
 def _authorized(keys: list[str]) -> bool:
-    """Bearer token or x-api-key header, compared in constant time against every key."""
+    return authorized(request.headers.get("Authorization", ""), request.headers.get("X-Api-Key"), keys)
+
+
+def authorized(auth: str, x_api_key: str | None, keys: list[str]) -> bool:
+    """Bearer token (the Authorization header `auth`) or x-api-key header, compared in
+    constant time against every key."""
     given = ""
-    auth = request.headers.get("Authorization", "")
     if auth[:7].lower() == "bearer ":
         given = auth[7:].strip()
-    elif "X-Api-Key" in request.headers:
-        given = request.headers.get("X-Api-Key", "").strip()
+    elif x_api_key is not None:
+        given = x_api_key.strip()
     if not given:
         return False
     ok = False

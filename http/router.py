@@ -95,7 +95,7 @@ class Supervisor:
         log: Callable[[str], None] = lambda m: print(m, file=sys.stderr, flush=True),
         http: Any = None,
     ) -> None:
-        self._names = _index(specs)  # name or alias -> name
+        self._names = name_index(specs)  # name or alias -> name
         self.command = command  # how to run `llama serve` (argv prefix)
         self.instances = {spec.name: Instance(spec, args=self.child_args(spec)) for spec in specs}
         self.models_max = models_max
@@ -148,7 +148,7 @@ class Supervisor:
         or whose settings changed is unloaded; the others take their new settings (and lose a
         past failure); new models are added, and loaded when marked load-on-startup. Raises
         ValueError (nothing changed) when two models claim one name."""
-        names = _index(specs)
+        names = name_index(specs)
         fresh = {s.name: s for s in specs}
         added: list[str] = []
         async with self._starting:
@@ -346,7 +346,7 @@ class Supervisor:
         await self._set(inst, "unloaded", **data)
 
 
-def _index(specs: list[ModelSpec]) -> dict[str, str]:
+def name_index(specs: list[ModelSpec]) -> dict[str, str]:
     """Every name and alias -> the model's name; ValueError when two models claim one."""
     names: dict[str, str] = {}
     for spec in specs:

@@ -78,10 +78,10 @@ async def models() -> Response:
         except ValueError as e:
             raise bad_request(str(e)) from None
     now = int(time.time())
-    return json_response({"data": [_model_json(i, now) for i in sup.instances.values()], "object": "list"})
+    return json_response({"data": [model_json(i, now) for i in sup.instances.values()], "object": "list"})
 
 
-def _model_json(inst: Instance, created: int) -> dict[str, Any]:
+def model_json(inst: Instance, created: int) -> dict[str, Any]:
     s = inst.spec
     out: dict[str, Any] = {
         "id": s.name,
@@ -168,17 +168,20 @@ async def props() -> Response:
     st = _router()
     if request.args.get("model"):
         return await _forward_get()
-    return json_response(
-        {
-            "role": "router",
-            "max_instances": st.supervisor.models_max,
-            "models_autoload": st.autoload,
-            "model_alias": "llama-server",  # llama-server's placeholders: no model of its own
-            "model_path": "none",
-            "default_generation_settings": {"params": {}, "n_ctx": 0},
-            "build_info": st.config.build_info,
-        }
-    )
+    return json_response(router_props(st.supervisor.models_max, st.autoload, st.config.build_info))
+
+
+def router_props(max_instances: int, autoload: bool, build_info: str) -> dict[str, Any]:
+    """GET /props of a router (no ?model=): llama-server's placeholders, no model of its own."""
+    return {
+        "role": "router",
+        "max_instances": max_instances,
+        "models_autoload": autoload,
+        "model_alias": "llama-server",
+        "model_path": "none",
+        "default_generation_settings": {"params": {}, "n_ctx": 0},
+        "build_info": build_info,
+    }
 
 
 # ---- forwarding ------------------------------------------------------------------------------

@@ -276,11 +276,8 @@ def _deployed(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, Any]:
 
     import llamacli.commands.serve as cmd
     from llamacli.cli import app
-    from llamacli.scaleout.replica import ReplicaSpec
-
     seen: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(cmd, "_serve_on_ray", lambda source, opts, sampling, speculative, ray: seen.append(
-        (ReplicaSpec(source, opts, sampling, speculative), ray)))
+    monkeypatch.setattr(cmd, "_serve_on_ray", lambda ctx, spec, ray: seen.append((spec, ray)))
     result = CliRunner().invoke(app, ["serve", "--ray", "auto", *args])
     assert result.exit_code == 0, result.output
     return seen[0]
@@ -301,3 +298,210 @@ def test_the_engine_deployments_options(monkeypatch: pytest.MonkeyPatch) -> None
                                           "initial_replicas": 1}
     assert "num_replicas" not in opts and "request_router_config" not in opts
     assert opts["ray_actor_options"] == {"num_cpus": 1}  # -t every core: one CPU reserved
+
+
+# ---- router mode: one deployment per model ----------------------------------------------------
+
+
+def _names() -> dict[str, str]:
+    from llamacli.http.router import ModelSpec, name_index
+
+    return name_index([ModelSpec("alpha", []), ModelSpec("beta", [], aliases=("b",))])
+
+
+def test_a_request_goes_to_the_model_it_names() -> None:
+    from llamacli.scaleout.models import model_of
+
+    names = _names()
+    assert model_of("POST", "/v1/chat/completions", b"", b'{"model": "alpha", "messages": []}', names) == "alpha"
+    assert model_of("POST", "/completion", b"", b'{"model": "b", "prompt": "x"}', names) == "beta"  # an alias
+    assert model_of("GET", "/slots", b"model=beta", b"", names) == "beta"
+    assert model_of("GET", "/props", b"model=alpha", b"", names) == "alpha"
+    assert model_of("GET", "/metrics", b"model=b", b"", names) == "beta"
+    for path, query in [("/health", b""), ("/models", b""), ("/v1/models", b"model=alpha"), ("/props", b"")]:
+        assert model_of("GET", path, query, b"", names) is None  # the router's own answer
+
+
+@pytest.mark.parametrize("method, path, query, body, message", [
+    ("POST", "/v1/chat/completions", b"", b'{"messages": []}', "model name is missing from the request"),
+    ("POST", "/v1/chat/completions", b"", b"", "model name is missing from the request"),
+    ("GET", "/slots", b"", b"", "model name is missing from the request"),
+    ("POST", "/v1/chat/completions", b"", b'{"model": "gamma"}', "model 'gamma' not found"),
+    ("GET", "/metrics", b"model=gamma", b"", "model 'gamma' not found"),
+    ("POST", "/v1/completions", b"", b'{"model": 3}', "'model' must be a string"),
+    ("POST", "/v1/completions", b"", b"[1]", "the request body must be a JSON object, got array"),
+])
+def test_a_missing_or_unknown_model_is_the_routers_400(method: str, path: str, query: bytes, body: bytes,
+                                                       message: str) -> None:
+    from llamacli.http.errors import ApiError
+    from llamacli.scaleout.models import model_of
+
+    with pytest.raises(ApiError) as e:
+        model_of(method, path, query, body, _names())
+    assert (e.value.status, e.value.message, e.value.type) == (400, message, "invalid_request_error")
+
+
+def test_every_model_is_listed_loaded() -> None:
+    from llamacli.http.router import ModelSpec
+    from llamacli.scaleout.models import models_json
+
+    specs = [ModelSpec("alpha", ["-m", "/m/a.gguf"], "/m/a.gguf", "models_dir"), ModelSpec("beta", [], "/m/b.gguf", aliases=("b",))]
+    listed = models_json(specs, {"alpha": {"id": "ignored", "meta": {"n_params": 7}}})
+    assert listed["object"] == "list"
+    alpha, beta = listed["data"]
+    assert (alpha["id"], alpha["status"], alpha["path"], alpha["source"]) == (
+        "alpha", {"value": "loaded", "args": ["-m", "/m/a.gguf"]}, "/m/a.gguf", "models_dir")
+    assert alpha["meta"] == {"n_params": 7}  # the replica's own entry, where the router says nothing
+    assert (beta["id"], beta["aliases"], beta["object"], beta["owned_by"]) == ("beta", ["b"], "model", "llamacpp")
+
+
+def _ray_models(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[list[Any], str]:
+    """The ModelDeployments and the ready line's text of `llama serve --ray auto ARGS`."""
+    from typer.testing import CliRunner
+
+    import llamacli.commands.serve  # noqa: F401  # registers the command
+    import llamacli.scaleout.deploy as deploy
+    from llamacli.cli import app
+
+    seen: list[Any] = []
+    monkeypatch.setattr(deploy, "models_application", lambda models, api_keys: models)
+    monkeypatch.setattr(deploy, "serve_on_ray", lambda app, address, what, host, port, log: seen.append((app, what)))
+    result = CliRunner().invoke(app, ["serve", "--ray", "auto", *args])
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_each_model_gets_its_deployment_with_the_routers_options(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The router's model list (a file, a folder with its projector, a preset section with its
+    own replicas), each model's options as its child would get them (the router's command line
+    last), and an empty cache: cached models are not deployed."""
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "models" / "vis").mkdir(parents=True)
+    (tmp_path / "models" / "alpha.gguf").write_bytes(b"")
+    (tmp_path / "models" / "vis" / "model.gguf").write_bytes(b"")
+    (tmp_path / "models" / "vis" / "mmproj-model.gguf").write_bytes(b"")
+    preset = tmp_path / "p.ini"
+    preset.write_text("[*]\nctx-size = 1024\n[alpha]\nreplicas = 3\nparallel = 2\n")
+    models, what = _ray_models(monkeypatch, "--models-dir", str(tmp_path / "models"), "--models-preset", str(preset),
+                               "-np", "4", "-t", "2")
+    by_name = {m.spec.name: m for m in models}
+    assert sorted(by_name) == ["alpha", "vis"] and [m.deployment for m in models] == ["LlamaEngine0", "LlamaEngine1"]
+    alpha, vis = by_name["alpha"], by_name["vis"]
+    assert alpha.replica.source.model == str(tmp_path / "models" / "alpha.gguf")
+    assert alpha.scaling.replicas == 3 and vis.scaling.replicas is None  # its preset section's replicas
+    assert alpha.replica.opts.slots.n_parallel == 4  # the router's command line wins over the preset
+    assert alpha.replica.opts.slots.ctx_size == vis.replica.opts.slots.ctx_size == 1024  # [*]
+    assert alpha.replica.opts.load.threads == 2 and alpha.scaling.address == "auto"
+    assert alpha.replica.opts.endpoints.aliases == ["alpha"]  # the replicas answer with the model's name
+    assert vis.replica.mmproj.path == str(tmp_path / "models" / "vis" / "mmproj-model.gguf")
+    assert alpha.replica.mmproj.path is None
+    assert sorted(what.split(", ")) == ["alpha: 3 replicas", "vis: 1 replica"]
+
+
+class _Handle:
+    """A DeploymentHandle's streaming `asgi` call, answered by an app in-process."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.asgi = self
+
+    def options(self, **_: Any) -> _Handle:
+        return self
+
+    def remote(self, req: ForwardedRequest) -> Any:
+        gen = call_asgi(self.app, req)
+
+        class Call:
+            def __aiter__(self) -> Any:
+                return gen
+
+            def cancel(self) -> None:
+                pass
+
+        return Call()
+
+
+def _ask(ingress: Any, method: str, path: str, body: dict[str, Any] | None = None, query: bytes = b"",
+         headers: tuple[tuple[bytes, bytes], ...] = ()) -> tuple[int, Any]:
+    """(status, JSON body) of one request through an ingress ASGI app."""
+    status, raw = _ask_raw(ingress, method, path, body, query, headers)
+    return status, json.loads(raw)
+
+
+def _ask_raw(ingress: Any, method: str, path: str, body: dict[str, Any] | None, query: bytes,
+             headers: tuple[tuple[bytes, bytes], ...]) -> tuple[int, bytes]:
+    sent: list[dict[str, Any]] = []
+    raw = json.dumps(body).encode() if body is not None else b""
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    async def send(msg: Any) -> None:
+        sent.append(dict(msg))
+
+    scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": [(b"host", b"x:1"), *headers],
+             "client": ("127.0.0.1", 1)}
+    asyncio.run(ingress(scope, receive, send))
+    return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_the_ingress_routes_by_model_and_answers_as_the_router() -> None:
+    """Two models' deployments (each an app in-process): a request is answered by its model's,
+    /v1/models lists both loaded, /props is the router's, /slots?model= the model's."""
+    pytest.importorskip("ray")
+    from llamacli.http.router import ModelSpec
+    from llamacli.scaleout.models_ingress import ModelsIngress
+
+    def app(reply: str) -> Any:
+        tok = FakeTokenizer()
+        return create_app(FakeEngine(tokenizer=tok, words=True, reply=reply), ServerConfig(), fake_model(tok))
+
+    ingress = ModelsIngress([ModelSpec("alpha", [], "/m/a.gguf"), ModelSpec("beta", [], "/m/b.gguf", aliases=("b",))],
+                            ["LlamaEngine0", "LlamaEngine1"], [_Handle(app("one from alpha")), _Handle(app("two from beta"))],
+                            [])
+    chat = {"messages": [{"role": "user", "content": "Hi"}]}
+    for name, reply in [("alpha", "one from alpha"), ("beta", "two from beta"), ("b", "two from beta")]:
+        status, out = _ask(ingress, "POST", "/v1/chat/completions", {"model": name, **chat})
+        assert status == 200 and out["choices"][0]["message"]["content"] == reply
+    status, out = _ask(ingress, "GET", "/v1/models")
+    assert status == 200 and [(m["id"], m["status"]["value"]) for m in out["data"]] == [("alpha", "loaded"), ("beta", "loaded")]
+    assert _ask(ingress, "GET", "/props")[1]["role"] == "router"
+    status, slots = _ask(ingress, "GET", "/slots", query=b"model=beta")
+    assert status == 200 and isinstance(slots, list) and slots
+    assert _ask(ingress, "POST", "/v1/chat/completions", {"model": "gamma", **chat}) == (
+        400, {"error": {"code": 400, "message": "model 'gamma' not found", "type": "invalid_request_error"}})
+    assert _ask(ingress, "GET", "/health") == (200, {"status": "ok"})
+    status, page = _ask_raw(ingress, "GET", "/", None, b"", ())  # the web UI, from a replica
+    assert status == 200 and b"<html" in page.lower()
+    assert _ask(ingress, "POST", "/models/load", {"model": "b"})[1]["error"]["message"] == "model is already running"
+    assert _ask(ingress, "POST", "/models/load", {"model": "gamma"}) == (
+        404, {"error": {"code": 404, "message": "model is not found", "type": "not_found_error"}})
+    status, out = _ask(ingress, "POST", "/models/unload", {"model": "alpha"})
+    assert status == 400 and "stays loaded" in out["error"]["message"]
+
+
+def test_the_ingress_checks_the_api_key() -> None:
+    """--api-key goes to the router's ingress (its replicas, as a router's children, get none):
+    every request but the health checks needs it, before the model is looked up."""
+    pytest.importorskip("ray")
+    from llamacli.http.router import ModelSpec
+    from llamacli.scaleout.models_ingress import ModelsIngress
+
+    tok = FakeTokenizer()
+    app = create_app(FakeEngine(tokenizer=tok, words=True, reply="hi"), ServerConfig(), fake_model(tok))
+    ingress = ModelsIngress([ModelSpec("alpha", [])], ["LlamaEngine0"], [_Handle(app)], ["sekrit"])
+    chat = {"model": "alpha", "messages": [{"role": "user", "content": "Hi"}]}
+    denied = (401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}})
+    assert _ask(ingress, "POST", "/v1/chat/completions", chat) == denied
+    assert _ask(ingress, "POST", "/v1/chat/completions", {**chat, "model": "gamma"}) == denied
+    assert _ask(ingress, "GET", "/v1/models") == denied
+    assert _ask(ingress, "GET", "/props", headers=((b"authorization", b"Bearer wrong"),)) == denied
+    assert _ask(ingress, "GET", "/health") == (200, {"status": "ok"})
+    assert _ask_raw(ingress, "GET", "/", None, b"", ())[0] == 200  # the web UI is public
+    assert _ask(ingress, "POST", "/v1/chat/completions", chat, headers=((b"authorization", b"Bearer sekrit"),))[0] == 200
+    assert _ask(ingress, "GET", "/v1/models", headers=((b"x-api-key", b"sekrit"),))[0] == 200
+
+
+def test_a_projector_goes_to_every_replica(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, _ = _deployed(monkeypatch, "-mm", "/models/mmproj.gguf", "--image-max-pixels", "1000")
+    assert spec.mmproj.path == "/models/mmproj.gguf" and spec.mmproj.limits.max_pixels == 1000

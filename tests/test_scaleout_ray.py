@@ -1,6 +1,7 @@
 """`llama serve --ray` on a two-node Ray cluster on loopback (tests/ray_cluster.py) with the demo
 model: two replicas of three slots, the official openai client at the Serve proxy. Needs the
-`ray` extra (skipped without it). The killed-replica test runs last: it changes the cluster."""
+`ray` extra (skipped without it). The killed-replica test and the SIGTERM tests run late: they change the cluster; router mode
+(one deployment per model) runs last, on the same cluster."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -171,3 +173,33 @@ def test_sigterm_while_the_replicas_start(cluster: RayServe) -> None:
     waiting.proc.send_signal(signal.SIGTERM)
     assert waiting.proc.wait(60) == 0
     assert "shutting down" in waiting.log() and "ready at" not in waiting.log()
+
+
+def test_router_mode_one_deployment_per_model(cluster: RayServe, demo_model: str, tmp_path: Path) -> None:
+    """`--models-dir` with the demo model under two names, one replica each (one per node), on
+    the Serve proxy the earlier applications used: each request is answered by its model's
+    replica, /v1/models lists both loaded, an unknown model is the router's 400. Runs after the
+    application of the other tests was deleted."""
+    for name in ("alpha", "beta"):
+        (tmp_path / f"{name}.gguf").symlink_to(demo_model)
+    port = cluster.url.rsplit(":", 1)[1]  # Serve keeps the proxy it started first
+    serve = cluster.serve("serve-models", "--port", port, "--models-dir", str(tmp_path), "-np", "2", "-t", "1",
+                          "-c", "512", "--slots")
+    serve.wait_for(r"ready at http://", 300)
+    client = openai.OpenAI(base_url=cluster.url + "/v1", api_key="none", max_retries=0, timeout=120)
+    answered: dict[str, set[str]] = {"alpha": set(), "beta": set()}
+    for name in ("alpha", "beta", "alpha", "beta"):
+        raw = client.chat.completions.with_raw_response.create(
+            model=name, messages=[{"role": "user", "content": f"Hello {name}."}], max_tokens=4, temperature=0)
+        assert raw.parse().model == name  # its replicas serve it under the model's name
+        answered[name].add(raw.headers[REPLICA])
+    for name, replicas in answered.items():
+        assert replicas == {s["replica"] for s in _get(cluster, f"/slots?model={name}")}  # that model's replica
+    assert answered["alpha"].isdisjoint(answered["beta"])
+    listed = {m.id: (m.model_extra or {})["status"]["value"] for m in client.models.list()}
+    assert listed == {"alpha": "loaded", "beta": "loaded"}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gamma", messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert e.value.status_code == 400 and "model 'gamma' not found" in str(e.value)
+    serve.proc.send_signal(signal.SIGTERM)
+    assert serve.proc.wait(60) == 0

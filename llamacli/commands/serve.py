@@ -8,6 +8,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 import typer
@@ -22,10 +23,13 @@ from llamacli.options.serve_options import ServeOptions, engine_config, listen_c
 from llamacli.options.mmproj import MmprojOptions, fetch_model, mmproj_options
 from llamacli.options.speculative import SpecOptions, speculative_options
 from llamacli.options.tools import open_toolbox
+from llamacli.scaleout.replica import ReplicaSpec
 
 if TYPE_CHECKING:
     from llamacli.core.model.loaded import ModelInfo
     from llamacli.http.state import ServerState, ServingEngine
+    from llamacli.options.router_args import RouterOptions
+    from llamacli.scaleout.models import ModelDeployment
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -59,10 +63,12 @@ def serve(
     router = opts.router
     if router.enabled and source.given:
         raise typer.BadParameter("--models-dir/--models-preset start a router over many models: give no -m/-hf")
+    parsed = _RAY_MODEL.get()
+    if parsed is not None:  # a router model's command line, read for its deployment (_ray_models)
+        parsed.append((ReplicaSpec(source, opts, sampling, speculative, mmproj), ray))
+        return
     if ray.enabled:
-        if mmproj.path is not None:
-            raise typer.BadParameter("--ray serves text: a projector (-mm/--mmproj) runs with a plain llama serve")
-        _serve_on_ray(source, opts, sampling, speculative, ray)
+        _serve_on_ray(ctx, ReplicaSpec(source, opts, sampling, speculative, mmproj), ray)
         return
     model, mmproj = (None, mmproj) if router.enabled else fetch_model(source, mmproj)
     config, listen, log = server_config(opts, sampling, speculative), listen_config(opts), _logger(opts.listen.log_format)
@@ -89,19 +95,56 @@ def serve(
     run_server(state, listen, load, log, describe=f"model: {model or 'the demo model'}; loading")
 
 
-def _serve_on_ray(source: ModelSource, opts: ServeOptions, sampling: SamplingParams, speculative: SpecOptions,
-                  ray: RayOptions) -> None:
-    """--ray: the same server as a Ray Serve application (llamacli/scaleout/)."""
-    from llamacli.scaleout.deploy import serve_on_ray
-    from llamacli.scaleout.replica import ReplicaSpec
+def _serve_on_ray(ctx: typer.Context, spec: ReplicaSpec, ray: RayOptions) -> None:
+    """--ray: the same server as a Ray Serve application (llamacli/scaleout/); with
+    --models-dir/--models-preset, one engine deployment per model behind the router's ingress."""
+    from llamacli.scaleout.deploy import application, models_application, replicas_text, serve_on_ray
 
-    if opts.router.enabled:
-        raise typer.BadParameter("--ray serves one model: --models-dir/--models-preset are not supported with it")
+    opts = spec.opts
     if opts.tools_on:
         raise typer.BadParameter("--ray: the tools (--tools, --agent, --mcp-servers-*) run on one machine; not with --ray")
-    server_config(opts, sampling, speculative)  # the options' own checks, before anything is deployed
-    serve_on_ray(ReplicaSpec(source, opts, sampling, speculative), ray, opts.listen.host, opts.listen.port,
-                 _logger(opts.listen.log_format))
+    assert ray.address is not None
+    config = server_config(opts, spec.sampling, spec.speculative)  # the options' own checks, before anything is deployed
+    if opts.router.enabled:
+        models = _ray_models(ctx, opts.router)
+        what = ", ".join(f"{m.spec.name}: {replicas_text(m.scaling)}" for m in models)
+        app = models_application(models, config.api_keys)
+    else:
+        what, app = replicas_text(ray), application(spec, ray)
+    serve_on_ray(app, ray.address, what, opts.listen.host, opts.listen.port, _logger(opts.listen.log_format))
+
+
+# a router model's (ReplicaSpec, RayOptions), set while its command line is read (_ray_models)
+_RAY_MODEL: ContextVar[list[tuple[ReplicaSpec, RayOptions]] | None] = ContextVar("_RAY_MODEL", default=None)
+
+
+def _ray_models(ctx: typer.Context, router: RouterOptions) -> list[ModelDeployment]:
+    """Router mode on Ray: the router's models (router_models.discover) but the cache's that no
+    preset section names (each model takes replicas on the cluster: only those asked for), each
+    with the options its child would be started with (read by this command), as deployments."""
+    from llamacli.options.router_args import inherited_args
+    from llamacli.router_models import discover
+    from llamacli.scaleout.deploy import ENGINE
+    from llamacli.scaleout.models import ModelDeployment, deployment_name
+
+    specs = [s for s in discover(ctx, router.models_dir, router.models_preset, inherited_args(ctx)) if s.source != "cache"]
+    if not specs:
+        raise typer.BadParameter("--ray: --models-dir/--models-preset list no model")
+    out: list[ModelDeployment] = []
+    for i, model in enumerate(specs):
+        parsed: list[tuple[ReplicaSpec, RayOptions]] = []
+        token = _RAY_MODEL.set(parsed)
+        try:
+            code = ctx.command.main([*model.args, "--alias", model.name], prog_name=f"model {model.name}",
+                                    standalone_mode=False)
+        finally:
+            _RAY_MODEL.reset(token)
+        if not parsed:  # its options were refused (the error line is out)
+            raise typer.Exit(code if isinstance(code, int) and code else 1)
+        replica, scaling = parsed[0]
+        server_config(replica.opts, replica.sampling, replica.speculative)
+        out.append(ModelDeployment(model, replica, scaling, deployment_name(ENGINE, i)))
+    return out
 
 
 def _logger(log_format: str) -> Callable[[str], None]:

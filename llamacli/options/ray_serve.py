@@ -32,7 +32,8 @@ def _router(name: str) -> None:
 OPTIONS: list[Opt] = in_panel(RAY, [
     Opt("address", Optional[str], None, ("--ray",),
         "Deploy on the Ray cluster at ADDRESS as a Ray Serve application (`auto`: RAY_ADDRESS, else the cluster "
-        "started on this machine); needs Ray Serve, llamacli's `ray` extra. --host/--port are the Serve proxy's.",
+        "started on this machine); needs Ray Serve, llamacli's `ray` extra. --host/--port are the Serve proxy's. "
+        "With --models-dir/--models-preset: one deployment per model, routed by the request's model.",
         metavar="ADDRESS"),
     Opt("replicas", Optional[int], None, ("--replicas",), "Replicas of the engine, one engine each (default 1).",
         metavar="N", check=_at_least_one),

@@ -10,6 +10,9 @@ Ray cluster (docs/scaleout.md). A driver beside `http/` and the CLI: nothing in 
   (`asgi_call`: one request through an ASGI app, its messages as they come)
 - `ingress`: the ASGI app at the Serve proxy: forwards, retries, aggregates
 - `aggregate`: /health, /props, /slots, /metrics, /models merged over the replicas (pure)
+- `models`, `models_ingress`: router mode (`--models-dir`/`--models-preset`): one engine
+  deployment per model, and an ingress that answers as llama-server's router, forwarding a
+  request to the Forwarder of the model it names
 - `deploy`: connect to the cluster, build the application, run it until a signal
 
 Ray is imported only here: by `router` and `ingress` (when they are imported), `replica`

@@ -1,6 +1,8 @@
 """`llama serve --ray`: connect to the cluster, deploy the application (an ingress deployment,
 the Forwarder at the Serve proxy, over the engine deployment, LlamaReplica), wait for a signal,
-delete the application (Serve drains it: requests in flight finish first).
+delete the application (Serve drains it: requests in flight finish first). Router mode
+(`--models-dir`/`--models-preset`, models.py): one engine deployment per model under the
+router's ingress (models_ingress.py).
 
 Placement: one replica per node by default (`--replicas-per-node`), each reserving `-t`
 CPUs (one when -t is every core: the engine then uses its node's cores). Scaling:
@@ -19,6 +21,7 @@ from typing import Any
 
 from llamacli.core.errors import LlamaError
 from llamacli.options.ray_serve import RayOptions
+from llamacli.scaleout.models import ModelDeployment
 from llamacli.scaleout.replica import LlamaReplica, ReplicaSpec
 
 APP = "llama"  # the Serve application's name
@@ -56,12 +59,12 @@ def _reachable(address: str) -> bool:
     return True
 
 
-def engine_options(spec: ReplicaSpec, scaling: RayOptions) -> dict[str, Any]:
+def engine_options(spec: ReplicaSpec, scaling: RayOptions, name: str = ENGINE) -> dict[str, Any]:
     """The engine deployment's Serve options."""
     slots = spec.opts.slots.n_parallel
     threads = spec.opts.load.threads
     opts: dict[str, Any] = {
-        "name": ENGINE,
+        "name": name,
         "ray_actor_options": {"num_cpus": threads if threads > 0 else 1},
         "max_replicas_per_node": scaling.replicas_per_node,
         "max_ongoing_requests": 2 * slots,  # the slots, and as many queued in the engine
@@ -84,31 +87,57 @@ def engine_options(spec: ReplicaSpec, scaling: RayOptions) -> dict[str, Any]:
 
 
 def application(spec: ReplicaSpec, scaling: RayOptions) -> Any:
-    """The Serve application: the ingress over the engine deployment."""
+    """The Serve application of one model: the ingress over the engine deployment."""
+    from llamacli.scaleout.ingress import Forwarder
+
+    engine = _engine(spec, scaling, ENGINE)
+    return _ingress(Forwarder).bind(engine, ENGINE)
+
+
+def models_application(models: list[ModelDeployment], api_keys: list[str]) -> Any:
+    """The Serve application of router mode: the router's ingress (which checks the API keys)
+    over one engine deployment per model."""
+    from llamacli.scaleout.models_ingress import ModelsIngress
+
+    engines = [_engine(m.replica, m.scaling, m.deployment) for m in models]
+    return _ingress(ModelsIngress).bind([m.spec for m in models], [m.deployment for m in models], engines, api_keys)
+
+
+def _engine(spec: ReplicaSpec, scaling: RayOptions, name: str) -> Any:
     from ray import serve
 
-    from llamacli.scaleout.ingress import Forwarder
+    return serve.deployment(**engine_options(spec, scaling, name))(LlamaReplica).bind(spec)
+
+
+def _ingress(make: Callable[..., Any]) -> Any:
+    """The ingress deployment: the ASGI app `make(*args)` at the Serve proxy."""
+    from ray import serve
 
     @serve.ingress()
     class LlamaIngress:
-        def __init__(self, engine: Any) -> None:
-            self.forwarder = Forwarder(engine, ENGINE)
+        def __init__(self, *args: Any) -> None:
+            self.llama_app = make(*args)  # not `app`: Serve's ingress wrapper has that property
 
-        def __serve_build_asgi_app__(self) -> Forwarder:
-            return self.forwarder
+        def __serve_build_asgi_app__(self) -> Any:
+            return self.llama_app
 
-    engine = serve.deployment(**engine_options(spec, scaling))(LlamaReplica)
-    ingress = serve.deployment(
+    return serve.deployment(
         name=INGRESS, ray_actor_options={"num_cpus": 0}, max_ongoing_requests=10_000, graceful_shutdown_timeout_s=DRAIN_S,
     )(LlamaIngress)
-    return ingress.bind(engine.bind(spec))
 
 
-def serve_on_ray(spec: ReplicaSpec, scaling: RayOptions, host: str, port: int, log: Callable[[str], None]) -> None:
-    """Deploy, serve until SIGINT/SIGTERM, then delete the application (drained). A signal
-    while the replicas still load (or wait for a node) stops the deployment at once."""
-    assert scaling.address is not None
-    connect(scaling.address)
+def replicas_text(scaling: RayOptions) -> str:
+    """How many replicas a deployment has, for the log."""
+    n = scaling.min_replicas if scaling.autoscaling else scaling.replicas or 1
+    return f"{n} replica{'' if n == 1 else 's'}{f' up to {scaling.max_replicas}' if scaling.max_replicas else ''}"
+
+
+def serve_on_ray(app: Any, address: str, what: str, host: str, port: int, log: Callable[[str], None]) -> None:
+    """Deploy `app` (application() or models_application()) on the cluster at `address`, serve
+    until SIGINT/SIGTERM, then delete the application (drained). A signal while the replicas
+    still load (or wait for a node) stops the deployment at once. `what` says in the ready
+    line what runs (its replicas)."""
+    connect(address)
     import ray
     from ray import serve
 
@@ -127,11 +156,9 @@ def serve_on_ray(spec: ReplicaSpec, scaling: RayOptions, host: str, port: int, l
         log(f"deploying on Ray ({ray.get_runtime_context().gcs_address}): loading the model on each replica")
         started = True
         threading.Thread(target=_report_progress, args=(deployed, log), name="llama-ray-progress", daemon=True).start()
-        serve.run(application(spec, scaling), name=APP, route_prefix="/", blocking=False)
+        serve.run(app, name=APP, route_prefix="/", blocking=False)
         deployed.set()
-        n = scaling.min_replicas if scaling.autoscaling else scaling.replicas or 1
-        log(f"ready at http://{host}:{port} (Ray Serve application '{APP}', {n} replicas"
-            f"{f' up to {scaling.max_replicas}' if scaling.max_replicas else ''})")
+        log(f"ready at http://{host}:{port} (Ray Serve application '{APP}', {what})")
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
@@ -151,8 +178,10 @@ def _report_progress(deployed: threading.Event, log: Callable[[str], None]) -> N
 
     while not deployed.wait(PROGRESS_S):
         app = serve.status().applications.get(APP)
-        engine = app.deployments.get(ENGINE) if app is not None else None
-        if engine is not None:
+        for name, engine in (app.deployments.items() if app is not None else ()):
+            if name == INGRESS:
+                continue
             # the states are ReplicaState names (plain strings in this schema)
             states = ", ".join(f"{n} {str(getattr(state, 'value', state)).lower()}" for state, n in engine.replica_states.items())
-            log(f"waiting for the replicas: {states or 'none yet'}" + (f"; Ray Serve: {engine.message}" if engine.message else ""))
+            log(f"waiting for the replicas{f' of {name}' if name != ENGINE else ''}: {states or 'none yet'}"
+                + (f"; Ray Serve: {engine.message}" if engine.message else ""))

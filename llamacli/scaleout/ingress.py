@@ -15,6 +15,7 @@ once for the whole application.
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 import dataclasses
 import json
 import sys
@@ -38,12 +39,8 @@ FAN_OUT_WAIT = 10.0  # seconds a replica has to answer an aggregated endpoint
 _GONE = (RayActorError, ActorUnavailableError)  # the replica died, or cannot be reached
 
 
-class Forwarder:
-    """The ingress ASGI app over a handle to the engine deployment."""
-
-    def __init__(self, engine: Any, deployment: str) -> None:
-        self.engine = engine  # a DeploymentHandle
-        self.deployment = deployment
+class Ingress(ABC):
+    """An ingress ASGI app: each HTTP request read whole, then `handle`d."""
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -52,14 +49,29 @@ class Forwarder:
         if scope["type"] != "http":  # websockets: the API has none
             return
         body = await _read_body(receive)
-        req = ForwardedRequest(
+        await self.handle(ForwardedRequest(
             method=scope["method"], path=scope["path"], query_string=scope.get("query_string", b""),
             headers=tuple((bytes(k), bytes(v)) for k, v in scope["headers"]), body=body,
             client=(scope["client"][0], scope["client"][1]) if scope.get("client") else None,
             key=routing_key(body) if scope["method"] == "POST" else "",
-        )
+        ), send)
+
+    @abstractmethod
+    async def handle(self, req: ForwardedRequest, send: Send) -> None:
+        """Answer `req` through `send`."""
+
+
+class Forwarder(Ingress):
+    """The ingress ASGI app over a handle to one engine deployment."""
+
+    def __init__(self, engine: Any, deployment: str) -> None:
+        self.engine = engine  # a DeploymentHandle
+        self.deployment = deployment
+
+    async def handle(self, req: ForwardedRequest, send: Send) -> None:
+        """`req` answered by a replica of the deployment (the aggregated endpoints: by all)."""
         if req.method == "GET" and req.path in AGGREGATED:
-            await _send_answer(send, await self.aggregate(req))
+            await send_answer(send, await self.aggregate(req))
         else:
             await self.forward(req, send)
 
@@ -88,23 +100,23 @@ class Forwarder:
                      f"{'retrying' if attempt < RETRIES else 'giving up'}")
             finally:
                 gen.cancel()  # the client went away, or the replica did: the replica's app is told
-        await _send_answer(send, Answer("", 503, json.dumps(
+        await send_answer(send, Answer("", 503, json.dumps(
             ApiError(503, "no replica could answer: they went away", "unavailable_error").body()).encode()))
 
     async def aggregate(self, req: ForwardedRequest) -> Answer:
         """GET `req.path` from every replica, merged."""
         ids = live_replicas(self.deployment)
         if not ids:  # the router is made by the first call through the handle
-            answers = [await self._collect(req)]
+            answers = [await self.collect(req)]
             ids = live_replicas(self.deployment)
             if not ids:
                 return answers[0]
         # one after the other: calls made while serving one request share its internal request
         # id in Serve's router, and two such calls pending at once are confused there
-        answers = [await self._collect(req, r) for r in ids]
+        answers = [await self.collect(req, r) for r in ids]
         return merge(req.path, answers)
 
-    async def _collect(self, req: ForwardedRequest, replica: str | None = None) -> Answer:
+    async def collect(self, req: ForwardedRequest, replica: str | None = None) -> Answer:
         """One replica's whole answer (`replica` None: the one the router picks)."""
         pinned = dataclasses.replace(req, pin=replica)
 
@@ -142,7 +154,7 @@ async def _read_body(receive: Receive) -> bytes:
             return body
 
 
-async def _send_answer(send: Send, a: Answer) -> None:
+async def send_answer(send: Send, a: Answer) -> None:
     headers = [(b"content-type", a.content_type.encode()), (b"content-length", str(len(a.body)).encode())]
     await send({"type": "http.response.start", "status": a.status, "headers": headers})
     await send({"type": "http.response.body", "body": a.body, "more_body": False})

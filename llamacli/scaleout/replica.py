@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llamacli.core.sampling import SamplingParams
+from llamacli.options.mmproj import MmprojOptions
 from llamacli.options.model_source import ModelSource
 from llamacli.options.serve_options import ServeOptions
 from llamacli.options.speculative import SpecOptions
@@ -34,6 +35,7 @@ class ReplicaSpec:
     opts: ServeOptions
     sampling: SamplingParams
     speculative: SpecOptions
+    mmproj: MmprojOptions  # -mm (or -hf's projector): what every replica loads for images in prompts
 
 
 def _log(msg: str) -> None:
@@ -49,11 +51,14 @@ class LlamaReplica:
         from llamacli.commands.serve import load_engine
         from llamacli.http.app import create_app
         from llamacli.http.state import ServerState
+        from llamacli.options.mmproj import fetch_model
         from llamacli.options.serve_options import server_config
 
         self.id = serve.get_replica_context().replica_id.unique_id
         self.state = ServerState(server_config(spec.opts, spec.sampling, spec.speculative))
-        engine, info = load_engine(spec.source.path(), spec.opts, spec.speculative, _log)
+        model, mmproj = fetch_model(spec.source, spec.mmproj)
+        self.state.image_limits = mmproj.limits
+        engine, info = load_engine(model, spec.opts, spec.speculative, _log, mmproj, self.state)
         self.state.set_ready(engine, info)
         self.app: Any = create_app(state=self.state)
         _log(f"replica {self.id}: {info.file_name} ready ({engine.config.n_parallel} slots)")
