@@ -504,4 +504,4 @@ def test_the_ingress_checks_the_api_key() -> None:
 
 def test_a_projector_goes_to_every_replica(monkeypatch: pytest.MonkeyPatch) -> None:
     spec, _ = _deployed(monkeypatch, "-mm", "/models/mmproj.gguf", "--image-max-pixels", "1000")
-    assert spec.mmproj.path == "/models/mmproj.gguf" and spec.mmproj.limits.max_pixels == 1000
+    assert spec.mmproj.path == "/models/mmproj.gguf" and spec.mmproj.limits.image.max_pixels == 1000

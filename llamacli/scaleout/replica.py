@@ -57,7 +57,7 @@ class LlamaReplica:
         self.id = serve.get_replica_context().replica_id.unique_id
         self.state = ServerState(server_config(spec.opts, spec.sampling, spec.speculative))
         model, mmproj = fetch_model(spec.source, spec.mmproj)
-        self.state.image_limits = mmproj.limits
+        self.state.media_limits = mmproj.limits
         engine, info = load_engine(model, spec.opts, spec.speculative, _log, mmproj, self.state)
         self.state.set_ready(engine, info)
         self.app: Any = create_app(state=self.state)
