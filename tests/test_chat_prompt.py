@@ -94,7 +94,7 @@ def test_completion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert completions("/load ta") == ["lk.json"]
     (tmp_path / "clip.wav").write_bytes(b"")
-    assert completions("/audio cl") == ["ip.wav"] and completions("/image cl") == ["ip.wav"]
+    assert completions("/audio cl") == ["ip.wav"] and completions("/image cl") == []  # (not an image)
 
 
 def test_image_and_audio_complete_paths_of_their_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
