@@ -52,8 +52,8 @@ EXTRA_MODELS = (("llama", "F32_ROPE_FREQS"),)
 # Mixture of experts: 8 experts, top 2; F32_TIE: 32 experts, top 4, four pairs of experts with
 # the same router row (so equal router probabilities for every token: ties at the top-k edge)
 # gpt-oss: 8 experts, top 4, with biases; sinks, alternating sliding window (8 tokens), YaRN;
-# F32, F16 and Q8_0 weights (MXFP4 experts: a weight type of their own)
-GPTOSS_MODELS = (("gpt-oss", "F32"), ("gpt-oss", "F16"), ("gpt-oss", "Q8_0"))
+# F32, F16, Q8_0 and MXFP4 weights (MXFP4: every matrix, as gpt-oss files store their experts)
+GPTOSS_MODELS = (("gpt-oss", "F32"), ("gpt-oss", "F16"), ("gpt-oss", "Q8_0"), ("gpt-oss", "MXFP4"))
 MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "F32_TIE"),
               ("qwen3moe", "MXFP4")) + GPTOSS_MODELS  # MXFP4: every matrix, the experts included (gpt-oss's expert type)
 # phi3: fused attn_qkv and gate|up ffn_up, 3/4 of each head rotated (as Phi-4-mini), LongRoPE
