@@ -34,8 +34,8 @@ from numba import njit
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from llamacli.core.model.kernels.qmm import isa
-from llamacli.core.model.kernels.qmm.isa import const_vec, vec
+from llamacli.core.model.kernels.qmm import isa, lanes
+from llamacli.core.model.kernels.qmm.isa import concat, const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
@@ -125,24 +125,15 @@ def _codes(builder: Any, rec: Any, kind: int) -> list[Any]:
     return codes
 
 
-def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> Any:
-    """<8 x i32>: each row's sum over the 8 chunks of code * activation code (exact)."""
+def _row_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
+    """<8 x i32>: each row's sum over the 8 chunks of code * activation code (exact), for the
+    unsigned codes (the nibble types)."""
     acc8 = ir.Constant(vec(_I32, 8), [0] * 8)
-    if signed:  # ggml's sign trick: |q| times x with q's sign (rows.py, `_legacy_terms_bytes`)
-        zero = ir.Constant(vec(_I8, 32), [0] * 32)
-        parts = [(builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, q), q), isa.sign_i8(builder, x, q))
-                 for q, x in zip(codes, xq)]
-    else:
-        parts = list(zip(codes, xq))
     if isa.TARGET.dpbusd_bytes:
-        for u, s in parts:
+        for u, s in zip(codes, xq):
             acc8 = isa.dpbusd(builder, acc8, u, s)
         return acc8
-    pairs = [isa.madd_u8(builder, u, s) for u, s in parts]
-    if signed:  # |pair| <= 2 * 128 * 127: to int32 at once
-        for p in pairs:
-            acc8 = builder.add(acc8, isa.quad_sums(builder, p))
-        return acc8
+    pairs = [isa.madd_u8(builder, u, s) for u, s in zip(codes, xq)]
     # unsigned codes < 32: |pair| <= 2 * 31 * 128, four of them fit int16
     for h in range(2):
         s16 = pairs[4 * h]
@@ -152,17 +143,31 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any], signed: bool) -> An
     return acc8
 
 
+def _chunk_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
+    """Q8_0: <64 x i32>, lane 8k + r the sum of chunk k's 4 products of row r: ggml's lane k
+    of the row (core/model/kernels/qmm/lanes.py). ggml's sign trick: |q| times x with q's sign
+    (rows.py, `_legacy_terms_bytes`), |pair| <= 2 * 128 * 127."""
+    zero = ir.Constant(vec(_I8, 32), [0] * 32)
+    parts = [(builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, q), q), isa.sign_i8(builder, x, q))
+             for q, x in zip(codes, xq)]
+    if isa.TARGET.dpbusd_bytes:
+        zero8 = ir.Constant(vec(_I32, 8), [0] * 8)
+        return concat(builder, [isa.dpbusd(builder, zero8, u, s) for u, s in parts])
+    return concat(builder, [isa.quad_sums(builder, isa.madd_u8(builder, u, s)) for u, s in parts])
+
+
 def _make_packed_dot(kind: int) -> Any:
     bsize, _, _, offset, m_at = LAYOUTS[kind]
     rec_bytes = GROUP * bsize
+    n_acc = lanes.LANES if kind == 4 else 1  # Q8_0: ggml's 8 lanes per row (lanes.py)
 
     @intrinsic
     def packed_dot(typingctx: Any, w: Any, g0: Any, g1: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
         """out[t, 8g .. 8g + 7] for groups g0 <= g < g1 of the packed w (N / 8, nb * R) and every
         activation row t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums (Q4_1,
         Q5_1), xb (T, nb, 1) the codes' sums per block (Q4_0, Q5_0: the offset's share), out (T,
-        N); acc (>= T, 8) float32 scratch for several rows (one row keeps its accumulators in a
-        register)."""
+        N); acc (>= T, 8 * n_acc) float32 scratch for several rows (one row keeps its accumulators
+        in registers)."""
         sig = types.void(w, g0, g1, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -180,7 +185,8 @@ def _make_packed_dot(kind: int) -> Any:
             xs_len = builder.extract_value(xsa.shape, 1)
             xb_len = builder.extract_value(xba.shape, 1)
             n_out = builder.extract_value(oa.shape, 1)
-            zero_f = ir.Constant(vf, [0.0] * GROUP)
+            va = vec(f32, GROUP * n_acc)  # the accumulators of a group for one activation row
+            zero_a = ir.Constant(va, [0.0] * (GROUP * n_acc))
             pf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [_I8.as_pointer(), _I32, _I32, _I32]), "llvm.prefetch.p0i8")
 
             def loop(lo: Any, hi: Any, body: Any, name: str, init: Any = None) -> Any:
@@ -221,56 +227,68 @@ def _make_packed_dot(kind: int) -> Any:
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
                 return d, mins, _codes(builder, rec, kind)
 
-            def terms(state: tuple[Any, Any, Any], b: Any, t: Any) -> Any:
-                """<8 x float>: block b's terms of the group's rows for activation row t."""
+            def add(state: tuple[Any, Any, Any], b: Any, t: Any, acc: Any) -> Any:
+                """acc with block b of the group's rows for activation row t added: <8 x float>
+                (block_dots.py's order) or Q8_0's <64 x float>, lane 8k + r row r's lane k."""
                 d, mins, codes = state
                 xt = builder.bitcast(builder.gep(xa.data, [builder.add(builder.mul(t, k_len), builder.mul(b, ir.Constant(_I64, 32)))]),
                                      _I32.as_pointer())
                 xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xt, [ir.Constant(_I64, k)]), align=1), GROUP),
                                       vec(_I8, 32)) for k in range(8)]
-                isum = _row_sums(builder, codes, xq, kind == 4)
+                dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), GROUP)
+                if kind == 4:  # acc[k] = fma(d_w * d_x, float(lane k), acc[k])
+                    dd = builder.fmul(dx, d)
+                    dd64 = builder.shuffle_vector(dd, dd, const_vec(_I32, list(range(GROUP)) * n_acc))
+                    return lanes.fma(builder, dd64, lanes.as_float(builder, _chunk_sums(builder, codes, xq)), acc)
+                isum = _row_sums(builder, codes, xq)
                 if offset:  # codes stored before their offset: - offset * sum(x)
                     xsum = builder.load(builder.gep(xba.data, [builder.add(builder.mul(t, xb_len), b)]))
                     isum = builder.sub(isum, _splat(builder, builder.mul(xsum, ir.Constant(_I32, offset)), GROUP))
-                dx = _splat(builder, builder.load(builder.gep(xda.data, [builder.add(builder.mul(t, xd_len), b)])), GROUP)
                 term = builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vf))
                 if mins is not None:
                     sx = _splat(builder, builder.load(builder.gep(xsa.data, [builder.add(builder.mul(t, xs_len), b)])), GROUP)
                     term = builder.fadd(term, builder.fmul(mins, sx))
-                return term
+                return builder.fadd(acc, term)
+
+            def finish(acc: Any) -> Any:
+                """The rows' results (<8 x float>) from their accumulators."""
+                if kind != 4:
+                    return acc
+                return lanes.sum_columns(builder, [builder.shuffle_vector(acc, acc, const_vec(_I32, list(range(GROUP * k, GROUP * (k + 1)))))
+                                                   for k in range(n_acc)])
 
             def out_ptr(t: Any, g: Any) -> Any:
                 return builder.bitcast(builder.gep(oa.data, [builder.add(builder.mul(t, n_out), builder.mul(g, ir.Constant(_I64, GROUP)))]),
                                        vf.as_pointer())
 
             def acc_ptr(t: Any) -> Any:
-                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, GROUP))]), vf.as_pointer())
+                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, GROUP * n_acc))]), va.as_pointer())
 
             def group_one(g: Any) -> None:
                 """One activation row: the accumulators in a register."""
                 gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
                 t0 = ir.Constant(_I64, 0)
-                acc = loop(t0, nb, lambda b, a: builder.fadd(a, terms(record(gbase, b), b, t0)), "packed_block1", zero_f)
-                builder.store(acc, out_ptr(t0, g), align=4)
+                acc = loop(t0, nb, lambda b, a: add(record(gbase, b), b, t0, a), "packed_block1", zero_a)
+                builder.store(finish(acc), out_ptr(t0, g), align=4)
 
             def group_many(g: Any) -> None:
                 """Several: each block's codes unpacked once for all of them, their accumulators
                 in contiguous scratch (as rows.py's)."""
                 gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
                 zero_i = ir.Constant(_I64, 0)
-                loop(zero_i, n_tok, lambda t: builder.store(zero_f, acc_ptr(t), align=4), "packed_init")
+                loop(zero_i, n_tok, lambda t: builder.store(zero_a, acc_ptr(t), align=4), "packed_init")
 
                 def block(b: Any) -> None:
                     state = record(gbase, b)
 
                     def token(t: Any) -> None:
                         p = acc_ptr(t)
-                        builder.store(builder.fadd(builder.load(p, align=4), terms(state, b, t)), p, align=4)
+                        builder.store(add(state, b, t, builder.load(p, align=4)), p, align=4)
 
                     loop(zero_i, n_tok, token, "packed_token")
 
                 loop(zero_i, nb, block, "packed_block")
-                loop(zero_i, n_tok, lambda t: builder.store(builder.load(acc_ptr(t), align=4), out_ptr(t, g), align=4), "packed_copy")
+                loop(zero_i, n_tok, lambda t: builder.store(finish(builder.load(acc_ptr(t), align=4)), out_ptr(t, g), align=4), "packed_copy")
 
             with builder.if_else(builder.icmp_signed("==", n_tok, ir.Constant(_I64, 1))) as (one, many):
                 with one:
