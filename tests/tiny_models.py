@@ -32,6 +32,7 @@ Vocabularies llama.cpp accepts:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
@@ -57,12 +58,16 @@ MOE_MODELS = (("qwen3moe", "F32"), ("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), (
 # 256), F32_LONGROPE: the long ones (original context 64) and attn_factor 1.19; F32_SPLIT: separate
 # attn_q/k/v and no rope factors
 PHI3_MODELS = (("phi3", "F32"), ("phi3", "Q4_K"), ("phi3", "F32_LONGROPE"), ("phi3", "F32_SPLIT"))
+# Q8_0 at a row length that is not a multiple of 256 (gpt-oss: 2880): qwen3's Q8_0 model 160
+# wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
+ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
+ODD_WIDTH_TOKENS = 16
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
-                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32}
+                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32, "Q8_0_W160": QT.Q8_0}
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ class TinyConfig:
 
 def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
+    if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
+        return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
     if arch == "qwen3moe":
         if (arch, variant) not in MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -394,7 +401,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
              "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32,
-             "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32}[variant]
+             "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
+             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
