@@ -1,7 +1,7 @@
 """The decode kernel: few activation rows against a weight matrix, compiled once per weight type
 (core/model/kernels/qmm/per_type.py).
 
-The arithmetic is block_dots.py's (module docstring there): the 16-row kernels for the types
+The arithmetic is block_dots.py's (module docstring there; Q8_0: lanes.py's): the 16-row kernels for the types
 that have one (core/model/kernels/qmm/rows.py: the 16 rows' block sums reduced together, the
 float terms one vector operation per block, the next rows prefetched), then the rows left over
 one at a time: Q8_0 in ggml's lane order (core/model/kernels/qmm/lanes.py), the other 32-value
@@ -131,7 +131,7 @@ def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t
     w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     g0, g1 = r0 // 8, (r1 + 7) // 8
-    acc = np.empty((TOKENS_PER_CALL, 8 * (LANES if Q8_LANES else 1)), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
+    acc = np.empty((TOKENS_PER_CALL, 8), dtype=np.float32) if t_rows > 1 else out  # (one row, Q8_0: unread)
     for t0 in range(0, t_rows, TOKENS_PER_CALL):
         t1 = min(t_rows, t0 + TOKENS_PER_CALL)
         xd_ = xd[t0:t1]

@@ -166,8 +166,8 @@ def _make_packed_dot(kind: int) -> Any:
         """out[t, 8g .. 8g + 7] for groups g0 <= g < g1 of the packed w (N / 8, nb * R) and every
         activation row t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums (Q4_1,
         Q5_1), xb (T, nb, 1) the codes' sums per block (Q4_0, Q5_0: the offset's share), out (T,
-        N); acc (>= T, 8 * n_acc) float32 scratch for several rows (one row keeps its accumulators
-        in registers)."""
+        N); acc (>= T, 8) float32 scratch for several rows (one row, and Q8_0's rows, keep their
+        accumulators in registers)."""
         sig = types.void(w, g0, g1, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -264,12 +264,20 @@ def _make_packed_dot(kind: int) -> Any:
             def acc_ptr(t: Any) -> Any:
                 return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, GROUP * n_acc))]), va.as_pointer())
 
-            def group_one(g: Any) -> None:
-                """One activation row: the accumulators in a register."""
+            def group_row(g: Any, t: Any) -> None:
+                """Activation row t: the accumulators in registers."""
                 gbase = builder.gep(wa.data, [builder.mul(g, row_bytes)])
-                t0 = ir.Constant(_I64, 0)
-                acc = loop(t0, nb, lambda b, a: add(record(gbase, b), b, t0, a), "packed_block1", zero_a)
-                builder.store(finish(acc), out_ptr(t0, g), align=4)
+                acc = loop(ir.Constant(_I64, 0), nb, lambda b, a: add(record(gbase, b), b, t, a), "packed_block1", zero_a)
+                builder.store(finish(acc), out_ptr(t, g), align=4)
+
+            def group_one(g: Any) -> None:
+                group_row(g, ir.Constant(_I64, 0))
+
+            def group_rows(g: Any) -> None:
+                """Q8_0, several rows: one at a time, its 64 accumulators in registers (its
+                codes need no unpacking; the group's records stay in cache): 1.7x the
+                scratch version's speed on 64 rows of 2880."""
+                loop(ir.Constant(_I64, 0), n_tok, lambda t: group_row(g, t), "packed_rows")
 
             def group_many(g: Any) -> None:
                 """Several: each block's codes unpacked once for all of them, their accumulators
@@ -294,7 +302,7 @@ def _make_packed_dot(kind: int) -> Any:
                 with one:
                     loop(g0_, g1_, group_one, "packed_group1")
                 with many:
-                    loop(g0_, g1_, group_many, "packed_group")
+                    loop(g0_, g1_, group_rows if kind == 4 else group_many, "packed_group")
             return context.get_dummy_value()
 
         return sig, codegen
