@@ -14,6 +14,9 @@ tests/fixtures/tiny/<arch>-<variant>.npz   (one per tests.tiny_models.ALL_MODELS
                                         (from the 40-token batch), row i >= 1 comes from the
                                         single-token decode of greedy[i-1]
     n_ctx           int32 scalar        context size used (128)
+tests/fixtures/tiny/<arch>-<variant>.npz   (tests.tiny_models.ODD_WIDTH_MODELS: Q8_0 160 wide)
+    tokens, logits, n_ctx               as above for the first ODD_WIDTH_TOKENS (16) tokens,
+                                        one thread, no greedy run
 tests/fixtures/demo/
     prompts.json    meta (llama_cpp version, Llama params, model sha256, flash-attn state) and,
                     per prompt: name, text, prompt_ids (BOS added, parse_special=True, as
@@ -66,7 +69,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.tiny_models import ALL_MODELS, fixture_tokens, write_tiny_model  # noqa: E402
+from tests.tiny_models import ALL_MODELS, ODD_WIDTH_MODELS, ODD_WIDTH_TOKENS, fixture_tokens, write_tiny_model  # noqa: E402
 
 TINY_DIR = ROOT / "tests" / "fixtures" / "tiny"
 DEMO_DIR = ROOT / "tests" / "fixtures" / "demo"
@@ -152,6 +155,23 @@ def make_tiny(only_arch: str | None = None, only_variants: set[str] | None = Non
                                 n_ctx=np.int32(TINY_N_CTX))
             llm.close()
             print(f"tiny {arch}-{variant}: greedy {greedy}")
+
+
+def make_odd_width() -> None:
+    """tests/fixtures/tiny/<arch>-<variant>.npz for ODD_WIDTH_MODELS: tokens and logits of
+    their first ODD_WIDTH_TOKENS fixture tokens, one thread."""
+    import llama_cpp
+    with tempfile.TemporaryDirectory() as td:
+        for arch, variant in ODD_WIDTH_MODELS:
+            path = write_tiny_model(arch, variant, Path(td) / f"{arch}-{variant}.gguf")
+            llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, logits_all=True, n_threads=1, n_threads_batch=1,
+                                  seed=0, verbose=False)
+            toks = fixture_tokens(arch, ODD_WIDTH_TOKENS)
+            llm.eval(toks)
+            np.savez_compressed(TINY_DIR / f"{arch}-{variant}.npz", tokens=np.array(toks, dtype=np.int32),
+                                logits=np.array(llm.scores[: len(toks)], dtype=np.float32), n_ctx=np.int32(TINY_N_CTX))
+            llm.close()
+            print(f"tiny {arch}-{variant}: {len(toks)} tokens")
 
 
 # ----------------------------------------------------------------------------- demo
@@ -265,6 +285,8 @@ def main() -> None:
     both = not (a.tiny or a.demo)
     if a.tiny or both:
         make_tiny(a.arch, set(a.variant) if a.variant else None)
+        if not (a.arch or a.variant):
+            make_odd_width()
     if a.demo or both:
         make_demo()
 

@@ -17,7 +17,7 @@ import pytest
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.load import load_model
 from tests.lowbit_blocks import LOW_BIT_TYPES
-from tests.tiny_models import ALL_MODELS, write_tiny_model
+from tests.tiny_models import ALL_MODELS, ODD_WIDTH_MODELS, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
 TOL = {"F32": 0.01, "F32_ROPE_FREQS": 0.01, "F32_TIE": 0.01, "F32_LONGROPE": 0.01, "F32_SPLIT": 0.01, "F16": 0.03, "Q8_0": 0.35, "Q4_K": 1.0}
@@ -58,6 +58,19 @@ def test_logits_and_greedy_match_llama_cpp(tmp_path: Path, arch: str, variant: s
     else:
         return
     assert i > 0 or variant in QUANTIZED  # only quantized variants may tie at step 0
+
+
+@pytest.mark.parametrize("arch,variant", ODD_WIDTH_MODELS)
+def test_q8_0_at_an_odd_width_gives_llama_cpp_logits(tmp_path: Path, arch: str, variant: str) -> None:
+    """Q8_0 weights whose rows are not a multiple of 256 long (160; gpt-oss: 2880): every Q8_0
+    matmul gives libggml's bits (core/model/kernels/qmm/lanes.py), so the logits of the first
+    16 positions are llama.cpp's to float32 noise. Summed in our former sequential order, one
+    changed last bit moved a Q8 activation code at position 3 and the logits by ~0.2."""
+    z = np.load(FIXTURES / f"{arch}-{variant}.npz")
+    model, _, _ = load_model(write_tiny_model(arch, variant, tmp_path / "m.gguf"), numerics="ggml")
+    toks = z["tokens"].tolist()
+    logits = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, int(z["n_ctx"])))
+    assert np.abs(logits - z["logits"]).max() < 1e-4
 
 
 @pytest.mark.parametrize("arch,variant", [m for m in ALL_MODELS if m[1] in ("F32", "F16")])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
@@ -91,6 +93,28 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
+@pytest.mark.parametrize("case", ["k2880", "k160", "k512"])
+def test_q8_0_matmul_gives_ggml_bits(case: str) -> None:
+    """Q8_0 weights give libggml's own matmul bits (tests/fixtures/quants/matmul_q8_0.npz: one
+    activation row through ggml_vec_dot_q8_0_q8_0, several through tinyBLAS; the AVX2 and
+    AVX-512 builds agree), stored and packed, for row lengths that are and are not multiples of
+    256: the float order is ggml's eight FMA lanes per row (core/model/kernels/qmm/lanes.py).
+    A sequential sum over blocks gives the same values to ~1e-7 relative, but a changed last
+    bit moves some later activation across a Q8 rounding step."""
+    from llamacli.core.model.kernels.qmm.matrix import pack_matrix
+
+    z = np.load(Path(__file__).parent / "fixtures" / "quants" / "matmul_q8_0.npz")
+    w, x = z[f"{case}.w"], z[f"{case}.x"]
+    stored = QuantMatrix(w, QT.Q8_0, x.shape[1])
+    packed = QuantMatrix(w, QT.Q8_0, x.shape[1])
+    assert pack_matrix(packed) == (w.shape[0] % 8 == 0)
+    for rows in (1, 3, x.shape[0]):
+        xa = prepare(x[:rows], QT.Q8_0)
+        want = z[f"{case}.y{rows}"]
+        assert np.array_equal(matmul(xa, stored), want)
+        assert np.array_equal(matmul(xa, packed), want)
+
+
 @pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
 def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
     """A matrix of a 32-value type, Q4_K or Q6_K packed (rows interleaved by eights, core/model/
@@ -149,6 +173,12 @@ for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.Q
         out.append(matmul(prepare(x[:1], qt), m))
         out.append(matmul(prepare(x[:2], qt), m))
         out.append(matmul(prepare(x, qt), m))
+z = np.load(T.Path(sys.argv[1]) / "fixtures" / "quants" / "matmul_q8_0.npz")
+for case in ("k2880", "k160"):  # Q8_0 in ggml's lane order (lanes.py), stored and packed
+    m = T.QuantMatrix(z[case + ".w"], T.QT.Q8_0, z[case + ".x"].shape[1])
+    out.append(matmul(prepare(z[case + ".x"], T.QT.Q8_0), m))
+    if pack_matrix(m):
+        out.append(matmul(prepare(z[case + ".x"][:1], T.QT.Q8_0), m))
 import test_qmm_attention as A
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm.attention import attention

@@ -33,6 +33,7 @@ Vocabularies llama.cpp accepts:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field
@@ -77,12 +78,17 @@ _SEEDS = {("mistral3", "F32"): 1326, ("mistral3", "F16"): 1306, ("mistral3", "Q4
           ("glm4moe", "F32"): 1427, ("glm4moe", "Q8_0"): 1454, ("glm4moe", "Q4_K"): 1456}
 # llama with every matrix in one of the low-bit types (random valid blocks, tests/lowbit_blocks.py)
 LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
+# Q8_0 at a row length that is not a multiple of 256 (gpt-oss: 2880): qwen3's Q8_0 model 160
+# wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
+ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
+ODD_WIDTH_TOKENS = 16
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
-                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32, **{t.name: t for t in LOW_BIT_TYPES}}
+                "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0}  # (seeds: a variant's place, so new ones go last)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,8 @@ class TinyConfig:
 
 def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
+    if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
+        return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
     if arch == "qwen3moe":
         if (arch, variant) not in MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -467,7 +475,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
              "F32_ROPE_FREQS": gguf.LlamaFileType.ALL_F32, "F32_TIE": gguf.LlamaFileType.ALL_F32,
              "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
              **{t.name: getattr(gguf.LlamaFileType, "MOSTLY_MXFP4_MOE" if t == QT.MXFP4 else f"MOSTLY_{t.name}")
-                for t in LOW_BIT_TYPES}}[variant]
+                for t in LOW_BIT_TYPES},
+             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 

@@ -11,6 +11,9 @@ does not depend on the batch it is in, on the kernel chosen or on the thread cou
         Q8_1 min: term = term + m_w * s_x
         acc = acc + term
 
+Q8_0 weights are the exception: they follow ggml's own order (eight FMA lanes per row,
+core/model/kernels/qmm/lanes.py), so that they give llama.cpp's bits.
+
 The integer dot products are exact however they are computed, and LLVM may not reorder float
 operations (no fast-math): the result is the same on every CPU and SIMD width. ggml sums the
 same terms, but lane by lane in its SIMD registers, so its float roundings differ from ours in

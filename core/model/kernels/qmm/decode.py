@@ -1,10 +1,11 @@
 """The decode kernel: few activation rows against a weight matrix, compiled once per weight type
 (core/model/kernels/qmm/per_type.py).
 
-The arithmetic is block_dots.py's (module docstring there): the 16-row kernels for the types
+The arithmetic is block_dots.py's (module docstring there; Q8_0: lanes.py's): the 16-row kernels for the types
 that have one (core/model/kernels/qmm/rows.py: the 16 rows' block sums reduced together, the
 float terms one vector operation per block, the next rows prefetched), then the rows left over
-one at a time: the 32-value legacy types dot each block in registers, the others unpack a row
+one at a time: Q8_0 in ggml's lane order (core/model/kernels/qmm/lanes.py), the other 32-value
+legacy types dot each block in registers, the others unpack a row
 to int16 codes with the sub-block scales folded in and dot it with every activation row
 (`idot`, vpmaddwd).
 """
@@ -21,6 +22,7 @@ from numba.np.numpy_support import carray
 
 from llamacli.core.model.kernels.qmm import per_type
 from llamacli.core.model.kernels.qmm.block_dots import min_sum, term
+from llamacli.core.model.kernels.qmm.lanes import LANES, dot_row
 from llamacli.core.model.kernels.qmm.per_type import CLayout
 from llamacli.core.model.kernels.qmm.rows import ROWS
 from llamacli.core.model.kernels.qmm.simd import idot_w16_32, idot_w16_256
@@ -33,7 +35,7 @@ _NO_SUMS = np.zeros((1, 1, 1), dtype=np.int32)
 
 # Bound per type when `decode_rows` is compiled (per_type.TypeCode.globals); these module-level
 # values are never compiled.
-ROWS16 = LEGACY = False
+ROWS16 = LEGACY = Q8_LANES = False
 QK = NSUB = ACT = MIN_TERM = BLOCK = 0
 rows16: Any = None
 legacy_dot: Any = None
@@ -65,7 +67,7 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
     if ROWS16 and r0 + ROWS <= r1:
         # the 16-row kernel's scratch for several activation rows (one row needs none: `out`
         # stands in, unread): an allocation per work item was a decode step's ~2%
-        acc = np.empty((TOKENS_PER_CALL, ROWS), dtype=np.float32) if t_rows > 1 else out
+        acc = np.empty((TOKENS_PER_CALL, ROWS * (LANES if Q8_LANES else 1)), dtype=np.float32) if t_rows > 1 else out
         while r0 + ROWS <= r1:
             for t0 in range(0, t_rows, TOKENS_PER_CALL):
                 t1 = min(t_rows, t0 + TOKENS_PER_CALL)
@@ -75,6 +77,11 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
                 rows16(w, r0, nb, xc_, xd_, xs_, xb_, out_, acc)
             r0 += ROWS
     if r0 >= r1:
+        return 1
+    if Q8_LANES:  # ggml's order (lanes.py)
+        for r in range(r0, r1):
+            for t in range(t_rows):
+                out[t, r] = dot_row(w[r], xc[t], xd[t], nb)
         return 1
     if LEGACY:
         isums = np.empty(nb, dtype=np.int32)
@@ -124,7 +131,7 @@ def decode_packed(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t
     w, xc, xd, xs, xb, out = _arrays(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, xs_nb, xb_p, xb_t, xb_nb, xb_ns, out_p, out_t, out_n)
     t_rows = xc_t
     g0, g1 = r0 // 8, (r1 + 7) // 8
-    acc = np.empty((TOKENS_PER_CALL, 16), dtype=np.float32) if t_rows > 1 else out  # (one row: unread)
+    acc = np.empty((TOKENS_PER_CALL, 16), dtype=np.float32) if t_rows > 1 else out  # (one row, Q8_0: unread)
     for t0 in range(0, t_rows, TOKENS_PER_CALL):
         t1 = min(t_rows, t0 + TOKENS_PER_CALL)
         xd_ = xd[t0:t1]

@@ -57,7 +57,7 @@ class TypeCode:
         return dict(
             QK=f.qk, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
             LEGACY=self.legacy_dot is not None, unpack_row=self.unpack, rows16=self.rows16, legacy_dot=self.legacy_dot,
-            packed_dot=self.packed_dot,
+            packed_dot=self.packed_dot, Q8_LANES=f.kind == U.Q8_0,
         )
 
 

@@ -14,6 +14,11 @@ float32, blocks added in order, no FMA contraction), so the result is the same b
 one-row path on every CPU. The per-block horizontal sums of the one-row path cost more than
 the multiplications; here they cost 2 shuffles and an add per row and block, in registers.
 
+Q8_0 keeps ggml's order instead (core/model/kernels/qmm/lanes.py, `Q8_LANES`): the vectors of
+two rows' lane sums are not reduced per block but multiplied into 8 lanes per row with an FMA
+each, and summed as hsum_float_8 once, after the last block: a Q8_0 matmul gives libggml's
+bits, and with no tree per block 64 activation rows ran 1.5x as fast (2880 wide, AVX-512).
+
 Per type (ggml-common.h layouts; d and m are fp16):
   Q8_0  d | qs[32] int8                      code = qs
   Q4_0  d | qs[16]                           code = nibble - 8 (low nibbles first)
@@ -24,6 +29,7 @@ Per type (ggml-common.h layouts; d and m are fp16):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -31,7 +37,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from llamacli.core.model.kernels.grids import KVALUES_FP4
-from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm import isa, lanes
 from llamacli.core.model.kernels.qmm.isa import concat, const_vec as _const_vec, vec as _vec
 from llamacli.core.model.kernels.qmm.unpack import MXFP4
 
@@ -225,8 +231,10 @@ def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
         pairs, starts, d, mins = state
         xu = builder.xor(_legacy_x(builder, x, b), _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
         x2 = builder.shuffle_vector(xu, xu, _const_vec(_I32, list(range(32)) * 2))
-        isum = _reduce16(builder, [isa.dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)], (_LEVELS2, _PERM2))
-        return _legacy_float_terms(builder, isum, dx, d, mins, sx)
+        quads = [isa.dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)]
+        if kind == 4:  # Q8_0: ggml's lanes (Q8_LANES)
+            return builder.fmul(dx, d), quads
+        return _legacy_float_terms(builder, _reduce16(builder, quads, (_LEVELS2, _PERM2)), dx, d, mins, sx)
 
     return bsize, prepare, terms
 
@@ -269,7 +277,10 @@ def _legacy_terms_bytes(kind: int) -> tuple[int, Any, Any]:
             pairs = [isa.madd_u8(builder, a, isa.sign_i8(builder, x2, q)) for a, q in codes]
         else:
             pairs = [isa.madd_u8(builder, p, x2) for p in codes]
-        isum = _reduce16(builder, [isa.quad_sums(builder, p) for p in pairs], (_LEVELS2, _PERM2))
+        quads = [isa.quad_sums(builder, p) for p in pairs]
+        if signed:  # Q8_0: ggml's lanes (Q8_LANES)
+            return builder.fmul(dx, d), quads
+        isum = _reduce16(builder, quads, (_LEVELS2, _PERM2))
         if offset:  # the nibble types' - offset * sum(x), the sum from byte products with ones (exact)
             quads = isa.quad_sums(builder, isa.madd_u8(builder, _const_vec(_I8, [1] * 32), xv))
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_I32, [quads.type]), "llvm.vector.reduce.add.v8i32")
@@ -578,22 +589,51 @@ def _count(builder: Any, n: Any, body: Any, after: Any) -> None:
     builder.cbranch(builder.icmp_signed("<", i1, n), loop, after)
 
 
-def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None) -> Any:
+@dataclass(frozen=True)
+class Accumulators:
+    """How a 16-row kernel keeps the rows' sums for one activation row: `n` vectors of 16
+    floats; `step(builder, accs, terms)` -> accs with a block's terms added, `finish(builder,
+    accs)` -> <16 x float>, row i's result in lane i."""
+
+    n: int
+    step: Any
+    finish: Any
+
+
+def _plain_step(builder: Any, accs: list[Any], term: Any) -> list[Any]:
+    return [builder.fadd(accs[0], term)]
+
+
+def _lanes_step(builder: Any, accs: list[Any], terms: tuple[Any, list[Any]]) -> list[Any]:
+    """terms: (the 16 rows' d_w * d_x, 8 <16 x i32> of two rows' 8 lanes each) -> acc[k] =
+    fma(d, float(lane), acc[k]) (core/model/kernels/qmm/lanes.py)."""
+    dd, quads = terms
+    return [lanes.fma(builder, lanes.pair_scales(builder, dd, k), lanes.as_float(builder, q), a) for k, (q, a) in enumerate(zip(quads, accs))]
+
+
+PLAIN = Accumulators(1, _plain_step, lambda builder, accs: accs[0])  # block_dots.py's order
+Q8_LANES = Accumulators(lanes.LANES, _lanes_step, lanes.sum_row_pairs)  # ggml's Q8_0 order (lanes.py)
+
+
+def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None,
+                   accumulators: Accumulators = PLAIN) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
     dx, sx, xsub)` -> <16 x float>, the float terms of block b of the 16 rows for one activation
     row (blocks: the blocks' byte pointers; x: the row's codes; dx, sx: its scale and Q8_1 sum
     of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
     another (prepare, terms) pair for one activation row, giving the same values. Both read
-    `isa.TARGET`, set here from the target machine's features."""
+    `isa.TARGET`, set here from the target machine's features. `accumulators`: the float order
+    (`PLAIN`: the terms are <16 x float>; `Q8_LANES`: ggml's lanes)."""
     prepare1, terms1 = single if single is not None else (prepare, terms)
+    n_acc, step, finish = accumulators.n, accumulators.step, accumulators.finish
 
     @intrinsic
     def rows_dot(typingctx: Any, w: Any, r0: Any, nb: Any, x: Any, xd: Any, xs: Any, xb: Any, out: Any, acc: Any) -> Any:
         """out[t, r0 + i] = row r0 + i of w (N, row bytes) . activation row t, for i < 16 and every
         t: x (T, K) int8 codes, xd (T, nb) scales, xs (T, nb) Q8_1 sums, xb (T, nb, nsub) int32
-        code sums per sub-block, out (T, N) float32; acc (>= T, 16) float32 scratch for the
-        accumulators of several rows; all C-contiguous (module docstring)."""
+        code sums per sub-block, out (T, N) float32; acc (>= T, 16 * accumulators.n) float32
+        scratch for the accumulators of several rows; all C-contiguous (module docstring)."""
         sig = types.void(w, r0, nb, x, xd, xs, xb, out, acc)
 
         def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
@@ -622,8 +662,10 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             def out_ptr(t: Any) -> Any:
                 return builder.bitcast(builder.gep(oa.data, [builder.add(builder.mul(t, n_out), r0_)]), vf.as_pointer())
 
-            def acc_ptr(t: Any) -> Any:
-                return builder.bitcast(builder.gep(aa.data, [builder.mul(t, ir.Constant(_I64, ROWS))]), vf.as_pointer())
+            def acc_ptrs(t: Any) -> list[Any]:
+                at = builder.mul(t, ir.Constant(_I64, ROWS * n_acc))
+                return [builder.bitcast(builder.gep(aa.data, [builder.add(at, ir.Constant(_I64, ROWS * j))]), vf.as_pointer())
+                        for j in range(n_acc)]
 
             def block_ptrs(b: Any) -> tuple[Any, list[Any]]:
                 boff = builder.mul(b, ir.Constant(_I64, block_bytes))
@@ -649,20 +691,23 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), s_loop, s_end)
             builder.position_at_end(s_loop)
             sb = builder.phi(_I64)
-            sacc = builder.phi(vf)
+            sacc = [builder.phi(vf) for _ in range(n_acc)]
             sb.add_incoming(ir.Constant(_I64, 0), one_tok)
-            sacc.add_incoming(zero, one_tok)
+            for a in sacc:
+                a.add_incoming(zero, one_tok)
             _, sblocks = block_ptrs(sb)
-            sacc1 = builder.fadd(sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
+            sacc1 = step(builder, sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
             sb1 = builder.add(sb, one)
             sb.add_incoming(sb1, s_loop)
-            sacc.add_incoming(sacc1, s_loop)
+            for a, a1 in zip(sacc, sacc1):
+                a.add_incoming(a1, s_loop)
             builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
             builder.position_at_end(s_end)
-            sres = builder.phi(vf)
-            sres.add_incoming(zero, one_tok)
-            sres.add_incoming(sacc1, s_loop)
-            builder.store(sres, out_ptr(ir.Constant(_I64, 0)), align=4)
+            sres = [builder.phi(vf) for _ in range(n_acc)]
+            for r, a1 in zip(sres, sacc1):
+                r.add_incoming(zero, one_tok)
+                r.add_incoming(a1, s_loop)
+            builder.store(finish(builder, sres), out_ptr(ir.Constant(_I64, 0)), align=4)
             builder.branch(done)
 
             # Several rows: acc[t] = 0 for every t, then each block is unpacked once and its
@@ -677,7 +722,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             init = fn.append_basic_block("rows_init")
             builder.cbranch(builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)), init, start)
             builder.position_at_end(init)
-            _count(builder, n_tok, lambda ti: builder.store(zero, acc_ptr(ti), align=4), start)
+            _count(builder, n_tok, lambda ti: [builder.store(zero, p, align=4) for p in acc_ptrs(ti)], start)
             builder.position_at_end(start)
             go = builder.and_(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), builder.icmp_signed(">", n_tok, ir.Constant(_I64, 0)))
             builder.cbranch(go, blk, done)
@@ -688,8 +733,10 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             state = prepare(builder, blocks)
 
             def add_terms(t: Any) -> None:
-                ap = acc_ptr(t)
-                builder.store(builder.fadd(builder.load(ap, align=4), token_terms(state, blocks, t, b)), ap, align=4)
+                ps = acc_ptrs(t)
+                accs = step(builder, [builder.load(p, align=4) for p in ps], token_terms(state, blocks, t, b))
+                for p, a in zip(ps, accs):
+                    builder.store(a, p, align=4)
 
             _count(builder, n_tok, add_terms, latch)
             builder.position_at_end(latch)
@@ -697,7 +744,8 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             b.add_incoming(b1, latch)
             builder.cbranch(builder.icmp_signed("<", b1, nb_), blk, copy)
             builder.position_at_end(copy)
-            _count(builder, n_tok, lambda tc: builder.store(builder.load(acc_ptr(tc), align=4), out_ptr(tc), align=4), done)
+            _count(builder, n_tok, lambda tc: builder.store(finish(builder, [builder.load(p, align=4) for p in acc_ptrs(tc)]), out_ptr(tc), align=4),
+                   done)
             builder.position_at_end(done)
             return context.get_dummy_value()
 
@@ -723,7 +771,7 @@ def _legacy_rows_dot(kind: int) -> Any:
     """The 16-row kernel of a 32-value type: vpdpbusd (`_legacy_terms_vnni`) where the target
     has it, else byte products (`_legacy_terms_bytes`); both give the same integers."""
     bsize, *vnni = _legacy_terms_vnni(kind)
-    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:]))
+    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:]), accumulators=Q8_LANES if kind == 4 else PLAIN)
 
 
 rows_q4_0 = _legacy_rows_dot(0)
