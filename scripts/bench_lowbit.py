@@ -25,45 +25,24 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_cpu_time import ours  # noqa: E402
 from gguf import GGUFWriter  # noqa: E402
-from random_gguf import QT, TensorSpec, add_dummy_vocab, write_random_gguf  # noqa: E402
+from random_gguf import QT, LlamaShape, TensorSpec, llama_metadata, llama_tensors, write_random_gguf  # noqa: E402
 
 from tests.lowbit_blocks import LOW_BIT_TYPES  # noqa: E402
 
-N_VOCAB, N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF = 32000, 2048, 4, 32, 8, 8192
+SHAPE = LlamaShape(n_vocab=32000, n_embd=2048, n_layer=4, n_head=32, n_head_kv=8, n_ff=8192)
 CACHE = Path.home() / ".cache" / "llamacli-bench"
 
 
 def tensors(qt: QT) -> list[TensorSpec]:
-    kv = N_EMBD // N_HEAD * N_HEAD_KV
-    ts = [TensorSpec("token_embd.weight", (N_VOCAB, N_EMBD), QT.Q4_K),
-          TensorSpec("output_norm.weight", (N_EMBD,), QT.F32),
-          TensorSpec("output.weight", (N_VOCAB, N_EMBD), QT.Q6_K)]
-    for il in range(N_LAYER):
-        p = f"blk.{il}."
-        ts += [TensorSpec(p + n, (N_EMBD,), QT.F32) for n in ("attn_norm.weight", "ffn_norm.weight")]
-        for name, rows, cols in (("attn_q", N_EMBD, N_EMBD), ("attn_k", kv, N_EMBD), ("attn_v", kv, N_EMBD),
-                                 ("attn_output", N_EMBD, N_EMBD), ("ffn_gate", N_FF, N_EMBD),
-                                 ("ffn_up", N_FF, N_EMBD), ("ffn_down", N_EMBD, N_FF)):
-            ts.append(TensorSpec(p + name + ".weight", (rows, cols), qt))
-    return ts
+    return llama_tensors(SHAPE, lambda name, il: qt)
 
 
 def metadata(w: GGUFWriter) -> None:
-    w.add_name("llama-1b-shaped-random")
-    w.add_context_length(4096)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
-    w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD_KV)
-    w.add_rope_freq_base(500000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
-    add_dummy_vocab(w, N_VOCAB)
+    llama_metadata(w, SHAPE, "llama-1b-shaped-random", 4096)
 
 
 def model_for(qt: QT) -> Path:
-    path = CACHE / f"llama-1b-l{N_LAYER}-{qt.name.lower()}.gguf"
+    path = CACHE / f"llama-1b-l{SHAPE.n_layer}-{qt.name.lower()}.gguf"
     if not path.exists():
         write_random_gguf(path, "llama", metadata, tensors(qt))
     return path

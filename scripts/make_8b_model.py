@@ -15,39 +15,17 @@ import sys
 from pathlib import Path
 
 from gguf import GGUFWriter
-from random_gguf import QT, TensorSpec, add_dummy_vocab, q4_k_m_type, write_random_gguf
+from random_gguf import LlamaShape, TensorSpec, llama_metadata, llama_tensors, q4_k_m_type, write_random_gguf
 
-N_VOCAB, N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF = 128256, 4096, 32, 32, 8, 14336
+SHAPE = LlamaShape(n_vocab=128256, n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, n_ff=14336)
 
 
 def tensors() -> list[TensorSpec]:
-    kv = N_EMBD // N_HEAD * N_HEAD_KV
-    ts = [TensorSpec("token_embd.weight", (N_VOCAB, N_EMBD), QT.Q4_K),
-          TensorSpec("output_norm.weight", (N_EMBD,), QT.F32),
-          TensorSpec("output.weight", (N_VOCAB, N_EMBD), QT.Q6_K)]
-    for il in range(N_LAYER):
-        p = f"blk.{il}."
-        ts += [TensorSpec(p + n, (N_EMBD,), QT.F32) for n in ("attn_norm.weight", "ffn_norm.weight")]
-        for name, rows, cols in (("attn_q", N_EMBD, N_EMBD), ("attn_k", kv, N_EMBD), ("attn_v", kv, N_EMBD),
-                                 ("attn_output", N_EMBD, N_EMBD), ("ffn_gate", N_FF, N_EMBD),
-                                 ("ffn_up", N_FF, N_EMBD), ("ffn_down", N_EMBD, N_FF)):
-            ts.append(TensorSpec(p + name + ".weight", (rows, cols), q4_k_m_type(name, il, N_LAYER)))
-    return ts
+    return llama_tensors(SHAPE, lambda name, il: q4_k_m_type(name, il, SHAPE.n_layer))
 
 
 def metadata(w: GGUFWriter) -> None:
-    w.add_name("llama3-8b-shaped-random")
-    w.add_context_length(8192)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(N_LAYER)
-    w.add_feed_forward_length(N_FF)
-    w.add_head_count(N_HEAD)
-    w.add_head_count_kv(N_HEAD_KV)
-    w.add_rope_freq_base(500000.0)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_rope_dimension_count(N_EMBD // N_HEAD)
-    w.add_file_type(15)  # MOSTLY_Q4_K_M
-    add_dummy_vocab(w, N_VOCAB)
+    llama_metadata(w, SHAPE, "llama3-8b-shaped-random", 8192, file_type=15)  # MOSTLY_Q4_K_M
 
 
 def main() -> None:

@@ -90,3 +90,49 @@ def add_dummy_vocab(w: GGUFWriter, n_vocab: int) -> None:
     w.add_token_types([1] * n_vocab)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    """A Llama model's sizes, for random models of a real model's shape."""
+
+    n_vocab: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+
+
+def llama_tensors(s: LlamaShape, layer_type: Callable[[str, int], QT]) -> list[TensorSpec]:
+    """Llama's tensors (token_embd Q4_K, output Q6_K, norms F32), each layer matrix in
+    layer_type(name, layer)."""
+    kv = s.n_embd // s.n_head * s.n_head_kv
+    ts = [TensorSpec("token_embd.weight", (s.n_vocab, s.n_embd), QT.Q4_K),
+          TensorSpec("output_norm.weight", (s.n_embd,), QT.F32),
+          TensorSpec("output.weight", (s.n_vocab, s.n_embd), QT.Q6_K)]
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        ts += [TensorSpec(p + n, (s.n_embd,), QT.F32) for n in ("attn_norm.weight", "ffn_norm.weight")]
+        for name, rows, cols in (("attn_q", s.n_embd, s.n_embd), ("attn_k", kv, s.n_embd), ("attn_v", kv, s.n_embd),
+                                 ("attn_output", s.n_embd, s.n_embd), ("ffn_gate", s.n_ff, s.n_embd),
+                                 ("ffn_up", s.n_ff, s.n_embd), ("ffn_down", s.n_embd, s.n_ff)):
+            ts.append(TensorSpec(p + name + ".weight", (rows, cols), layer_type(name, il)))
+    return ts
+
+
+def llama_metadata(w: GGUFWriter, s: LlamaShape, name: str, n_ctx: int, file_type: int | None = None) -> None:
+    """The llama.* keys of such a model (rope base 500000, RMS eps 1e-5) and a dummy vocabulary."""
+    w.add_name(name)
+    w.add_context_length(n_ctx)
+    w.add_embedding_length(s.n_embd)
+    w.add_block_count(s.n_layer)
+    w.add_feed_forward_length(s.n_ff)
+    w.add_head_count(s.n_head)
+    w.add_head_count_kv(s.n_head_kv)
+    w.add_rope_freq_base(500000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(s.n_embd // s.n_head)
+    if file_type is not None:
+        w.add_file_type(file_type)
+    add_dummy_vocab(w, s.n_vocab)

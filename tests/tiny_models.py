@@ -355,15 +355,7 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
     if qtype in LOW_BIT_TYPES:
         w.add_tensor(name, random_blocks(qtype, n_out, n_in, std, rng), raw_dtype=qtype)
         return
-    x = (rng.standard_normal((n_out, n_in)) * std).astype(np.float32)
-    if qtype == QT.F32:
-        w.add_tensor(name, x)
-    elif qtype == QT.F16:
-        w.add_tensor(name, x.astype(np.float16))
-    elif qtype == QT.Q8_0:
-        w.add_tensor(name, gguf.quants.quantize(x, QT.Q8_0), raw_dtype=QT.Q8_0)
-    else:  # pragma: no cover
-        raise ValueError(qtype)
+    _add_values(w, name, (rng.standard_normal((n_out, n_in)) * std).astype(np.float32), qtype)
 
 
 def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expert: int, n_out: int, n_in: int,
@@ -374,7 +366,11 @@ def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expe
         raw = _random_q4_k(rng, rows, n_in, std) if qtype == QT.Q4_K else random_blocks(qtype, rows, n_in, std, rng)
         w.add_tensor(name, raw.reshape(n_expert, n_out, -1), raw_dtype=qtype)
         return
-    x = (rng.standard_normal((n_expert, n_out, n_in)) * std).astype(np.float32)
+    _add_values(w, name, (rng.standard_normal((n_expert, n_out, n_in)) * std).astype(np.float32), qtype)
+
+
+def _add_values(w: gguf.GGUFWriter, name: str, x: np.ndarray, qtype: QT) -> None:
+    """float32 values stored as F32, F16 or Q8_0."""
     if qtype == QT.F32:
         w.add_tensor(name, x)
     elif qtype == QT.F16:
