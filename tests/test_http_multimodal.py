@@ -68,6 +68,7 @@ def test_media_without_a_projector_is_llama_servers_400() -> None:
         assert status == 400
         assert out["error"]["message"] == (
             "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
+        assert s.post("/apply-template", {"messages": msgs})[0] == 400
         assert s.get("/props")[1]["modalities"] == {"vision": False, "audio": False}
 
 def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped-def]
@@ -88,6 +89,12 @@ def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped
     status, out = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "file://../mmproj.gguf"}}]}]})
     assert status == 400 and out["error"]["message"] == "file path is not allowed: ../mmproj.gguf"
+
+    status, out = server.post("/apply-template", {"messages": msgs})  # llama-server: the parts as markers
+    assert status == 200 and out["prompt"].count("<__media__>") == 1 and "What is in " in out["prompt"]
+    msgs[0]["content"][1] = {"type": "image_url", "image_url": {"url": "file://missing.png"}}
+    status, out = server.post("/apply-template", {"messages": msgs})
+    assert status == 400 and out["error"]["message"] == "file does not exist or cannot be opened: missing.png"
 
 
 def test_media_path_must_be_a_directory(tmp_path: Path) -> None:
