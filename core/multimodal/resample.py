@@ -14,11 +14,19 @@ import numpy as np
 from numba import njit
 
 PRECISION_BITS = 32 - 8 - 2
-SUPPORT = {"bilinear": 1.0, "bicubic": 2.0}
+SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}
+
+
+def _sinc(v: float) -> float:
+    return 1.0 if v == 0.0 else math.sin(v * 3.141592653589793) / (v * 3.141592653589793)
 
 
 def _filter(algo: str, x: np.ndarray) -> np.ndarray:
-    """The filter's weight at distance x (bicubic with a = -0.5, as Pillow)."""
+    """The filter's weight at distance x (bicubic with a = -0.5, as Pillow; Lanczos with 3 lobes,
+    on [-3, 3), through the C library's sin as mtmd's)."""
+    if algo == "lanczos":
+        flat = [_sinc(v) * _sinc(v / 3.0) if -3.0 <= v < 3.0 else 0.0 for v in x.reshape(-1).tolist()]
+        return np.asarray(flat, dtype=np.float64).reshape(x.shape)
     x = np.abs(x)
     if algo == "bilinear":
         return np.where(x < 1.0, 1.0 - x, 0.0)
@@ -39,7 +47,8 @@ def weights(in_size: int, out_size: int, algo: str) -> tuple[np.ndarray, np.ndar
     xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)  # C casts truncate toward 0
     xmax = np.minimum((center + support + 0.5).astype(np.int64), in_size) - xmin
     k = np.arange(ksize, dtype=np.float64)  # (ksize,)
-    w = _filter(algo, (k[None, :] + xmin[:, None] - center[:, None] + 0.5) / fscale)  # (out, ksize)
+    ss = 1.0 / fscale  # multiplied, not divided: the C code's rounding
+    w = _filter(algo, (k[None, :] + xmin[:, None] - center[:, None] + 0.5) * ss)  # (out, ksize)
     w = np.where(k[None, :] < xmax[:, None], w, 0.0)
     ww = np.zeros(out_size, dtype=np.float64)
     for j in range(ksize):  # the C loop's summation order
