@@ -6,6 +6,7 @@ mtmd_tokenize lays them out, and the logits after mtmd_helper_eval_chunks."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +177,23 @@ def test_vocabulary_without_the_image_tokens_is_one_clear_error(projectors: dict
     enc = VisionEncoder.load(str(projectors["idefics3"]), n_embd_text=256)
     with pytest.raises(InvalidRequest, match="the text model's vocabulary has no token '\\\\n\\\\n'"):
         prompt_with_media("<__media__>", [Media.of(test_image(30, 20))], enc, tok)
+
+
+def test_complete_with_an_image_gives_llama_cpps_next_token(projectors: dict[str, Path], text_model: Path,
+                                                            tmp_path: Path) -> None:
+    """`llama complete -m TINY -mm IDEFICS3 --image F` as a user runs it (the engine's flat prompt,
+    4 media spans): libmtmd's next token, its text tokens, 36 image positions."""
+    from PIL import Image
+
+    from tests.test_cli import llama
+
+    fx = np.load(FIXTURES / "idefics3.npz")
+    Image.fromarray(sliced_image(1)).save(tmp_path / "img.png")
+    (tmp_path / "prompt.txt").write_text(SMOLVLM_PROMPT)
+    r = llama("complete", "-m", str(text_model), "-mm", str(projectors["idefics3"]), "--image", str(tmp_path / "img.png"),
+              "-f", str(tmp_path / "prompt.txt"), "-n", "1", "--temp", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
+    assert out["prompt_tokens"].count(-1) == 36  # 3 slices and the overview, 9 positions each
+    assert [t for t in out["prompt_tokens"] if t >= 0] == fx["e2e_tokens"].tolist()

@@ -103,14 +103,18 @@ class VisionEncoder(MediaEncoder):
 
     def encode(self, rgb: np.ndarray) -> np.ndarray:
         """(n, n_embd) float32 embeddings of an RGB image (h, w, 3) uint8: every chunk's, in order."""
-        return np.concatenate(self.encode_chunks(Media.of(rgb)), axis=0)
+        chunks = self.encode_rgb(rgb)
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks, axis=0)
 
     def encode_pixels(self, pixels: np.ndarray) -> np.ndarray:
         return self.projector(self.tower.forward(pixels), self.hp, self.pr)
 
-    def encode_chunks(self, media: Media) -> list[np.ndarray]:
+    def encode_rgb(self, rgb: np.ndarray) -> list[np.ndarray]:
         """An image's embeddings: one chunk, or one per slice and the overview (idefics3)."""
-        return [self.encode_pixels(p) for p in self.pixel_chunks(media.rgb)]
+        return [self.encode_pixels(p) for p in self.pixel_chunks(rgb)]
+
+    def encode_chunks(self, media: Media) -> list[np.ndarray]:
+        return self.encode_rgb(media.rgb)
 
     def layout(self, media: Media, n_chunks: int) -> list[LayoutItem]:
         if not self.sliced:

@@ -47,8 +47,7 @@ def weights(in_size: int, out_size: int, algo: str) -> tuple[np.ndarray, np.ndar
     xmin = np.maximum((center - support + 0.5).astype(np.int64), 0)  # C casts truncate toward 0
     xmax = np.minimum((center + support + 0.5).astype(np.int64), in_size) - xmin
     k = np.arange(ksize, dtype=np.float64)  # (ksize,)
-    ss = 1.0 / fscale  # multiplied, not divided: the C code's rounding
-    w = _filter(algo, (k[None, :] + xmin[:, None] - center[:, None] + 0.5) * ss)  # (out, ksize)
+    w = _filter(algo, (k[None, :] + xmin[:, None] - center[:, None] + 0.5) / fscale)  # (out, ksize)
     w = np.where(k[None, :] < xmax[:, None], w, 0.0)
     ww = np.zeros(out_size, dtype=np.float64)
     for j in range(ksize):  # the C loop's summation order
