@@ -197,3 +197,28 @@ def test_complete_with_an_image_gives_llama_cpps_next_token(projectors: dict[str
     assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
     assert out["prompt_tokens"].count(-1) == 36  # 3 slices and the overview, 9 positions each
     assert [t for t in out["prompt_tokens"] if t >= 0] == fx["e2e_tokens"].tolist()
+
+
+def test_server_completion_with_slices_and_its_cache(projectors: dict[str, Path], text_model: Path) -> None:
+    """`llama serve -m TINY -mm IDEFICS3`: /completion with multimodal_data gives libmtmd's next
+    token; the same request again reuses the cached prompt through all four chunks."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    from tests.http_server import LlamaServer
+
+    fx = np.load(FIXTURES / "idefics3.npz")
+    buf = io.BytesIO()
+    Image.fromarray(sliced_image(1)).save(buf, format="PNG")
+    body = {"prompt": {"prompt_string": SMOLVLM_PROMPT, "multimodal_data": [base64.b64encode(buf.getvalue()).decode()]},
+            "n_predict": 1, "temperature": 0, "cache_prompt": True, "return_tokens": True}
+    with LlamaServer("-m", str(text_model), "-mm", str(projectors["idefics3"]), "-c", "256", "--no-warmup") as s:
+        status, out = s.post("/completion", body)
+        assert status == 200, out
+        assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
+        assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 36
+        status, again = s.post("/completion", body)
+        assert status == 200 and again["tokens"] == out["tokens"]
+        assert again["tokens_cached"] >= len(fx["e2e_tokens"]) + 36 - 1  # all but the last prompt position
