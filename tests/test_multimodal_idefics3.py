@@ -146,6 +146,9 @@ def test_layout_and_grid() -> None:
     assert slice_grid(100, 37, 48, 112) == (3, 1) and slice_grid(23, 81, 48, 112) == (1, 3)
     assert slice_grid(200, 150, 48, 0) == (4, 3)  # older files: sides rounded to whole tiles
     assert slice_grid(20, 20, 48, 0) == (1, 1)  # at least one tile
+    with pytest.raises(InvalidRequest, match="image 1000x1 cannot be sliced: resize target 112x0 is out of range"):
+        slice_grid(1000, 1, 48, 112)  # mtmd_tokenize fails on it too (resize_pillow throws)
+    assert slice_grid(1000, 9, 48, 112) == (3, 1)  # 112 / 111.1 -> 1 -> even 2
     fake, nl = "<fake_token_around_image>", TokenPieces(("\n",))
     assert idefics3_layout(2, 2) == [
         f"{fake}<row_1_col_1>", 0, f"{fake}<row_1_col_2>", 1, nl, f"{fake}<row_2_col_1>", 2, f"{fake}<row_2_col_2>", 3,

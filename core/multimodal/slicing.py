@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llamacli.core.errors import InvalidRequest
 from llamacli.core.multimodal.preprocess import fit_size
 from llamacli.core.multimodal.resample import resize
 
@@ -36,13 +37,18 @@ class Slices:
 
 def longest_edge_size(width: int, height: int, longest: int) -> tuple[int, int]:
     """(w, h) with the longer side `longest`, the other truncated from the float64 ratio and
-    rounded up to even (transformers' idefics3 processor, as mtmd)."""
+    rounded up to even (transformers' idefics3 processor, as mtmd); InvalidRequest when that
+    leaves 0 pixels."""
     ratio = width / height
     if width >= height:
         h = int(longest / ratio)
-        return longest, h + h % 2
-    w = int(longest * ratio)
-    return w + w % 2, longest
+        w, h = longest, h + h % 2
+    else:
+        w = int(longest * ratio)
+        w, h = w + w % 2, longest
+    if w == 0 or h == 0:  # an image more than `longest` times wider than high (mtmd's resize throws)
+        raise InvalidRequest(f"image {width}x{height} cannot be sliced: resize target {w}x{h} is out of range")
+    return w, h
 
 
 def _round_to(x: int, f: int) -> int:
