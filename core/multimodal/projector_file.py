@@ -20,8 +20,8 @@ VISION_FAMILIES = ("gemma3", "idefics3", "mlp")
 @dataclass(frozen=True)
 class VisionHParams:
     """The vision tower's shape and the family's preprocessing. n_merge: gemma3's pooling
-    kernel, idefics3's pixel-shuffle factor (patches per side of one output token); gelu: the FFN's activation (`clip.use_gelu`,
-    else GELU-quick)."""
+    kernel, idefics3's pixel-shuffle factor (patches per side of one output token); gelu: the
+    FFN's activation (`clip.use_gelu`, else GELU-quick)."""
 
     family: str
     n_embd: int
