@@ -30,7 +30,8 @@ class ProjectorSpec:
     n_layer: int = 2
     image_size: int = 64
     patch_size: int = 8
-    n_merge: int = 2  # gemma3: clip.vision.projector.scale_factor
+    n_merge: int = 2  # gemma3, idefics3: clip.vision.projector.scale_factor
+    longest_edge: int = 0  # idefics3: clip.vision.preproc_image_size (0: not written, as older files)
     weight_type: QT = QT.F16  # matrices and the patch kernel; norms, biases, positions: F32
     seed: int = 7
 
@@ -39,6 +40,13 @@ SPECS: dict[str, ProjectorSpec] = {
     "gemma3": ProjectorSpec("gemma3", "gemma3"),
     "gemma3-f32": ProjectorSpec("gemma3-f32", "gemma3", weight_type=QT.F32, seed=8),
     "mlp": ProjectorSpec("mlp", "mlp", image_size=32, seed=9),
+}
+# SmolVLM (slices and an overview per image), paired with the tiny llama "F32_IDEFICS3" (n_embd 256)
+SLICED_SPECS: dict[str, ProjectorSpec] = {
+    "idefics3": ProjectorSpec("idefics3", "idefics3", n_text=256, image_size=48, longest_edge=112, seed=10),
+    "idefics3-old": ProjectorSpec("idefics3-old", "idefics3", n_text=256, image_size=48, seed=11),
+    "idefics3-f32": ProjectorSpec("idefics3-f32", "idefics3", n_text=256, image_size=48, longest_edge=112,
+                                  weight_type=QT.F32, seed=12),
 }
 
 
@@ -68,10 +76,13 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-6)
     w.add_uint32("clip.vision.image_size", spec.image_size)
     w.add_uint32("clip.vision.patch_size", p)
-    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5] if spec.family == "gemma3" else [0.48145466, 0.4578275, 0.40821073])
-    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5] if spec.family == "gemma3" else [0.26862954, 0.26130258, 0.27577711])
-    if spec.family == "gemma3":
+    siglip = spec.family in ("gemma3", "idefics3")
+    w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5] if siglip else [0.48145466, 0.4578275, 0.40821073])
+    w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5] if siglip else [0.26862954, 0.26130258, 0.27577711])
+    if spec.family in ("gemma3", "idefics3"):
         w.add_uint32("clip.vision.projector.scale_factor", spec.n_merge)
+    if spec.longest_edge:
+        w.add_uint32("clip.vision.preproc_image_size", spec.longest_edge)
     qt = spec.weight_type
     _matrix(w, "v.patch_embd.weight", _normal(rng, (d, 3, p, p), 0.08), qt)
     w.add_tensor("v.patch_embd.bias", _normal(rng, (d,), 0.02))
@@ -88,9 +99,12 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
         w.add_tensor(f"{pre}.ffn_up.bias", _normal(rng, (ff,), 0.02))
         _matrix(w, f"{pre}.ffn_down.weight", _normal(rng, (d, ff), 0.09), qt)
         w.add_tensor(f"{pre}.ffn_down.bias", _normal(rng, (d,), 0.02))
-    if spec.family == "gemma3":
+    if spec.family in ("gemma3", "idefics3"):  # SigLIP's post layer norm
         w.add_tensor("v.post_ln.weight", 1.0 + _normal(rng, (d,), 0.05))
         w.add_tensor("v.post_ln.bias", _normal(rng, (d,), 0.02))
+    if spec.family == "idefics3":  # pixel shuffle, then one matrix without bias
+        _matrix(w, "mm.model.fc.weight", _normal(rng, (spec.n_text, d * spec.n_merge**2), 0.06), qt)
+    if spec.family == "gemma3":
         w.add_tensor("mm.soft_emb_norm.weight", 1.0 + _normal(rng, (d,), 0.05))
         # ggml ne = [n_text, n_embd]: clip.cpp multiplies by its transpose
         _matrix(w, "mm.input_projection.weight", _normal(rng, (d, spec.n_text), 0.1), qt)

@@ -88,7 +88,13 @@ TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
-                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0}  # (seeds: a variant's place, so new ones go last)
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0,
+                "F32_IDEFICS3": QT.F32}  # (seeds: a variant's place, so new ones go last)
+# llama F32 whose SPM vocabulary also holds SmolVLM's image tokens (IDEFICS3_TOKENS, after the
+# others): the text model of the idefics3 projector's libmtmd fixtures (scripts/mmproj_fixtures.py)
+IDEFICS3_MODEL = ("llama", "F32_IDEFICS3")
+IDEFICS3_TOKENS = ("\n\n", "<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>",
+                   "<|im_start|>", *(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)))
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
-            (arch, variant) not in LOW_BIT_MODELS):
+            (arch, variant) not in LOW_BIT_MODELS + (IDEFICS3_MODEL,)):
         raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
     seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
     if arch == "llama":
@@ -472,13 +478,17 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
              "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
              **{t.name: getattr(gguf.LlamaFileType, "MOSTLY_MXFP4_MOE" if t == QT.MXFP4 else f"MOSTLY_{t.name}")
                 for t in LOW_BIT_TYPES},
-             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0}[variant]
+             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0, "F32_IDEFICS3": gguf.LlamaFileType.ALL_F32}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     # vocabulary
     if cfg.spm:
         tokens, scores, ttypes, ids = _spm_vocab(arch)
+        if (arch, variant) == IDEFICS3_MODEL:  # "\n\n" a word piece (least preferred), the rest control tokens
+            tokens += IDEFICS3_TOKENS
+            scores += (-1000.0,) + (0.0,) * (len(IDEFICS3_TOKENS) - 1)
+            ttypes += (int(TokenType.NORMAL),) + (int(TokenType.CONTROL),) * (len(IDEFICS3_TOKENS) - 1)
         w.add_tokenizer_model("llama")
         w.add_tokenizer_pre("default")
         w.add_token_list(list(tokens))

@@ -23,20 +23,22 @@ BICUBIC = "bicubic"
 @dataclass(frozen=True)
 class ImagePrep:
     """How a family prepares an image: the square side, the resampling filter, the pad colour
-    and the normalisation (per channel)."""
+    and the normalisation (per channel); slicing families (idefics3) also the longest edge."""
 
     image_size: int
     algo: str
     pad_color: tuple[int, int, int]
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
+    longest_edge: int = 0  # idefics3: clip.vision.preproc_image_size (0: absent)
 
 
-def fit_size(width: int, height: int, side: int) -> tuple[int, int]:
-    """(w, h) of the image scaled to fit a side x side square (mtmd's PAD_CEIL: the scale in
-    float32, sizes rounded up, never beyond the square)."""
-    scale = min(np.float32(side) / np.float32(width), np.float32(side) / np.float32(height))
-    return (min(int(math.ceil(np.float32(width) * scale)), side), min(int(math.ceil(np.float32(height) * scale)), side))
+def fit_size(width: int, height: int, side: int, side_h: int | None = None) -> tuple[int, int]:
+    """(w, h) of the image scaled to fit a side x side square, or side x side_h (mtmd's
+    PAD_CEIL: the scale in float32, sizes rounded up, never beyond the target)."""
+    th = side if side_h is None else side_h
+    scale = min(np.float32(side) / np.float32(width), np.float32(th) / np.float32(height))
+    return (min(int(math.ceil(np.float32(width) * scale)), side), min(int(math.ceil(np.float32(height) * scale)), th))
 
 
 def letterbox(rgb: np.ndarray, prep: ImagePrep) -> np.ndarray:

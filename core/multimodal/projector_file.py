@@ -11,16 +11,17 @@ from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture
 from llamacli.core.model.families.base import md_float, md_get, md_int
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.multimodal.preprocess import BICUBIC, BILINEAR, ImagePrep
+from llamacli.core.multimodal.slicing import LANCZOS
 
 # The vision projector types this package encodes (clip.projector_type values).
-VISION_FAMILIES = ("gemma3", "mlp")
+VISION_FAMILIES = ("gemma3", "idefics3", "mlp")
 
 
 @dataclass(frozen=True)
 class VisionHParams:
     """The vision tower's shape and the family's preprocessing. n_merge: gemma3's pooling
-    kernel (patches per side of one output token); gelu: the FFN's activation (`clip.use_gelu`,
-    else GELU-quick)."""
+    kernel, idefics3's pixel-shuffle factor (patches per side of one output token); gelu: the
+    FFN's activation (`clip.use_gelu`, else GELU-quick)."""
 
     family: str
     n_embd: int
@@ -80,14 +81,24 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
     patch = md_int(md, path, "clip.vision.patch_size", hi=image_size)
     if image_size % patch:
         raise ModelLoadError(path, f"image_size {image_size} is not a multiple of patch_size {patch}")
+    longest = 0
     if family == "gemma3":  # clip.cpp: n_merge 4 unless the file says (tinygemma3), bilinear, black pad
         n_merge = md_int(md, path, "clip.vision.projector.scale_factor", 4)
         if (image_size // patch) % n_merge:
             raise ModelLoadError(path, f"{image_size // patch} patches per side are not a multiple of scale_factor {n_merge}")
         algo, pad = BILINEAR, (0, 0, 0)
+    elif family == "idefics3":  # SmolVLM: pixel shuffle by scale_factor (clip.cpp asserts > 1), Lanczos
+        n_merge = md_int(md, path, "clip.vision.projector.scale_factor", 1)
+        if n_merge < 2 or (image_size // patch) % n_merge:
+            raise ModelLoadError(path, f"idefics3 needs a scale_factor > 1 dividing the {image_size // patch} patches per side, has {n_merge}")
+        algo, pad = LANCZOS, (0, 0, 0)
+        longest = md_int(md, path, "clip.vision.preproc_image_size", 0, lo=0, hi=65536)
     else:  # LLaVA: bicubic, padded with the CLIP mean colour
         n_merge, algo, pad = 1, BICUBIC, (122, 116, 104)
-    prep = ImagePrep(image_size, algo, pad, _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std"))
+    prep = ImagePrep(
+        image_size, algo, pad, _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std"),
+        longest,
+    )
     return VisionHParams(
         family=family,
         n_embd=n_embd,

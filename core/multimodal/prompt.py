@@ -4,13 +4,15 @@
 
 Each `<__media__>` marker takes the next medium, framed by its family's text (gemma3:
 `<start_of_image>` ... `<end_of_image>`; qwen2a: `<|audio_bos|>` ... `<|audio_eos|>`), with one
-media chunk per piece the encoder gives (an image: one; audio: one per 30 s window). Text
+media chunk per piece the encoder gives (an image: one, or idefics3's slices and overview with
+tokens between them; audio: one per 30 s window). Text
 around the markers is tokenized piece by piece with special tokens parsed; BOS (when the vocabulary adds one) opens the first chunk and EOS
 closes the last, as mtmd adds them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.core.multimodal.media import Media
-from llamacli.core.multimodal.media_encoder import Encoders
+from llamacli.core.multimodal.media_encoder import Encoders, TokenPieces
 from llamacli.core.text.tokenizer import Tokenizer
 
 
@@ -113,6 +115,31 @@ def split_markers(prompt: str, n_media: int, marker: str = MEDIA_MARKER) -> list
 
 
 Tokenize = Callable[[str], list[int]]  # text -> ids, no BOS/EOS, special tokens parsed
+Lookup = Callable[[str], int]  # a token's piece -> its id (mtmd's lookup_token)
+
+
+def piece_lookup(tokenizer: Tokenizer) -> Lookup:
+    """mtmd.cpp's lookup_token over the tokenizer's vocabulary: the first id whose piece (special
+    tokens rendered) is the text; a piece the vocabulary lacks is an InvalidRequest (mtmd would
+    put LLAMA_TOKEN_NULL in the prompt and fail to decode it)."""
+    index = _piece_index(tokenizer)
+
+    def lookup(text: str) -> int:
+        tid = index.get(text.encode())
+        if tid is None:
+            raise InvalidRequest(f"the text model's vocabulary has no token {text!r}, which the projector's image layout needs")
+        return tid
+
+    return lookup
+
+
+@functools.lru_cache(maxsize=4)
+def _piece_index(tokenizer: Tokenizer) -> dict[bytes, int]:
+    """piece -> first id, built once per tokenizer (a walk over the whole vocabulary)."""
+    index: dict[bytes, int] = {}
+    for i in range(tokenizer.n_vocab):
+        index.setdefault(tokenizer.token_to_piece(i, special=True), i)
+    return index
 
 
 def tokenize_prompt(
@@ -122,9 +149,11 @@ def tokenize_prompt(
     tokenize: Tokenize,
     bos: int | None = None,
     eos: int | None = None,
+    lookup: Lookup | None = None,
 ) -> list[PromptChunk]:
     """The prompt as chunks; each medium goes to the encoder of its kind (InvalidRequest with
-    llama-server's message when the projector has none), whose cache may answer."""
+    llama-server's message when the projector has none), whose cache may answer, laid out as
+    its encoder says (`lookup` names the tokens a layout gives by their pieces)."""
     chunks: list[PromptChunk] = []
 
     def add_text(ids: list[int]) -> None:
@@ -141,11 +170,16 @@ def tokenize_prompt(
         add_text(tokenize(text) if text else [])
         if i < len(media):
             enc, m = encoders[i], media[i]
-            fr = enc.framing
-            add_text(tokenize(fr.begin) if fr.begin else [])
-            for c, embd in enumerate(enc.encode_cached(m)):
-                chunks.append(MediaChunk(embd, chunk_id(m.media_id, c), fr.non_causal))
-            add_text(tokenize(fr.end) if fr.end else [])
+            embds = enc.encode_cached(m)
+            for item in enc.layout(m, len(embds)):
+                if isinstance(item, int):
+                    chunks.append(MediaChunk(embds[item], chunk_id(m.media_id, item), enc.framing.non_causal))
+                elif isinstance(item, TokenPieces):
+                    if lookup is None:
+                        raise ValueError("this projector's layout needs a token lookup")
+                    add_text([lookup(p) for p in item.pieces])
+                elif item:
+                    add_text(tokenize(item))
     if bos is not None:
         if chunks and isinstance(chunks[0], TextChunk):
             chunks[0].tokens.insert(0, bos)
@@ -165,6 +199,7 @@ def prompt_with_media(
     chunks = tokenize_prompt(
         prompt, media, encoder, lambda t: tokenizer.tokenize(t, add_special=False, parse_special=True),
         bos=v.bos if add_special and v.add_bos else None, eos=v.eos if add_special and v.add_eos else None,
+        lookup=piece_lookup(tokenizer),
     )
     return flatten(chunks)
 
