@@ -28,7 +28,7 @@ def projectors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: write_projector(spec, d / f"{name}.gguf") for name, spec in SPECS.items()}
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.family != "qwen2.5vl_merger"))  # qwen: its own file
 def test_embeddings_match_libmtmd(projectors: dict[str, Path], name: str) -> None:
     fx = np.load(FIXTURES / f"{name}.npz")
     path = projectors[name]

@@ -39,7 +39,13 @@ SPECS: dict[str, ProjectorSpec] = {
     "gemma3": ProjectorSpec("gemma3", "gemma3"),
     "gemma3-f32": ProjectorSpec("gemma3-f32", "gemma3", weight_type=QT.F32, seed=8),
     "mlp": ProjectorSpec("mlp", "mlp", image_size=32, seed=9),
+    # Qwen2.5-VL: 4 layers, window attention on layers 0 and 2 (n_wa_pattern 2) in windows of
+    # 7 x 7 merge units (clip.cpp's 112 px, patch 8): QWEN_IMAGES' 9 x 8 units cut windows
+    "qwen25vl": ProjectorSpec("qwen25vl", "qwen2.5vl_merger", n_text=256, n_layer=2, seed=10),
+    "qwen25vl-f32": ProjectorSpec("qwen25vl-f32", "qwen2.5vl_merger", n_text=256, n_layer=4, weight_type=QT.F32, seed=11),
 }
+QWEN25VL_WA_PATTERN = 2
+QWEN_IMAGES = [(150, 120), (96, 32), (144, 128)]  # (width, height) besides the common sizes: 9 x 8 merge units resized, and two canvases as they are
 
 
 def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
@@ -59,7 +65,8 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
     w.add_string("general.name", f"tiny-{spec.name}")
     w.add_string("clip.projector_type", spec.family)
     w.add_bool("clip.has_vision_encoder", True)
-    w.add_bool("clip.use_gelu", True)
+    qwen = spec.family == "qwen2.5vl_merger"
+    w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
     w.add_uint32("clip.vision.embedding_length", d)
     w.add_uint32("clip.vision.feed_forward_length", ff)
     w.add_uint32("clip.vision.block_count", spec.n_layer)
@@ -72,18 +79,62 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5] if spec.family == "gemma3" else [0.26862954, 0.26130258, 0.27577711])
     if spec.family == "gemma3":
         w.add_uint32("clip.vision.projector.scale_factor", spec.n_merge)
+    if qwen:
+        w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN)
+        w.add_uint32("clip.vision.spatial_merge_size", 2)
     qt = spec.weight_type
+    if qwen:
+        _add_qwen25vl(w, spec, rng)
+    else:
+        _add_vit(w, spec, rng, n_patches)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _add_attention_and_norms(w: GGUFWriter, pre: str, rng: np.random.Generator, d: int, qt: QT, norm_bias: bool) -> None:
+    """A block's Q/K/V/out with biases, then ln1 and ln2 (with biases: layer norms; without: RMS)."""
+    for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
+        _matrix(w, f"{pre}.{t}.weight", _normal(rng, (d, d), 0.12), qt)
+        w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
+    for t in ("ln1", "ln2"):
+        w.add_tensor(f"{pre}.{t}.weight", 1.0 + _normal(rng, (d,), 0.05))
+        if norm_bias:
+            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
+
+
+def _add_qwen25vl(w: GGUFWriter, spec: ProjectorSpec, rng: np.random.Generator) -> None:
+    """Qwen2.5-VL's tensors: two patch kernels, RMS norms (weights only), Q/K/V/out and the gated
+    FFN with biases, post_ln (the merger's ln_q), mm.0 (4E -> 4E) and mm.2 (4E -> n_text)."""
+    d, ff, p, qt = spec.n_embd, spec.n_ff, spec.patch_size, spec.weight_type
+    _matrix(w, "v.patch_embd.weight", _normal(rng, (d, 3, p, p), 0.06), qt)
+    _matrix(w, "v.patch_embd.weight.1", _normal(rng, (d, 3, p, p), 0.06), qt)
+    for il in range(spec.n_layer):
+        pre = f"v.blk.{il}"
+        _add_attention_and_norms(w, pre, rng, d, qt, norm_bias=False)
+        for t in ("ffn_gate", "ffn_up"):
+            _matrix(w, f"{pre}.{t}.weight", _normal(rng, (ff, d), 0.12), qt)
+            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (ff,), 0.02))
+        _matrix(w, f"{pre}.ffn_down.weight", _normal(rng, (d, ff), 0.09), qt)
+        w.add_tensor(f"{pre}.ffn_down.bias", _normal(rng, (d,), 0.02))
+    w.add_tensor("v.post_ln.weight", 1.0 + _normal(rng, (d,), 0.05))
+    _matrix(w, "mm.0.weight", _normal(rng, (4 * d, 4 * d), 0.06), qt)
+    w.add_tensor("mm.0.bias", _normal(rng, (4 * d,), 0.02))
+    _matrix(w, "mm.2.weight", _normal(rng, (spec.n_text, 4 * d), 0.06), qt)
+    w.add_tensor("mm.2.bias", _normal(rng, (spec.n_text,), 0.02))
+
+
+def _add_vit(w: GGUFWriter, spec: ProjectorSpec, rng: np.random.Generator, n_patches: int) -> None:
+    """The CLIP/SigLIP ViT and the gemma3 / mlp projector's tensors."""
+    d, ff, p, qt = spec.n_embd, spec.n_ff, spec.patch_size, spec.weight_type
     _matrix(w, "v.patch_embd.weight", _normal(rng, (d, 3, p, p), 0.08), qt)
     w.add_tensor("v.patch_embd.bias", _normal(rng, (d,), 0.02))
     w.add_tensor("v.position_embd.weight", _normal(rng, (n_patches, d), 0.02))
     for il in range(spec.n_layer):
         pre = f"v.blk.{il}"
-        for t in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            _matrix(w, f"{pre}.{t}.weight", _normal(rng, (d, d), 0.12), qt)
-            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
-        for t in ("ln1", "ln2"):
-            w.add_tensor(f"{pre}.{t}.weight", 1.0 + _normal(rng, (d,), 0.05))
-            w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (d,), 0.02))
+        _add_attention_and_norms(w, pre, rng, d, qt, norm_bias=True)
         _matrix(w, f"{pre}.ffn_up.weight", _normal(rng, (ff, d), 0.12), qt)
         w.add_tensor(f"{pre}.ffn_up.bias", _normal(rng, (ff,), 0.02))
         _matrix(w, f"{pre}.ffn_down.weight", _normal(rng, (d, ff), 0.09), qt)
@@ -101,11 +152,6 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
         w.add_tensor("mm.0.bias", _normal(rng, (spec.n_text,), 0.02))
         _matrix(w, "mm.2.weight", _normal(rng, (spec.n_text, spec.n_text), 0.04), qt)
         w.add_tensor("mm.2.bias", _normal(rng, (spec.n_text,), 0.02))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def test_image(width: int, height: int, seed: int = 0) -> np.ndarray:

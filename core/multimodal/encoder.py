@@ -14,10 +14,13 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
 from llamacli.core.multimodal.media import IMAGE, Media
 from llamacli.core.multimodal.media_encoder import Framing, MediaEncoder
-from llamacli.core.multimodal.preprocess import preprocess
+from llamacli.core.multimodal.preprocess import canvas_size, preprocess
 from llamacli.core.multimodal.projector_file import VisionHParams, read_vision_hparams
 from llamacli.core.multimodal.projectors import PROJECTORS, Projector
+from llamacli.core.multimodal.qwen25vl import Qwen25VLTower
 from llamacli.core.multimodal.vit import VisionTower
+
+Tower = VisionTower | Qwen25VLTower
 
 # Each family's text around an image's embeddings (mtmd.cpp's img_beg / img_end), and whether
 # the text model attends to the image's tokens non-causally (mtmd_decode_use_non_causal).
@@ -27,7 +30,10 @@ ImageFraming = Framing
 FRAMING: dict[str, Framing] = {
     "gemma3": Framing("<start_of_image>", "<end_of_image>", True),
     "mlp": Framing("", "", False),
+    "qwen2.5vl_merger": Framing("<|vision_start|>", "<|vision_end|>", False),
 }
+# The towers other than the CLIP/SigLIP ViT, by projector type.
+TOWERS: dict[str, type[Tower]] = {"qwen2.5vl_merger": Qwen25VLTower}
 
 
 class VisionEncoder(MediaEncoder):
@@ -35,7 +41,7 @@ class VisionEncoder(MediaEncoder):
 
     kind = IMAGE
 
-    def __init__(self, path: str, hp: VisionHParams, tower: VisionTower, projector: Projector, pr: Precision) -> None:
+    def __init__(self, path: str, hp: VisionHParams, tower: Tower, projector: Projector, pr: Precision) -> None:
         super().__init__()
         self.path, self.hp, self.tower, self.projector, self.pr = path, hp, tower, projector, pr
         self.framing = FRAMING[hp.family]
@@ -50,7 +56,7 @@ class VisionEncoder(MediaEncoder):
         ld = WeightLoader(g, quantized=True)
         try:
             projector = PROJECTORS[hp.family](ld, hp)
-            tower = VisionTower(ld, hp, pr, projector.n_run(hp))
+            tower = TOWERS.get(hp.family, VisionTower)(ld, hp, pr, projector.n_run(hp))
             ld.finish()
         finally:
             ld.pool.shutdown(wait=True)
@@ -71,7 +77,7 @@ class VisionEncoder(MediaEncoder):
         return self.projector.n_tokens(self.hp)
 
     def pixels(self, rgb: np.ndarray) -> np.ndarray:
-        """The encoder's input (3, S, S) float32 for an RGB image (h, w, 3) uint8."""
+        """The encoder's input (3, H, W) float32 for an RGB image (h, w, 3) uint8."""
         return preprocess(rgb, self.hp.prep)
 
     def encode(self, rgb: np.ndarray) -> np.ndarray:
@@ -80,6 +86,15 @@ class VisionEncoder(MediaEncoder):
 
     def encode_pixels(self, pixels: np.ndarray) -> np.ndarray:
         return self.projector(self.tower.forward(pixels), self.hp, self.pr)
+
+    def grid(self, media: Media) -> tuple[int, int] | None:
+        """Qwen2.5-VL: the canvas's merge units per row and column (mtmd_image_tokens' nx, ny)."""
+        if self.hp.prep.dynamic is None:
+            return None
+        h, w = media.rgb.shape[:2]
+        cw, ch = canvas_size(w, h, self.hp.prep)
+        step = self.hp.patch_size * self.hp.n_merge
+        return cw // step, ch // step
 
     def encode_chunks(self, media: Media) -> list[np.ndarray]:
         """An image's embeddings: one chunk."""

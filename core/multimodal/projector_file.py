@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -13,14 +14,20 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.multimodal.preprocess import BICUBIC, BILINEAR, ImagePrep
 
 # The vision projector types this package encodes (clip.projector_type values).
-VISION_FAMILIES = ("gemma3", "mlp")
+VISION_FAMILIES = ("gemma3", "mlp", "qwen2.5vl_merger")
+QWEN25VL = "qwen2.5vl_merger"
+# clip.cpp's set_limit_image_tokens(8, 4096) for the Qwen-VL families: the pixel budget in merged tokens
+QWEN_MIN_TOKENS, QWEN_MAX_TOKENS = 8, 4096
+QWEN_WINDOW = 112  # Qwen2.5-VL's window attention: pixels per window side
 
 
 @dataclass(frozen=True)
 class VisionHParams:
     """The vision tower's shape and the family's preprocessing. n_merge: gemma3's pooling
-    kernel (patches per side of one output token); gelu: the FFN's activation (`clip.use_gelu`,
-    else GELU-quick)."""
+    kernel, Qwen2.5-VL's merger (patches per side of one output token); gelu, silu: the FFN's
+    activation (`clip.use_gelu`, `clip.use_silu`, else GELU-quick); n_wa_pattern, window_size:
+    Qwen2.5-VL's window attention (every n_wa_pattern-th layer attends to all patches, the others
+    within windows of window_size pixels)."""
 
     family: str
     n_embd: int
@@ -33,6 +40,9 @@ class VisionHParams:
     n_merge: int
     gelu: bool
     prep: ImagePrep
+    silu: bool = False
+    n_wa_pattern: int = 0
+    window_size: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -85,9 +95,25 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
         if (image_size // patch) % n_merge:
             raise ModelLoadError(path, f"{image_size // patch} patches per side are not a multiple of scale_factor {n_merge}")
         algo, pad = BILINEAR, (0, 0, 0)
+    elif family == QWEN25VL:  # dynamic size, bicubic, black pad; the merger is 2 x 2 (clip.cpp's graph)
+        n_merge, algo, pad = md_int(md, path, "clip.vision.spatial_merge_size", 2), BICUBIC, (0, 0, 0)
+        if n_merge != 2:
+            raise ModelLoadError(path, f"clip.vision.spatial_merge_size is {n_merge}: the Qwen2.5-VL merger takes 2")
     else:  # LLaVA: bicubic, padded with the CLIP mean colour
         n_merge, algo, pad = 1, BICUBIC, (122, 116, 104)
-    prep = ImagePrep(image_size, algo, pad, _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std"))
+    mean, std = _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std")
+    silu = bool(md.get("clip.use_silu", False))
+    if silu and md.get("clip.use_gelu", False):
+        raise ModelLoadError(path, "both clip.use_gelu and clip.use_silu are set")
+    extra: dict[str, Any] = {}
+    if family == QWEN25VL:
+        area = patch * patch * n_merge * n_merge
+        dynamic = (patch * n_merge, QWEN_MIN_TOKENS * area, QWEN_MAX_TOKENS * area)
+        prep = ImagePrep(image_size, algo, pad, mean, std, dynamic)
+        # clip.cpp reads no window size for qwen2.5vl: 112 pixels (Qwen2.5-VL's), whatever the file says
+        extra = {"n_wa_pattern": md_int(md, path, "clip.vision.n_wa_pattern", lo=0), "window_size": QWEN_WINDOW}
+    else:
+        prep = ImagePrep(image_size, algo, pad, mean, std)
     return VisionHParams(
         family=family,
         n_embd=n_embd,
@@ -100,4 +126,6 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
         n_merge=n_merge,
         gelu=bool(md.get("clip.use_gelu", False)),
         prep=prep,
+        silu=silu,
+        **extra,
     )

@@ -254,6 +254,7 @@ class DecoderModel:
     has_lm_head = True  # encoders have none: they only serve embeddings
     n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
     can_shift = True  # a full sequence may shift its cache (M-RoPE may not: llama.cpp's get_can_shift)
+    mrope = False  # media tokens take M-RoPE positions (Batch.rope_pos; core/multimodal/mrope.py)
 
     def check_input(self, n_tokens: int, n_batch: int) -> None:
         """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""

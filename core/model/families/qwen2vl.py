@@ -42,6 +42,7 @@ def rope_sections(g: GGUFFile) -> tuple[int, int, int, int]:
 class Qwen2VLModel(DecoderModel):
     arch = "qwen2vl"
     can_shift = False
+    mrope = True
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
