@@ -45,7 +45,9 @@ SPECS: dict[str, ProjectorSpec] = {
     "qwen25vl-f32": ProjectorSpec("qwen25vl-f32", "qwen2.5vl_merger", n_text=256, n_layer=4, weight_type=QT.F32, seed=11),
 }
 QWEN25VL_WA_PATTERN = 2
-QWEN_IMAGES = [(150, 120), (96, 32), (144, 128)]  # (width, height) besides the common sizes: 9 x 8 merge units resized, and two canvases as they are
+QWEN_IMAGES = [(150, 120), (96, 32), (144, 128), (48, 48), (144, 144)]  # (width, height) besides the common
+# sizes: 9 x 8 merge units resized, two canvases as they are, and 3 x 3, 9 x 9 units (36, 324 patches:
+# not a multiple of 16, so ggml sums the attention outputs by ggml_vec_dot_f32, not tinyBLAS)
 
 
 def _normal(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:

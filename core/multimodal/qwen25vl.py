@@ -14,7 +14,8 @@ row); E = n_embd, H heads of D = E / H.
 - Blocks: RMS norm, Q/K/V with biases, 2-D rope (GGML_ROPE_TYPE_VISION: of each head's D/2
   pairs (i, i + D/2), the first D/4 turn by the patch's row, the next D/4 by its column, at
   angle pos * 10000^(-4j/D) for the j-th pair of each quarter), attention over all patches on
-  every n_wa_pattern-th layer and within each window on the others, output with bias; RMS
+  every n_wa_pattern-th layer and within each window on the others (window_attention.py: ggml's
+  order of float operations), output with bias; RMS
   norm and the gated FFN silu(gate) * up (clip.use_silu) or act(up).
 - Merger: `v.post_ln` (RMS), each unit's 4 rows side by side (4E), mm.0 -> GELU -> mm.2.
 """
@@ -31,7 +32,8 @@ from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
 from llamacli.core.multimodal.block import BlockWeights, Norm, read_block, read_norm
 from llamacli.core.multimodal.projector_file import VisionHParams
-from llamacli.core.multimodal.vit import attend_all, gelu_quick, patch_linear
+from llamacli.core.multimodal.vit import gelu_quick, patch_linear
+from llamacli.core.multimodal.window_attention import window_attention
 
 ROPE_BASE = 10000.0  # clip.cpp passes freq_base 10000 to the vision rope
 
@@ -147,10 +149,7 @@ class Qwen25VLTower:
         q, k, v = pr.linears(_rms(x, w.ln1, hp.eps), [w.q, w.k, w.v], None)
         q = pr.rope(q.reshape(n, nh, d), cos, sin, self.rope).reshape(n, nh * d)
         k = pr.rope(k.reshape(n, nh, d), cos, sin, self.rope).reshape(n, nh * d)
-        att = np.empty_like(q)
-        for a, b in spans:  # each window alone: the window mask's -inf outside it gives exact zeros
-            att[a:b] = attend_all(q[a:b], k[a:b], v[a:b], nh, pr)
-        x = x + pr.linear(att, w.o)
+        x = x + pr.linear(window_attention(q, k, v, nh, spans), w.o)
         h = _rms(x, w.ln2, hp.eps)
         up = pr.linear(h, w.up)
         mid = self.act(up) if gate is None else self.act(pr.linear(h, gate)) * up  # ggml_swiglu_split(gate, up)

@@ -75,7 +75,20 @@ class VisionTower:
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Full (non-causal) self-attention over all patches; q, k, v (P, E)."""
-        return attend_all(q, k, v, self.hp.n_head, self.pr)
+        pr, hp = self.pr, self.hp
+        n, nh, d = q.shape[0], hp.n_head, hp.head_dim
+        q = q.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
+        k = k.reshape(n, nh, d).transpose(1, 2, 0)  # (H, D, P)
+        v = v.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
+        out = np.empty((n, nh, d), dtype=np.float32)
+        scale = np.float32(1.0 / np.sqrt(np.float32(d)))
+
+        def block(a: int) -> None:  # a block of queries over every head: independent of the others
+            s = np.matmul(q[:, a : a + ATTN_BLOCK], k) * scale  # (H, blk, P)
+            out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
+
+        pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
+        return out.reshape(n, nh * d)
 
     def forward(self, pixels: np.ndarray) -> np.ndarray:
         """(3, S, S) float32 pixels -> (P [+1 class row], E) hidden states after the last block
@@ -94,29 +107,11 @@ class VisionTower:
         return x
 
 
-def attend_all(q: np.ndarray, k: np.ndarray, v: np.ndarray, n_head: int, pr: Precision) -> np.ndarray:
-    """Every patch attends to every patch (softmax(q k^T / sqrt(D)) v per head, float32);
-    q, k, v (P, H * D) -> (P, H * D)."""
-    n, d = q.shape[0], q.shape[1] // n_head
-    q = q.reshape(n, n_head, d).transpose(1, 0, 2)  # (H, P, D)
-    k = k.reshape(n, n_head, d).transpose(1, 2, 0)  # (H, D, P)
-    v = v.reshape(n, n_head, d).transpose(1, 0, 2)  # (H, P, D)
-    out = np.empty((n, n_head, d), dtype=np.float32)
-    scale = np.float32(1.0 / np.sqrt(np.float32(d)))
-
-    def block(a: int) -> None:  # a block of queries over every head: independent of the others
-        s = np.matmul(q[:, a : a + ATTN_BLOCK], k) * scale  # (H, blk, P)
-        out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
-
-    pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
-    return out.reshape(n, n_head * d)
-
-
 def _layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
     return K.layer_norm(x, n.w, n.b, eps)
 
 
 def gelu_quick(x: np.ndarray) -> np.ndarray:
-    """ggmlgelu_quick: x * sigmoid(1.702 x)."""
+    """ggml_gelu_quick: x * sigmoid(1.702 x)."""
     with np.errstate(over="ignore"):
         return x / (np.float32(1.0) + np.exp(np.float32(-1.702) * x))
