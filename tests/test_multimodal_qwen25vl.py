@@ -52,6 +52,21 @@ def test_embeddings_match_libmtmd(projectors: dict[str, Path], name: str, tol: f
         assert rel < tol, f"{name} image {i}: relative error {rel:.2e}"
 
 
+def test_resized_images_give_libmtmds_bits(projectors: dict[str, Path]) -> None:
+    """The wide and tall images, resized (bicubic) and padded onto a non-square canvas, give
+    libmtmd's F16 embeddings bit for bit, on every CPU (the kernels' fixed order): so the pixel
+    tensors are mtmd's (libmtmd does not expose them), since one level of one pixel moves the
+    output."""
+    fx = np.load(FIXTURES / "qwen25vl.npz")
+    enc = VisionEncoder.load(str(projectors["qwen25vl"]))
+    for i in (1, 2):
+        px = enc.pixels(fx[f"image{i}"])
+        assert px.shape[1] != px.shape[2]
+        np.testing.assert_array_equal(enc.encode_pixels(px), fx[f"embd{i}"])
+        px[1, 5, 7] += np.float32(1 / 255 / 0.26130258)  # one level of one green value
+        assert not np.array_equal(enc.encode_pixels(px), fx[f"embd{i}"])
+
+
 def test_canvas_is_mtmds() -> None:
     """mtmd's nx, ny (merge units of 16 px) for sizes that round up and down, grow to the
     8-token minimum and shrink to the 4096-token maximum."""
