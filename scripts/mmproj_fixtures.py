@@ -8,7 +8,7 @@ Writes tests/fixtures/mmproj/<spec>.npz for every tests.tiny_mmproj.SPECS entry:
     sha256              str                  sha256 of the projector file
     image<i>            uint8 [h, w, 3]      the RGB input (tiny_mmproj.test_image, IMAGE_SIZES[i])
     embd<i>             float32 [n, n_text]  mtmd_encode_chunk's output for that image
-qwen25vl also encodes tiny_mmproj.QWEN_IMAGES (image3 on), is paired with the tiny qwen2vl F32 model of tests/tiny_models.py (n_embd 256) instead,
+qwen25vl, qwen25vl-f32 and qwen2vl also encode tiny_mmproj.QWEN_IMAGES (image3 on), are paired with the tiny qwen2vl F32 model of tests/tiny_models.py (n_embd 256) instead,
 and also records mtmd's canvas for SIZES (`grid`: int32 [k, 4] of width, height, nx, ny merge
 units of the image chunk mtmd_tokenize makes).
 For gemma3 (PROMPT) and qwen25vl (QWEN_PROMPT, image1) the end-to-end prompt through mtmd_helper_eval_chunks:
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from llamacli.options.model_path import resolve_model  # noqa: E402
-from tests.tiny_mmproj import QWEN_IMAGES, SPECS, test_image, write_projector  # noqa: E402
+from tests.tiny_mmproj import QWEN_FAMILIES, QWEN_IMAGES, SPECS, test_image, write_projector  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "mmproj"
 IMAGE_SIZES = [(64, 64), (100, 37), (23, 81)]  # (width, height): square, wide, tall
@@ -136,7 +136,7 @@ def main() -> None:
         for name, spec in SPECS.items():
             if sys.argv[1:] and name not in sys.argv[1:]:
                 continue
-            qwen = SPECS[name].family == "qwen2.5vl_merger"
+            qwen = SPECS[name].family in QWEN_FAMILIES
             model = tiny_qwen if qwen else demo
             path = write_projector(spec, Path(tmp) / f"{name}.gguf")
             params = mtmd.mtmd_context_params_default()

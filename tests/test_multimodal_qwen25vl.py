@@ -1,4 +1,5 @@
-"""Qwen2.5-VL (`qwen2.5vl_merger` projector, `qwen2vl` text model) against llama.cpp's libmtmd
+"""Qwen2.5-VL (`qwen2.5vl_merger` projector, `qwen2vl` text model) and Qwen2-VL's projector
+(`qwen2vl_merger`) against llama.cpp's libmtmd
 (fixtures from scripts/mmproj_fixtures.py): the canvas mtmd picks, the window partition and
 vision rope as clip.cpp builds them, the embeddings, and an image prompt's logits through
 mtmd_helper_eval_chunks (M-RoPE positions)."""
@@ -32,10 +33,12 @@ REL_TOL_F16 = 3e-4
 @pytest.fixture(scope="module")
 def projectors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("qwen25vl")
-    return {name: write_projector(SPECS[name], d / f"{name}.gguf") for name in ("qwen25vl", "qwen25vl-f32")}
+    return {name: write_projector(SPECS[name], d / f"{name}.gguf") for name in ("qwen25vl", "qwen25vl-f32", "qwen2vl")}
 
 
-@pytest.mark.parametrize("name,tol", [("qwen25vl-f32", REL_TOL_F32), ("qwen25vl", REL_TOL_F16)])
+# qwen2vl (Qwen2-VL's tower: layer norms, no windows, GELU-quick through ggml's f16 table):
+# measured 0 .. 1.6e-4 (computed without the table: 5e-4 on every image)
+@pytest.mark.parametrize("name,tol", [("qwen25vl-f32", REL_TOL_F32), ("qwen25vl", REL_TOL_F16), ("qwen2vl", REL_TOL_F16)])
 def test_embeddings_match_libmtmd(projectors: dict[str, Path], name: str, tol: float) -> None:
     """Square, wide and tall images resized onto their canvas, a 9 x 8-unit one whose window
     attention cuts windows at the grid's edge, two canvases fed as they are, and 3 x 3 and 9 x 9
@@ -65,6 +68,17 @@ def test_resized_images_give_libmtmds_bits(projectors: dict[str, Path]) -> None:
         np.testing.assert_array_equal(enc.encode_pixels(px), fx[f"embd{i}"])
         px[1, 5, 7] += np.float32(1 / 255 / 0.26130258)  # one level of one green value
         assert not np.array_equal(enc.encode_pixels(px), fx[f"embd{i}"])
+
+
+def test_qwen25vl_needs_its_window_pattern(projectors: dict[str, Path], tmp_path: Path) -> None:
+    """clip.cpp requires clip.vision.n_wa_pattern of a qwen2.5vl_merger file (Qwen2-VL's has none)."""
+    from llamacli.core.errors import ModelLoadError
+    from tests.tiny_models import rewrite_gguf
+
+    bad = rewrite_gguf(projectors["qwen25vl"], tmp_path / "bad.gguf", drop_keys=("clip.vision.n_wa_pattern",))
+    with pytest.raises(ModelLoadError, match="n_wa_pattern"):
+        VisionEncoder.load(str(bad))
+    assert VisionEncoder.load(str(projectors["qwen2vl"])).hp.n_wa_pattern == 0
 
 
 def test_canvas_is_mtmds() -> None:

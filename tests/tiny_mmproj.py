@@ -43,7 +43,10 @@ SPECS: dict[str, ProjectorSpec] = {
     # 7 x 7 merge units (clip.cpp's 112 px, patch 8): QWEN_IMAGES' 9 x 8 units cut windows
     "qwen25vl": ProjectorSpec("qwen25vl", "qwen2.5vl_merger", n_text=256, n_layer=2, seed=10),
     "qwen25vl-f32": ProjectorSpec("qwen25vl-f32", "qwen2.5vl_merger", n_text=256, n_layer=4, weight_type=QT.F32, seed=11),
+    # Qwen2-VL: layer norms, no windows, GELU-quick FFN without a gate
+    "qwen2vl": ProjectorSpec("qwen2vl", "qwen2vl_merger", n_text=256, n_layer=2, seed=12),
 }
+QWEN_FAMILIES = ("qwen2vl_merger", "qwen2.5vl_merger")
 QWEN25VL_WA_PATTERN = 2
 QWEN_IMAGES = [(150, 120), (96, 32), (144, 128), (48, 48), (144, 144)]  # (width, height) besides the common
 # sizes: 9 x 8 merge units resized, two canvases as they are, and 3 x 3, 9 x 9 units (36, 324 patches:
@@ -67,8 +70,9 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
     w.add_string("general.name", f"tiny-{spec.name}")
     w.add_string("clip.projector_type", spec.family)
     w.add_bool("clip.has_vision_encoder", True)
-    qwen = spec.family == "qwen2.5vl_merger"
-    w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
+    qwen = spec.family in QWEN_FAMILIES
+    if spec.family != "qwen2vl_merger":  # Qwen2-VL: neither, GELU-quick
+        w.add_bool("clip.use_silu" if qwen else "clip.use_gelu", True)
     w.add_uint32("clip.vision.embedding_length", d)
     w.add_uint32("clip.vision.feed_forward_length", ff)
     w.add_uint32("clip.vision.block_count", spec.n_layer)
@@ -82,7 +86,8 @@ def write_projector(spec: ProjectorSpec, path: Path) -> Path:
     if spec.family == "gemma3":
         w.add_uint32("clip.vision.projector.scale_factor", spec.n_merge)
     if qwen:
-        w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN)
+        if spec.family == "qwen2.5vl_merger":
+            w.add_uint32("clip.vision.n_wa_pattern", QWEN25VL_WA_PATTERN)
         w.add_uint32("clip.vision.spatial_merge_size", 2)
     qt = spec.weight_type
     if qwen:
@@ -109,19 +114,23 @@ def _add_attention_and_norms(w: GGUFWriter, pre: str, rng: np.random.Generator, 
 
 def _add_qwen25vl(w: GGUFWriter, spec: ProjectorSpec, rng: np.random.Generator) -> None:
     """Qwen2.5-VL's tensors: two patch kernels, RMS norms (weights only), Q/K/V/out and the gated
-    FFN with biases, post_ln (the merger's ln_q), mm.0 (4E -> 4E) and mm.2 (4E -> n_text)."""
+    FFN with biases, post_ln (the merger's ln_q), mm.0 (4E -> 4E) and mm.2 (4E -> n_text).
+    Qwen2-VL's: layer norms (with biases) and no gate."""
     d, ff, p, qt = spec.n_embd, spec.n_ff, spec.patch_size, spec.weight_type
+    v2 = spec.family == "qwen2vl_merger"
     _matrix(w, "v.patch_embd.weight", _normal(rng, (d, 3, p, p), 0.06), qt)
     _matrix(w, "v.patch_embd.weight.1", _normal(rng, (d, 3, p, p), 0.06), qt)
     for il in range(spec.n_layer):
         pre = f"v.blk.{il}"
-        _add_attention_and_norms(w, pre, rng, d, qt, norm_bias=False)
-        for t in ("ffn_gate", "ffn_up"):
+        _add_attention_and_norms(w, pre, rng, d, qt, norm_bias=v2)
+        for t in ("ffn_up",) if v2 else ("ffn_gate", "ffn_up"):
             _matrix(w, f"{pre}.{t}.weight", _normal(rng, (ff, d), 0.12), qt)
             w.add_tensor(f"{pre}.{t}.bias", _normal(rng, (ff,), 0.02))
         _matrix(w, f"{pre}.ffn_down.weight", _normal(rng, (d, ff), 0.09), qt)
         w.add_tensor(f"{pre}.ffn_down.bias", _normal(rng, (d,), 0.02))
     w.add_tensor("v.post_ln.weight", 1.0 + _normal(rng, (d,), 0.05))
+    if v2:
+        w.add_tensor("v.post_ln.bias", _normal(rng, (d,), 0.02))
     _matrix(w, "mm.0.weight", _normal(rng, (4 * d, 4 * d), 0.06), qt)
     w.add_tensor("mm.0.bias", _normal(rng, (4 * d,), 0.02))
     _matrix(w, "mm.2.weight", _normal(rng, (spec.n_text, 4 * d), 0.06), qt)

@@ -30,10 +30,11 @@ ImageFraming = Framing
 FRAMING: dict[str, Framing] = {
     "gemma3": Framing("<start_of_image>", "<end_of_image>", True),
     "mlp": Framing("", "", False),
+    "qwen2vl_merger": Framing("<|vision_start|>", "<|vision_end|>", False),
     "qwen2.5vl_merger": Framing("<|vision_start|>", "<|vision_end|>", False),
 }
 # The towers other than the CLIP/SigLIP ViT, by projector type.
-TOWERS: dict[str, type[Tower]] = {"qwen2.5vl_merger": Qwen25VLTower}
+TOWERS: dict[str, type[Tower]] = {"qwen2vl_merger": Qwen25VLTower, "qwen2.5vl_merger": Qwen25VLTower}
 
 
 class VisionEncoder(MediaEncoder):

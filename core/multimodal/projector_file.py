@@ -14,8 +14,8 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.multimodal.preprocess import BICUBIC, BILINEAR, ImagePrep
 
 # The vision projector types this package encodes (clip.projector_type values).
-VISION_FAMILIES = ("gemma3", "mlp", "qwen2.5vl_merger")
-QWEN25VL = "qwen2.5vl_merger"
+VISION_FAMILIES = ("gemma3", "mlp", "qwen2vl_merger", "qwen2.5vl_merger")
+QWEN2VL, QWEN25VL = "qwen2vl_merger", "qwen2.5vl_merger"
 # clip.cpp's set_limit_image_tokens(8, 4096) for the Qwen-VL families: the pixel budget in merged tokens
 QWEN_MIN_TOKENS, QWEN_MAX_TOKENS = 8, 4096
 QWEN_WINDOW = 112  # Qwen2.5-VL's window attention: pixels per window side
@@ -95,10 +95,10 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
         if (image_size // patch) % n_merge:
             raise ModelLoadError(path, f"{image_size // patch} patches per side are not a multiple of scale_factor {n_merge}")
         algo, pad = BILINEAR, (0, 0, 0)
-    elif family == QWEN25VL:  # dynamic size, bicubic, black pad; the merger is 2 x 2 (clip.cpp's graph)
+    elif family in (QWEN2VL, QWEN25VL):  # dynamic size, bicubic, black pad; the merger is 2 x 2 (clip.cpp's graph)
         n_merge, algo, pad = md_int(md, path, "clip.vision.spatial_merge_size", 2), BICUBIC, (0, 0, 0)
         if n_merge != 2:
-            raise ModelLoadError(path, f"clip.vision.spatial_merge_size is {n_merge}: the Qwen2.5-VL merger takes 2")
+            raise ModelLoadError(path, f"clip.vision.spatial_merge_size is {n_merge}: the Qwen-VL merger takes 2")
     else:  # LLaVA: bicubic, padded with the CLIP mean colour
         n_merge, algo, pad = 1, BICUBIC, (122, 116, 104)
     mean, std = _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std")
@@ -106,12 +106,14 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
     if silu and md.get("clip.use_gelu", False):
         raise ModelLoadError(path, "both clip.use_gelu and clip.use_silu are set")
     extra: dict[str, Any] = {}
-    if family == QWEN25VL:
+    if family in (QWEN2VL, QWEN25VL):
         area = patch * patch * n_merge * n_merge
         dynamic = (patch * n_merge, QWEN_MIN_TOKENS * area, QWEN_MAX_TOKENS * area)
         prep = ImagePrep(image_size, algo, pad, mean, std, dynamic)
-        # clip.cpp reads no window size for qwen2.5vl: 112 pixels (Qwen2.5-VL's), whatever the file says
-        extra = {"n_wa_pattern": md_int(md, path, "clip.vision.n_wa_pattern", lo=0), "window_size": QWEN_WINDOW}
+        # Qwen2.5-VL must say its window pattern (Qwen2-VL has none); clip.cpp reads no window
+        # size for them: 112 pixels (Qwen2.5-VL's), whatever the file says
+        n_wa = md_int(md, path, "clip.vision.n_wa_pattern", None if family == QWEN25VL else 0, lo=0)
+        extra = {"n_wa_pattern": n_wa, "window_size": QWEN_WINDOW}
     else:
         prep = ImagePrep(image_size, algo, pad, mean, std)
     return VisionHParams(

@@ -102,7 +102,7 @@ class MlpProjector(Projector):
 
 
 class Qwen25VLMerger(Projector):
-    """Qwen2.5-VL's patch merger: each 2 x 2 unit's four rows side by side (4 E), mm.0 -> GELU
+    """Qwen2-VL's and Qwen2.5-VL's patch merger: each 2 x 2 unit's four rows side by side (4 E), mm.0 -> GELU
     -> mm.2, with biases (qwen2vl.cpp's build_ffn FFN_GELU). The tower (qwen25vl.py) gives its
     rows unit by unit in raster order and has normed them (`v.post_ln`, the merger's ln_q)."""
 
@@ -120,4 +120,5 @@ class Qwen25VLMerger(Projector):
         return pr.linear(pr.gelu(pr.linear(x.reshape(-1, 4 * hp.n_embd), self.mm0)), self.mm2)
 
 
-PROJECTORS: dict[str, type[Projector]] = {"gemma3": Gemma3Projector, "mlp": MlpProjector, "qwen2.5vl_merger": Qwen25VLMerger}
+PROJECTORS: dict[str, type[Projector]] = {"gemma3": Gemma3Projector, "mlp": MlpProjector, "qwen2vl_merger": Qwen25VLMerger,
+                                          "qwen2.5vl_merger": Qwen25VLMerger}

@@ -1,5 +1,7 @@
-"""Qwen2.5-VL's vision tower and patch merger (`clip.projector_type` "qwen2.5vl_merger"), as
-tools/mtmd/models/qwen2vl.cpp builds it and clip.cpp sets its inputs, on our kernel layer.
+"""Qwen2.5-VL's vision tower (`clip.projector_type` "qwen2.5vl_merger"), and Qwen2-VL's
+("qwen2vl_merger": layer norms instead of RMS norms, no windows, GELU-quick FFN without a
+gate), as tools/mtmd/models/qwen2vl.cpp builds them and clip.cpp sets their inputs, on our
+kernel layer.
 
 Shapes: the canvas is W x H pixels (multiples of 2p, preprocess.smart_size), a grid of
 px = W/p by py = H/p patches, P = px py, in 2 x 2 merge units (U = P / 4 of them, ux = px/2 per
@@ -31,7 +33,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.tensors import Linear, WeightLoader
 from llamacli.core.multimodal.block import BlockWeights, Norm, read_block, read_norm
-from llamacli.core.multimodal.projector_file import VisionHParams
+from llamacli.core.multimodal.projector_file import QWEN25VL, VisionHParams
 from llamacli.core.multimodal.vit import gelu_quick, patch_linear
 from llamacli.core.multimodal.window_attention import window_attention
 
@@ -87,6 +89,11 @@ def _rms(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
     return y if n.b is None else y + n.b
 
 
+def _layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
+    """build_norm(NORM_TYPE_NORMAL) (Qwen2-VL): ggml_norm, times the weight, plus the bias."""
+    return K.layer_norm(x, n.w, n.b, eps)
+
+
 class Qwen25VLTower:
     """The tower: `forward(pixels)` gives the post-normed hidden states (P, E), units in raster
     order (each unit's 4 rows together), ready for the merger."""
@@ -103,6 +110,7 @@ class Qwen25VLTower:
         self.gates = [ld.linear(f"v.blk.{il}.ffn_gate", e, hp.n_ff) if ld.has(f"v.blk.{il}.ffn_gate.weight") else None
                       for il in range(n_run)]
         self.rope = K.RopeConfig(hp.head_dim, ROPE_BASE, neox=True)  # pairs (i, i + D/2)
+        self.norm = _rms if hp.family == QWEN25VL else _layer_norm
         self.act = pr.silu if hp.silu else pr.gelu if hp.gelu else gelu_quick
 
     def patches(self, pixels: np.ndarray) -> np.ndarray:
@@ -128,7 +136,7 @@ class Qwen25VLTower:
         pat = self.patches(pixels)
         x = pr.linear(pat, self.patch[0]) + pr.linear(pat, self.patch[1])  # (P, E), raster units
         if self.pre_ln is not None:
-            x = _rms(x, self.pre_ln, eps)
+            x = self.norm(x, self.pre_ln, eps)
         e = hp.n_embd
         x = np.ascontiguousarray(x.reshape(-1, 4 * e)[win.order].reshape(-1, e))  # window order
         cos, sin = vision_rope(*patch_positions(ux, win.order), hp.head_dim)
@@ -137,7 +145,7 @@ class Qwen25VLTower:
             spans = everything if not wa or (il + 1) % hp.n_wa_pattern == 0 else win.spans
             x = self._block(x, ly, gate, spans, cos, sin)
         if self.post_ln is not None:
-            x = _rms(x, self.post_ln, eps)
+            x = self.norm(x, self.post_ln, eps)
         back = np.empty_like(win.order)
         back[win.order] = np.arange(win.order.shape[0])  # clip.cpp's window_idx
         return np.ascontiguousarray(x.reshape(-1, 4 * e)[back].reshape(-1, e))
@@ -146,11 +154,11 @@ class Qwen25VLTower:
                cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
         pr, hp = self.pr, self.hp
         n, nh, d = x.shape[0], hp.n_head, hp.head_dim
-        q, k, v = pr.linears(_rms(x, w.ln1, hp.eps), [w.q, w.k, w.v], None)
+        q, k, v = pr.linears(self.norm(x, w.ln1, hp.eps), [w.q, w.k, w.v], None)
         q = pr.rope(q.reshape(n, nh, d), cos, sin, self.rope).reshape(n, nh * d)
         k = pr.rope(k.reshape(n, nh, d), cos, sin, self.rope).reshape(n, nh * d)
         x = x + pr.linear(window_attention(q, k, v, nh, spans), w.o)
-        h = _rms(x, w.ln2, hp.eps)
+        h = self.norm(x, w.ln2, hp.eps)
         up = pr.linear(h, w.up)
         mid = self.act(up) if gate is None else self.act(pr.linear(h, gate)) * up  # ggml_swiglu_split(gate, up)
         return x + pr.linear(mid, w.down)
