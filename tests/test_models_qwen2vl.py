@@ -106,3 +106,21 @@ def test_missing_sections_are_refused(tmp_path: Path) -> None:
     bad = rewrite_gguf(src, tmp_path / "bad.gguf", drop_keys=("qwen2vl.rope.dimension_sections",))
     with pytest.raises(ModelLoadError, match="dimension_sections"):
         load_model(bad)
+
+
+def test_the_compiled_one_token_step_takes_the_rope_positions(tmp_path: Path) -> None:
+    """Q8_0: a generation step after an image (rope position behind the cell) through the
+    compiled decode step equals the step through the operations one by one."""
+    model, _, _ = load_model(write_tiny_model("qwen2vl", "Q8_0", tmp_path / "m.gguf"), numerics="ggml")
+    assert model._planned_step() is not None
+    toks = fixture_tokens("qwen2vl", 12)
+    out = []
+    for fused in (True, False):
+        model.fused_decode = fused
+        cache = model.new_cache(1, 32)
+        model.forward(Batch.single(toks), cache)
+        out.append(model.forward(Batch([toks[0]], [0], [12], rope_pos=[[6, 6, 6, 6]]), cache))
+    np.testing.assert_array_equal(out[0], out[1])
+    cache = model.new_cache(1, 32)
+    model.forward(Batch.single(toks), cache)
+    assert np.abs(model.forward(Batch([toks[0]], [0], [12]), cache) - out[0]).max() > 1e-3
