@@ -10,7 +10,8 @@ Writes tests/fixtures/mmproj/<spec>.npz for every tests.tiny_mmproj.SPECS entry:
     embd<i>             float32 [n, n_text]  mtmd_encode_chunk's output for that image
 qwen25vl, qwen25vl-f32 and qwen2vl also encode tiny_mmproj.QWEN_IMAGES (image3 on), are paired with the tiny qwen2vl F32 model of tests/tiny_models.py (n_embd 256) instead,
 and also records mtmd's canvas for SIZES (`grid`: int32 [k, 4] of width, height, nx, ny merge
-units of the image chunk mtmd_tokenize makes).
+units of the image chunk mtmd_tokenize makes; `grid_custom`: the same with mtmd_context_params'
+image_min_tokens, image_max_tokens = GRID_TOKENS).
 For gemma3 (PROMPT) and qwen25vl (QWEN_PROMPT, image1) the end-to-end prompt through mtmd_helper_eval_chunks:
     e2e_chunks          int32 [k, 3]         (type, n_tokens, n_pos) of each chunk (0 text, 1 image)
     e2e_tokens          int32 [n]            the text chunks' tokens, concatenated
@@ -38,6 +39,7 @@ OUT = ROOT / "tests" / "fixtures" / "mmproj"
 IMAGE_SIZES = [(64, 64), (100, 37), (23, 81)]  # (width, height): square, wide, tall
 PROMPT = "<start_of_turn>user\nWhat is in <__media__> this picture?<end_of_turn>\n<start_of_turn>model\n"
 N_THREADS = 2
+GRID_TOKENS = (64, 100)  # qwen25vl's canvas again with --image-min-tokens 64 --image-max-tokens 100
 QWEN_PROMPT = "<|im_start|>user\nWhat is in <__media__> this picture?<|im_end|>\n<|im_start|>assistant\n"
 # image sizes whose smart resize (patch 8, merge 2: align 16, 2048 to 1048576 pixels) rounds up,
 # down, grows to the minimum and shrinks to the maximum
@@ -157,6 +159,10 @@ def main() -> None:
                 out.update(e2e(llama_cpp, mtmd, model, ctx, out["image1"]))
             if name == "qwen25vl":
                 out["grid"] = np.array([(w, h, *_grid(mtmd, ctx, w, h)) for w, h in SIZES], dtype=np.int32)
+                params.image_min_tokens, params.image_max_tokens = GRID_TOKENS  # --image-min/max-tokens
+                ctx2 = mtmd.mtmd_init_from_file(str(path).encode(), model, params)
+                out["grid_custom"] = np.array([(w, h, *_grid(mtmd, ctx2, w, h)) for w, h in SIZES], dtype=np.int32)
+                mtmd.mtmd_free(ctx2)
                 out.update(e2e(llama_cpp, mtmd, model, ctx, out["image1"], QWEN_PROMPT))
             mtmd.mtmd_free(ctx)
             np.savez_compressed(OUT / f"{name}.npz", **out)

@@ -90,6 +90,23 @@ def test_canvas_is_mtmds() -> None:
         assert (cw // 16, ch // 16) == (nx, ny), (w, h)
 
 
+def test_image_token_limits_are_mtmds(projectors: dict[str, Path]) -> None:
+    """--image-min-tokens 64 --image-max-tokens 100 (mtmd_context_params' image_min/max_tokens):
+    mtmd's canvas for every size, and the encoder's grid and token count follow."""
+    from llamacli.core.multimodal.media import Media
+    from scripts.mmproj_fixtures import GRID_TOKENS
+
+    fx = np.load(FIXTURES / "qwen25vl.npz")
+    lo, hi = (t * 256 for t in GRID_TOKENS)
+    for w, h, nx, ny in fx["grid_custom"].tolist():
+        cw, ch = smart_size(w, h, 16, lo, hi)
+        assert (cw // 16, ch // 16) == (nx, ny), (w, h)
+    enc = VisionEncoder.load(str(projectors["qwen25vl"]), image_tokens=GRID_TOKENS)
+    img = fx["image1"]  # 100 x 37: 14 x 5 units with the limits (6 x 2 without)
+    assert enc.grid(Media.of(img)) == (14, 5)
+    assert enc.encode(img).shape == (70, 256)
+
+
 def test_smart_size_rounds_halves_away_from_zero() -> None:
     assert smart_size(24, 40, 16, 0, 0) == (32, 48)  # 1.5 -> 2, 2.5 -> 3 (std::round, not to even)
     assert smart_size(8, 8, 16, 0, 0) == (16, 16)  # at least one unit
@@ -259,3 +276,10 @@ def test_llama_complete_with_an_image(projectors: dict[str, Path], tmp_path: Pat
     assert out["tokens"] == [int(fx["e2e_top_ids"][0])]
     assert out["prompt_tokens"].count(-1) == 12
     assert [t for t in out["prompt_tokens"] if t >= 0] == fx["e2e_tokens"].tolist()
+    # the image's token budget from the command line (llama-server's flags)
+    r = llama("complete", "-m", str(model), "-mm", str(projectors["qwen25vl"]), "--image", str(tmp_path / "img.png"),
+              "-p", "<__media__>", "-n", "1", "--temp", "0", "--json", "--image-min-tokens", "64", "--image-max-tokens", "100")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["prompt_tokens"].count(-1) == 70
+    r = llama("complete", "-m", str(model), "-mm", str(projectors["qwen25vl"]), "-p", "x", "--image-min-tokens", "0")
+    assert r.returncode == 1 and "--image-min-tokens" in r.stderr

@@ -48,11 +48,12 @@ class VisionEncoder(MediaEncoder):
         self.framing = FRAMING[hp.family]
 
     @classmethod
-    def load(cls, path: str, n_embd_text: int | None = None, threads: int | None = None) -> "VisionEncoder":
+    def load(cls, path: str, n_embd_text: int | None = None, threads: int | None = None,
+             image_tokens: tuple[int, int] = (-1, -1)) -> "VisionEncoder":
         """Open `path`; with n_embd_text, a projector of another width is a ModelLoadError (as
-        mtmd_init_from_file's check)."""
+        mtmd_init_from_file's check); image_tokens: --image-min/max-tokens (-1: the family's)."""
         g = GGUFFile(path)
-        hp = read_vision_hparams(g)
+        hp = read_vision_hparams(g, image_tokens)
         pr = make_precision("ggml", threads)
         ld = WeightLoader(g, quantized=True)
         try:

@@ -70,8 +70,10 @@ def projector_type(g: GGUFFile) -> str:
     return t
 
 
-def read_vision_hparams(g: GGUFFile) -> VisionHParams:
-    """The file's vision hyperparameters; UnsupportedArchitecture for projector types not built."""
+def read_vision_hparams(g: GGUFFile, image_tokens: tuple[int, int] = (-1, -1)) -> VisionHParams:
+    """The file's vision hyperparameters; UnsupportedArchitecture for projector types not built.
+    image_tokens: the fewest and most tokens of a dynamic-resolution image, each -1 for the
+    family's (clip.cpp's custom_image_min/max_tokens)."""
     md, path = g.metadata, g.path
     if g.metadata.get("general.architecture") != "clip":
         raise ModelLoadError(path, "not a projector file: general.architecture is not 'clip'")
@@ -107,8 +109,9 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
         raise ModelLoadError(path, "both clip.use_gelu and clip.use_silu are set")
     extra: dict[str, Any] = {}
     if family in (QWEN2VL, QWEN25VL):
-        area = patch * patch * n_merge * n_merge
-        dynamic = (patch * n_merge, QWEN_MIN_TOKENS * area, QWEN_MAX_TOKENS * area)
+        area = patch * patch * n_merge * n_merge  # set_limit_image_tokens(8, 4096), or the user's
+        lo, hi = (t if t > 0 else d for t, d in zip(image_tokens, (QWEN_MIN_TOKENS, QWEN_MAX_TOKENS)))
+        dynamic = (patch * n_merge, lo * area, hi * area)
         prep = ImagePrep(image_size, algo, pad, mean, std, dynamic)
         # Qwen2.5-VL must say its window pattern (Qwen2-VL has none); clip.cpp reads no window
         # size for them: 112 pixels (Qwen2.5-VL's), whatever the file says
