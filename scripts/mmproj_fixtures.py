@@ -2,13 +2,17 @@
 tests/tiny_mmproj.py, paired with the demo model (Gemma 3 270M, n_embd 640). Made with
 llama-cpp-python 0.3.36 (CPU, 2 threads, clip flash attention off, no warm-up):
 
-    PYTHONPATH=/work/ref/avx512 python scripts/mmproj_fixtures.py
+    PYTHONPATH=/work/ref/avx512 python scripts/mmproj_fixtures.py [SPEC ...]   (default: every spec)
 
 Writes tests/fixtures/mmproj/<spec>.npz for every tests.tiny_mmproj.SPECS entry:
     sha256              str                  sha256 of the projector file
     image<i>            uint8 [h, w, 3]      the RGB input (tiny_mmproj.test_image, IMAGE_SIZES[i])
     embd<i>             float32 [n, n_text]  mtmd_encode_chunk's output for that image
-and for gemma3 also the end-to-end prompt (PROMPT, one image) through mtmd_helper_eval_chunks:
+qwen25vl, qwen25vl-f32 and qwen2vl also encode tiny_mmproj.QWEN_IMAGES (image3 on), are paired with the tiny qwen2vl F32 model of tests/tiny_models.py (n_embd 256) instead,
+and also records mtmd's canvas for SIZES (`grid`: int32 [k, 4] of width, height, nx, ny merge
+units of the image chunk mtmd_tokenize makes; `grid_custom`: the same with mtmd_context_params'
+image_min_tokens, image_max_tokens = GRID_TOKENS).
+For gemma3 (PROMPT) and qwen25vl (QWEN_PROMPT, image1) the end-to-end prompt through mtmd_helper_eval_chunks:
     e2e_chunks          int32 [k, 3]         (type, n_tokens, n_pos) of each chunk (0 text, 1 image)
     e2e_tokens          int32 [n]            the text chunks' tokens, concatenated
     e2e_top_ids         int32 [256]          the 256 largest logits of the last token, best first
@@ -44,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from llamacli.core.multimodal.preprocess import ImagePrep, normalize  # noqa: E402
 from llamacli.options.model_path import resolve_model  # noqa: E402
-from tests.tiny_mmproj import SLICED_SPECS, SPECS, ProjectorSpec, test_image, write_projector  # noqa: E402
+from tests.tiny_mmproj import QWEN_FAMILIES, QWEN_IMAGES, SLICED_SPECS, SPECS, ProjectorSpec, test_image, write_projector  # noqa: E402
 from tests.tiny_models import IDEFICS3_MODEL, write_tiny_model  # noqa: E402
 
 OUT = ROOT / "tests" / "fixtures" / "mmproj"
@@ -98,6 +102,12 @@ class PixelCapture:
             buf = ctypes.cast(src.data, ctypes.POINTER(ctypes.c_float))
             self.pixels.append(np.ctypeslib.as_array(buf, shape=(nc * ny * nx,)).reshape(nc, ny, nx).copy())
         return True
+GRID_TOKENS = (64, 100)  # qwen25vl's canvas again with --image-min-tokens 64 --image-max-tokens 100
+QWEN_PROMPT = "<|im_start|>user\nWhat is in <__media__> this picture?<|im_end|>\n<|im_start|>assistant\n"
+# image sizes whose smart resize (patch 8, merge 2: align 16, 2048 to 1048576 pixels) rounds up,
+# down, grows to the minimum and shrinks to the maximum
+SIZES = [(1, 1), (7, 300), (16, 16), (23, 81), (24, 24), (40, 40), (100, 37), (255, 17), (321, 200),
+         (1000, 1000), (1030, 1030), (2000, 300), (4000, 3000), (5, 9000)]
 
 
 def _bitmap(mtmd, img: np.ndarray):  # type: ignore[no-untyped-def]
@@ -147,6 +157,17 @@ def _layout(mtmd, chunks) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-u
     return np.array(desc, dtype=np.int32), np.array(tokens, dtype=np.int32)
 
 
+def _grid(mtmd, ctx, w: int, h: int) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """(nx, ny) of the image chunk mtmd_tokenize makes for a w x h image."""
+    chunks = _chunks(mtmd, ctx, "<__media__>", np.zeros((h, w, 3), dtype=np.uint8))
+    for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+        ch = mtmd.mtmd_input_chunks_get(chunks, i)
+        if mtmd.mtmd_input_chunk_get_type(ch) == mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+            it = mtmd.mtmd_input_chunk_get_tokens_image(ch)
+            return mtmd.mtmd_image_tokens_get_nx(it), mtmd.mtmd_image_tokens_get_ny(it)
+    raise RuntimeError("no image chunk")
+
+
 def e2e(llama_cpp, mtmd, model, ctx, img: np.ndarray | None, prompt: str = PROMPT, bm=None,  # type: ignore[no-untyped-def]
         n_ctx: int = 512) -> dict[str, np.ndarray]:
     """The prompt with its medium (an image, or the bitmap `bm`) through mtmd_helper_eval_chunks
@@ -170,8 +191,10 @@ def e2e(llama_cpp, mtmd, model, ctx, img: np.ndarray | None, prompt: str = PROMP
             "e2e_top_ids": top.astype(np.int32), "e2e_top_logits": logits[top]}
 
 
-def _open(llama_cpp, mtmd, path: Path, model, capture: PixelCapture | None = None):  # type: ignore[no-untyped-def]
-    """mtmd_init_from_file on the CPU, flash attention off, no warm-up."""
+def _open(llama_cpp, mtmd, path: Path, model, capture: PixelCapture | None = None,  # type: ignore[no-untyped-def]
+          image_tokens: tuple[int, int] | None = None):
+    """mtmd_init_from_file on the CPU, flash attention off, no warm-up (image_tokens:
+    --image-min/max-tokens)."""
     params = mtmd.mtmd_context_params_default()
     params.use_gpu = False
     params.n_threads = N_THREADS
@@ -180,6 +203,8 @@ def _open(llama_cpp, mtmd, path: Path, model, capture: PixelCapture | None = Non
     params.print_timings = False
     if capture is not None:
         params.cb_eval = capture.fn
+    if image_tokens is not None:
+        params.image_min_tokens, params.image_max_tokens = image_tokens
     ctx = mtmd.mtmd_init_from_file(str(path).encode(), model, params)
     if not ctx:
         raise RuntimeError(f"mtmd_init_from_file failed for {path.name}")
@@ -237,21 +262,31 @@ def main() -> None:
     only = set(sys.argv[1:])
     llama_cpp.llama_backend_init()
     mp = llama_cpp.llama_model_default_params()
-    model = llama_cpp.llama_model_load_from_file(resolve_model(None).encode(), mp)
+    demo = llama_cpp.llama_model_load_from_file(resolve_model(None).encode(), mp)
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
+        qwen_text = write_tiny_model("qwen2vl", "F32", Path(tmp) / "qwen2vl.gguf")
+        tiny_qwen = llama_cpp.llama_model_load_from_file(str(qwen_text).encode(), mp)
         for name, spec in SPECS.items():
             if only and name not in only:
                 continue
+            qwen = SPECS[name].family in QWEN_FAMILIES
+            model = tiny_qwen if qwen else demo
             path = write_projector(spec, Path(tmp) / f"{name}.gguf")
             ctx = _open(llama_cpp, mtmd, path, model)
             out: dict[str, np.ndarray] = {"sha256": np.array(hashlib.sha256(path.read_bytes()).hexdigest())}
-            for i, (w, h) in enumerate(IMAGE_SIZES):
+            for i, (w, h) in enumerate(IMAGE_SIZES + (QWEN_IMAGES if qwen else [])):
                 img = test_image(w, h, seed=i)
                 out[f"image{i}"] = img
                 out[f"embd{i}"] = _embed(mtmd, ctx, img, spec.n_text)
             if name == "gemma3":
                 out.update(e2e(llama_cpp, mtmd, model, ctx, out["image1"]))
+            if name == "qwen25vl":
+                out["grid"] = np.array([(w, h, *_grid(mtmd, ctx, w, h)) for w, h in SIZES], dtype=np.int32)
+                ctx2 = _open(llama_cpp, mtmd, path, model, image_tokens=GRID_TOKENS)
+                out["grid_custom"] = np.array([(w, h, *_grid(mtmd, ctx2, w, h)) for w, h in SIZES], dtype=np.int32)
+                mtmd.mtmd_free(ctx2)
+                out.update(e2e(llama_cpp, mtmd, model, ctx, out["image1"], QWEN_PROMPT))
             mtmd.mtmd_free(ctx)
             np.savez_compressed(OUT / f"{name}.npz", **out)
             print(f"{name}: " + ", ".join(f"{k} {v.shape}" for k, v in out.items()))

@@ -1,6 +1,6 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS); variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
 MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
@@ -82,8 +82,13 @@ LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 # wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
 ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
 ODD_WIDTH_TOKENS = 16
+# qwen2vl: qwen2 with M-RoPE sections (8, 12, 12, 0) pairs of the 32 per 64-wide head (as Qwen2-VL's
+# (16, 24, 24, 0) of 64 per 128-wide head); F32 and Q8_0
+QWEN2VL_MODELS = (("qwen2vl", "F32"), ("qwen2vl", "Q8_0"))
+QWEN2VL_SECTIONS = (8, 12, 12, 0)
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
-                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS))
+                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
+                                     + list(QWEN2VL_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
@@ -168,6 +173,11 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
                           n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
                           extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
+    if arch == "qwen2vl":
+        if (arch, variant) not in QWEN2VL_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return dataclasses.replace(tiny_config("qwen2", variant), arch=arch, seed=1500 + list(_WEIGHT_TYPE).index(variant),
+                                   extra={"rope_sections": QWEN2VL_SECTIONS})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -413,6 +423,8 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_rope_scaling_yarn_beta_slow(x["yarn_beta_slow"])
         w.add_rope_scaling_yarn_log_mul(x["yarn_log_mul"])
         w.add_attn_temperature_scale(x["temp_scale"])
+    if "rope_sections" in x:
+        w.add_rope_dimension_sections(list(x["rope_sections"]))
     if cfg.arch == "glm4moe":
         w.add_expert_shared_count(x["n_shared"])
         w.add_leading_dense_block_count(x["n_dense_lead"])

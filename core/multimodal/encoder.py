@@ -15,11 +15,14 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
 from llamacli.core.multimodal.media import IMAGE, Media
 from llamacli.core.multimodal.media_encoder import Framing, LayoutItem, MediaEncoder, TokenPieces
-from llamacli.core.multimodal.preprocess import normalize, preprocess
+from llamacli.core.multimodal.preprocess import canvas_size, normalize, preprocess
 from llamacli.core.multimodal.projector_file import VisionHParams, read_vision_hparams
 from llamacli.core.multimodal.projectors import PROJECTORS, Projector
+from llamacli.core.multimodal.qwen25vl import Qwen25VLTower
 from llamacli.core.multimodal.slicing import slice_grid, slice_image
 from llamacli.core.multimodal.vit import VisionTower
+
+Tower = VisionTower | Qwen25VLTower
 
 # Each family's text around an image's embeddings (mtmd.cpp's img_beg / img_end), and whether
 # the text model attends to the image's tokens non-causally (mtmd_decode_use_non_causal).
@@ -30,7 +33,11 @@ FRAMING: dict[str, Framing] = {
     "gemma3": Framing("<start_of_image>", "<end_of_image>", True),
     "idefics3": Framing("", "", False),
     "mlp": Framing("", "", False),
+    "qwen2vl_merger": Framing("<|vision_start|>", "<|vision_end|>", False),
+    "qwen2.5vl_merger": Framing("<|vision_start|>", "<|vision_end|>", False),
 }
+# The towers other than the CLIP/SigLIP ViT, by projector type.
+TOWERS: dict[str, type[Tower]] = {"qwen2vl_merger": Qwen25VLTower, "qwen2.5vl_merger": Qwen25VLTower}
 
 
 def idefics3_layout(grid_x: int, grid_y: int) -> list[LayoutItem]:
@@ -53,22 +60,23 @@ class VisionEncoder(MediaEncoder):
 
     kind = IMAGE
 
-    def __init__(self, path: str, hp: VisionHParams, tower: VisionTower, projector: Projector, pr: Precision) -> None:
+    def __init__(self, path: str, hp: VisionHParams, tower: Tower, projector: Projector, pr: Precision) -> None:
         super().__init__()
         self.path, self.hp, self.tower, self.projector, self.pr = path, hp, tower, projector, pr
         self.framing = FRAMING[hp.family]
 
     @classmethod
-    def load(cls, path: str, n_embd_text: int | None = None, threads: int | None = None) -> "VisionEncoder":
+    def load(cls, path: str, n_embd_text: int | None = None, threads: int | None = None,
+             image_tokens: tuple[int, int] = (-1, -1)) -> "VisionEncoder":
         """Open `path`; with n_embd_text, a projector of another width is a ModelLoadError (as
-        mtmd_init_from_file's check)."""
+        mtmd_init_from_file's check); image_tokens: --image-min/max-tokens (-1: the family's)."""
         g = GGUFFile(path)
-        hp = read_vision_hparams(g)
+        hp = read_vision_hparams(g, image_tokens)
         pr = make_precision("ggml", threads)
         ld = WeightLoader(g, quantized=True)
         try:
             projector = PROJECTORS[hp.family](ld, hp)
-            tower = VisionTower(ld, hp, pr, projector.n_run(hp))
+            tower = TOWERS.get(hp.family, VisionTower)(ld, hp, pr, projector.n_run(hp))
             ld.finish()
         finally:
             ld.pool.shutdown(wait=True)
@@ -93,7 +101,7 @@ class VisionEncoder(MediaEncoder):
         return self.hp.family == "idefics3"
 
     def pixel_chunks(self, rgb: np.ndarray) -> list[np.ndarray]:
-        """The encoder's inputs (3, S, S) float32 for an RGB image (h, w, 3) uint8, one per
+        """The encoder's inputs (3, H, W) float32 for an RGB image (h, w, 3) uint8, one per
         prompt chunk in mtmd's order (idefics3: the slices row by row, then the overview)."""
         prep = self.hp.prep
         if not self.sliced:
@@ -112,6 +120,15 @@ class VisionEncoder(MediaEncoder):
     def encode_rgb(self, rgb: np.ndarray) -> list[np.ndarray]:
         """An image's embeddings: one chunk, or one per slice and the overview (idefics3)."""
         return [self.encode_pixels(p) for p in self.pixel_chunks(rgb)]
+
+    def grid(self, media: Media) -> tuple[int, int] | None:
+        """Qwen2.5-VL: the canvas's merge units per row and column (mtmd_image_tokens' nx, ny)."""
+        if self.hp.prep.dynamic is None:
+            return None
+        h, w = media.rgb.shape[:2]
+        cw, ch = canvas_size(w, h, self.hp.prep)
+        step = self.hp.patch_size * self.hp.n_merge
+        return cw // step, ch // step
 
     def encode_chunks(self, media: Media) -> list[np.ndarray]:
         return self.encode_rgb(media.rgb)

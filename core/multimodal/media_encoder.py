@@ -72,6 +72,11 @@ class MediaEncoder(ABC):
             raise unsupported(media.kind)
         return self
 
+    def grid(self, media: Media) -> tuple[int, int] | None:
+        """(nx, ny): the M-RoPE layout of the medium's tokens (Qwen-VL images); None: one
+        position per token."""
+        return None
+
     @abstractmethod
     def encode_chunks(self, media: Media) -> list[np.ndarray]:
         """The medium's embeddings, one (n_tokens, n_embd) array per prompt chunk."""

@@ -1,5 +1,6 @@
 """The projectors: vision hidden states (P, E) to text-model embeddings (n_tokens, n_text), one
-class per `clip.projector_type`, as tools/mtmd/models/siglip.cpp (gemma3, idefics3) and llava.cpp (mlp)."""
+class per `clip.projector_type`, as tools/mtmd/models/siglip.cpp (gemma3, idefics3), llava.cpp (mlp)
+and qwen2vl.cpp (qwen2vl_merger, qwen2.5vl_merger)."""
 
 from __future__ import annotations
 
@@ -127,4 +128,24 @@ class MlpProjector(Projector):
         return y if self.mm2 is None else pr.linear(y, self.mm2)
 
 
-PROJECTORS: dict[str, type[Projector]] = {"gemma3": Gemma3Projector, "idefics3": Idefics3Projector, "mlp": MlpProjector}
+class Qwen25VLMerger(Projector):
+    """Qwen2-VL's and Qwen2.5-VL's patch merger: each 2 x 2 unit's four rows side by side (4 E), mm.0 -> GELU
+    -> mm.2, with biases (qwen2vl.cpp's build_ffn FFN_GELU). The tower (qwen25vl.py) gives its
+    rows unit by unit in raster order and has normed them (`v.post_ln`, the merger's ln_q)."""
+
+    def __init__(self, ld: WeightLoader, hp: VisionHParams) -> None:
+        n_in = 4 * hp.n_embd
+        self.mm0 = ld.linear("mm.0", n_in, ld.gguf.tensor("mm.0.weight").shape[0])
+        self.mm2 = ld.linear("mm.2", self.mm0.n_out, ld.gguf.tensor("mm.2.weight").shape[0])
+        self.n_text = self.mm2.n_out
+
+    def n_tokens(self, hp: VisionHParams) -> int:
+        """Embeddings of an image already the size of the file's image_size square."""
+        return (hp.n_patches_side // 2) ** 2
+
+    def __call__(self, x: np.ndarray, hp: VisionHParams, pr: Precision) -> np.ndarray:
+        return pr.linear(pr.gelu(pr.linear(x.reshape(-1, 4 * hp.n_embd), self.mm0)), self.mm2)
+
+
+PROJECTORS: dict[str, type[Projector]] = {"gemma3": Gemma3Projector, "idefics3": Idefics3Projector, "mlp": MlpProjector,
+                                          "qwen2vl_merger": Qwen25VLMerger, "qwen2.5vl_merger": Qwen25VLMerger}

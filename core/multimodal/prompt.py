@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.core.multimodal.media import Media
 from llamacli.core.multimodal.media_encoder import Encoders, TokenPieces
+from llamacli.core.multimodal.mrope import mrope_positions
 from llamacli.core.text.tokenizer import Tokenizer
 
 
@@ -46,6 +47,7 @@ class MediaChunk:
     embd: np.ndarray
     media_id: str
     non_causal: bool
+    grid: tuple[int, int] | None = None  # (nx, ny) merge units: the image's M-RoPE layout (core/multimodal/mrope.py)
 
     @property
     def n_tokens(self) -> int:
@@ -64,6 +66,7 @@ class MediaSpan:
     embd: np.ndarray  # (n, n_embd)
     media_id: str
     non_causal: bool
+    grid: tuple[int, int] | None = None  # (nx, ny): M-RoPE layout of an image
 
     @property
     def end(self) -> int:
@@ -85,7 +88,7 @@ def flatten(chunks: Sequence[PromptChunk]) -> tuple[list[int], tuple[MediaSpan, 
         if isinstance(ch, TextChunk):
             tokens.extend(ch.tokens)
         else:
-            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal))
+            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal, ch.grid))
             tokens.extend([media_token(ch.media_id)] * ch.n_tokens)
     return tokens, tuple(spans)
 
@@ -173,7 +176,7 @@ def tokenize_prompt(
             embds = enc.encode_cached(m)
             for item in enc.layout(m, len(embds)):
                 if isinstance(item, int):
-                    chunks.append(MediaChunk(embds[item], chunk_id(m.media_id, item), enc.framing.non_causal))
+                    chunks.append(MediaChunk(embds[item], chunk_id(m.media_id, item), enc.framing.non_causal, enc.grid(m)))
                 elif isinstance(item, TokenPieces):
                     if lookup is None:
                         raise ValueError("this projector's layout needs a token lookup")
@@ -208,20 +211,29 @@ def eval_chunks(
     model: DecoderModel, cache: KVCache, chunks: Sequence[PromptChunk], n_batch: int, seq: int = 0, n_past: int = 0
 ) -> np.ndarray:
     """Run the chunks into sequence `seq` from position n_past, text in batches of n_batch and
-    each image in one batch (non-causal where its family says); the last position's logits."""
+    each image in one batch (non-causal where its family says); the last position's logits.
+    An M-RoPE model (qwen2vl) gets each batch's rope positions (core/multimodal/mrope.py)."""
+    _, spans = flatten(chunks)
+    spans = tuple(replace(sp, start=sp.start + n_past) for sp in spans)
     logits = np.zeros(0, dtype=np.float32)
     pos = n_past
+
+    def run(b: Batch) -> np.ndarray:
+        if model.mrope:
+            b.rope_pos = mrope_positions(b.positions, spans)
+        return model.forward(b, cache)[-1]
+
     for ch in chunks:
         if isinstance(ch, TextChunk):
             for a in range(0, ch.n_tokens, n_batch):
                 part = ch.tokens[a : a + n_batch]
-                logits = model.forward(Batch.single(part, start_pos=pos, seq_id=seq), cache)[-1]
+                logits = run(Batch.single(part, start_pos=pos, seq_id=seq))
                 pos += len(part)
         else:
             if ch.non_causal and ch.n_tokens > n_batch:
                 raise InvalidRequest(f"the image needs {ch.n_tokens} tokens in one batch: n_batch is {n_batch}")
             for a in range(0, ch.n_tokens, n_batch):
                 e = ch.embd[a : a + n_batch]
-                logits = model.forward(Batch.of_embeddings(e, pos, seq, ch.non_causal), cache)[-1]
+                logits = run(Batch.of_embeddings(e, pos, seq, ch.non_causal))
                 pos += e.shape[0]
     return logits

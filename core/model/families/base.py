@@ -253,6 +253,8 @@ class DecoderModel:
     causal = True
     has_lm_head = True  # encoders have none: they only serve embeddings
     n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
+    can_shift = True  # a full sequence may shift its cache (M-RoPE may not: llama.cpp's get_can_shift)
+    mrope = False  # media tokens take M-RoPE positions (Batch.rope_pos; core/multimodal/mrope.py)
 
     def check_input(self, n_tokens: int, n_batch: int) -> None:
         """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""
@@ -331,6 +333,10 @@ class DecoderModel:
         LongRoPE picks its frequency factors by the context size)."""
         return self._rope, self._rope_swa
 
+    def rope_angles(self, batch: Batch, rope: K.RopeConfig) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin (T, n_dims/2) of the batch's tokens under `rope` (M-RoPE: qwen2vl)."""
+        return K.rope_cos_sin(batch.positions, rope)
+
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) token ids -> (T, n_embd)."""
         x = self.tok_embd.rows(tokens)
@@ -387,8 +393,8 @@ class DecoderModel:
         groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
         rope, rope_swa = self.ropes(cache.n_ctx)
-        cs_global = K.rope_cos_sin(batch.positions, rope)
-        cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
+        cs_global = self.rope_angles(batch, rope)
+        cs_swa = cs_global if rope_swa is rope else self.rope_angles(batch, rope_swa)
         x = self.embed_batch(batch)  # (T, n_embd)
         step = self._one_token_step(batch)
         if step is not None:
