@@ -82,13 +82,17 @@ LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 # wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
 ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
 ODD_WIDTH_TOKENS = 16
+# granitehybrid (Granite 4.0-H Micro's shape): Mamba-2 layers 0, 1 and 3, attention layer 2, the
+# Granite multipliers; F32 and Q8_0 without rope (as the released files), F32_ROPE with it (Bamba)
+GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"))
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
-                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS))
+                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
+                                     + list(GRANITEHYBRID_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
-                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0}  # (seeds: a variant's place, so new ones go last)
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0, "F32_ROPE": QT.F32}  # (seeds: a variant's place, so new ones go last)
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,14 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
                           n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
                           extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
+    if arch == "granitehybrid":
+        if (arch, variant) not in GRANITEHYBRID_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, tied_output=True, spm=False,
+                          seed=1500 + list(_WEIGHT_TYPE).index(variant),
+                          extra={"attn_layers": (2,), "rope": variant == "F32_ROPE", "d_conv": 4, "d_state": 64,
+                                 "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
+                                 "attention_scale": 0.0078125, "logit_scale": 2.0})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -431,12 +443,46 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
             _add_norm(w, p + nm, rng, E)
 
 
+def _add_vocab(w: gguf.GGUFWriter, arch: str, cfg: TinyConfig) -> int:
+    """The tokenizer keys (SPM or GPT-2 BPE, as cfg.spm says); returns the vocabulary size."""
+    if cfg.spm:
+        tokens, scores, ttypes, ids = _spm_vocab(arch)
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(list(tokens))
+        w.add_token_scores(list(scores))
+        w.add_token_types(list(ttypes))
+        w.add_bos_token_id(ids["bos"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_unk_token_id(ids["unk"])
+        if "pad" in ids:
+            w.add_pad_token_id(ids["pad"])
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(False)
+        if arch == "gemma3":
+            w.add_add_space_prefix(False)
+    else:
+        tokens, ttypes, merges, ids = _bpe_vocab()
+        w.add_tokenizer_model("gpt2")
+        w.add_tokenizer_pre("qwen2")
+        w.add_token_list(list(tokens))
+        w.add_token_types(list(ttypes))
+        w.add_token_merges(list(merges))
+        w.add_bos_token_id(ids["bos"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_pad_token_id(ids["pad"])
+        w.add_add_bos_token(False)
+    return len(tokens)
+
+
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
     path = Path(path)
     rng = np.random.default_rng(cfg.seed)
+    if arch == "granitehybrid":
+        return _write_granitehybrid(cfg, qtype, path, rng)
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}-{variant}")
@@ -476,35 +522,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
-    # vocabulary
-    if cfg.spm:
-        tokens, scores, ttypes, ids = _spm_vocab(arch)
-        w.add_tokenizer_model("llama")
-        w.add_tokenizer_pre("default")
-        w.add_token_list(list(tokens))
-        w.add_token_scores(list(scores))
-        w.add_token_types(list(ttypes))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_unk_token_id(ids["unk"])
-        if "pad" in ids:
-            w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
-        if arch == "gemma3":
-            w.add_add_space_prefix(False)
-    else:
-        tokens, ttypes, merges, ids = _bpe_vocab()
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list(list(tokens))
-        w.add_token_types(list(ttypes))
-        w.add_token_merges(list(merges))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(False)
-    n_vocab = len(tokens)
+    n_vocab = _add_vocab(w, arch, cfg)
 
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
     # gemma3 scales the embeddings by sqrt(n_embd) = 16 and ties the output: keep the residual
@@ -577,6 +595,75 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if arch == "gemma3":
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def _write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """granitehybrid: the keys and tensor names llama.cpp's converter writes for Granite 4.0-H
+    (conversion/granite.py): head_count_kv per layer (0: a Mamba-2 layer), `ssm.*`, the Granite
+    multipliers, rope.scaling.finetuned; a tied output. Mamba-2's tensors as the converter
+    stores them: ssm_a = -exp(A_log) (rates 1..16), ssm_dt.bias = softplus^-1 of dt in
+    [0.001, 0.1], ssm_conv1d (C, W), ssm_norm (1 group of d_inner)."""
+    x = cfg.extra
+    E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    d_inner, N, W, SH = 2 * E, x["d_state"], x["d_conv"], x["ssm_heads"]
+    C = d_inner + 2 * N
+    a = cfg.arch
+    w = gguf.GGUFWriter(str(path), a)
+    w.add_name(f"tiny-{a}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(E)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv([HKV if il in x["attn_layers"] else 0 for il in range(cfg.n_layer)])
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_rope_dimension_count(D)
+    w.add_rope_scaling_finetuned(x["rope"])
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_embedding_scale(x["embedding_scale"])
+    w.add_residual_scale(x["residual_scale"])
+    w.add_attention_scale(x["attention_scale"])
+    w.add_logit_scale(x["logit_scale"])
+    w.add_ssm_conv_kernel(W)
+    w.add_ssm_inner_size(d_inner)
+    w.add_ssm_state_size(N)
+    w.add_ssm_time_step_rank(SH)
+    w.add_ssm_group_count(1)
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = _add_vocab(w, a, cfg)
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        if il in x["attn_layers"]:
+            _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "ssm_in.weight", rng, 2 * d_inner + 2 * N + SH, E, E ** -0.5, qtype)
+            w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
+            w.add_tensor(p + "ssm_conv1d.bias", (0.1 * rng.standard_normal(C)).astype(np.float32))
+            dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), SH))
+            w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
+            w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, (SH, 1))).astype(np.float32))
+            w.add_tensor(p + "ssm_d", (1.0 + 0.1 * rng.standard_normal((SH, 1))).astype(np.float32))
+            w.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((1, d_inner))).astype(np.float32))
+            _add_matrix(w, p + "ssm_out.weight", rng, E, d_inner, d_inner ** -0.5, qtype)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -97,6 +97,9 @@ def start_task(
     n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
     n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
     n_reuse = snap_out_of_media(n_reuse, task.media)  # an image is reused whole or not at all
+    # a recurrent state keeps its whole sequence or nothing (llama-server: pos_min above the
+    # reused prefix and no context checkpoint: the prompt is processed again from its start)
+    n_reuse = cache.reusable(s.id, n_reuse)
     cache.truncate(s.id, n_reuse)
     s.assign(task, n_reuse, order)  # the slot owns the task: an error below fails it
     if task.kind != "completion":

@@ -19,6 +19,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.families.mamba2 import Mamba2Weights
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
@@ -157,10 +158,10 @@ def swa_pattern(md: dict[str, Any], path: str, key: str, n_layer: int, default: 
 @dataclass
 class LayerWeights:
     attn_norm: np.ndarray
-    wq: Linear
-    wk: Linear
-    wv: Linear
-    wo: Linear
+    wq: Linear | None  # the attention's; None on a recurrent layer (hybrid families: `mixer`)
+    wk: Linear | None
+    wv: Linear | None
+    wo: Linear | None
     ffn_norm: np.ndarray
     w_gate: Linear | None = None  # the dense FFN (None where the layer has experts instead)
     w_up: Linear | None = None
@@ -173,6 +174,7 @@ class LayerWeights:
     attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
+    mixer: Mamba2Weights | None = None  # a recurrent layer's mixer in place of attention
 
 
 @dataclass
@@ -317,7 +319,8 @@ class DecoderModel:
         if self.precision.quantized_weights:
             return
         for lw in self.layers:
-            lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
+            if lw.wq is not None and lw.wk is not None and lw.wv is not None:
+                lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
             if lw.w_gate is not None and lw.w_up is not None:
                 lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
 
@@ -463,6 +466,7 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = h.shape[0]
+        assert lw.wq is not None and lw.wk is not None and lw.wv is not None and lw.wo is not None
         q, k, v = pr.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
         q = q.reshape(T, a.n_head, a.head_dim)
         k = k.reshape(T, a.n_head_kv, a.head_dim)
