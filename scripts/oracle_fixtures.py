@@ -17,6 +17,14 @@ tests/fixtures/tiny/<arch>-<variant>.npz   (one per tests.tiny_models.ALL_MODELS
 tests/fixtures/tiny/<arch>-<variant>.npz   (tests.tiny_models.ODD_WIDTH_MODELS: Q8_0 160 wide)
     tokens, logits, n_ctx               as above for the first ODD_WIDTH_TOKENS (16) tokens,
                                         one thread, no greedy run
+tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz   (a context shift on a hybrid model, as llama-server's;
+                                        the rope variant: on the NoPE files llama.cpp 0.3.36 aborts
+                                        in the K-shift, GGML_ASSERT(buffer) in ggml-backend.cpp:128)
+    tokens          int32 [32]          fixture_tokens("granitehybrid", 32): 24 evaluated, then a
+                                        shift (llama_memory_seq_rm [n_keep, n_keep + n_discard),
+                                        seq_add -n_discard), then the last 8 one by one at 14..21
+    n_keep, n_discard int32 scalars     4, 10
+    logits          float32 [8, V]      the logits of those 8 single-token decodes
 tests/fixtures/demo/
     prompts.json    meta (llama_cpp version, Llama params, model sha256, flash-attn state) and,
                     per prompt: name, text, prompt_ids (BOS added, parse_special=True, as
@@ -174,6 +182,37 @@ def make_odd_width() -> None:
             print(f"tiny {arch}-{variant}: {len(toks)} tokens")
 
 
+SHIFT_KEEP, SHIFT_DISCARD, SHIFT_PROMPT, SHIFT_AFTER = 4, 10, 24, 8
+
+
+def make_hybrid_shift() -> None:
+    """tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz: llama-server's context shift
+    (seq_rm, then seq_add) on the hybrid model's memory, then single-token decodes. The rope
+    variant: with rope off (the released files' rope.scaling.finetuned false) llama.cpp's
+    K-shift aborts (GGML_ASSERT(buffer) failed, ggml-backend.cpp:128)."""
+    import llama_cpp
+    arch = "granitehybrid"
+    with tempfile.TemporaryDirectory() as td:
+        path = write_tiny_model(arch, "F32_ROPE", Path(td) / "m.gguf")
+        llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS, seed=0,
+                              verbose=False)
+        toks = fixture_tokens(arch, SHIFT_PROMPT + SHIFT_AFTER)
+        llm.eval(toks[:SHIFT_PROMPT])
+        mem = llama_cpp.llama_get_memory(llm._ctx.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, 0, SHIFT_KEEP, SHIFT_KEEP + SHIFT_DISCARD)
+        llama_cpp.llama_memory_seq_add(mem, 0, SHIFT_KEEP + SHIFT_DISCARD, SHIFT_PROMPT, -SHIFT_DISCARD)
+        llm.n_tokens = SHIFT_PROMPT - SHIFT_DISCARD  # the next position
+        rows = []
+        for t in toks[SHIFT_PROMPT:]:
+            llm.eval([t])
+            rows.append(_logits_last(llm))
+        np.savez_compressed(TINY_DIR / f"{arch}-F32_ROPE-shift.npz", tokens=np.array(toks, dtype=np.int32),
+                            n_keep=np.int32(SHIFT_KEEP), n_discard=np.int32(SHIFT_DISCARD),
+                            logits=np.stack(rows).astype(np.float32))
+        llm.close()
+        print(f"tiny {arch}-F32_ROPE shift: {len(rows)} rows")
+
+
 # ----------------------------------------------------------------------------- demo
 
 def _greedy(llm, prompt_ids: list[int], n: int, eog: set[int]):
@@ -287,6 +326,8 @@ def main() -> None:
         make_tiny(a.arch, set(a.variant) if a.variant else None)
         if not (a.arch or a.variant):
             make_odd_width()
+        if a.arch in (None, "granitehybrid") and not a.variant:
+            make_hybrid_shift()
     if a.demo or both:
         make_demo()
 

@@ -147,6 +147,18 @@ class GraniteHybridModel(DecoderModel):
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         return self._residual(super().ffn(lw, h))
 
+    def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
+        """As llama-server's context shift on a hybrid memory: the attention layers drop cells
+        [n_keep, n_keep + n_discard) and move the rest down (the base K-shift); the recurrent
+        states, which have no cells, stay as they are and still carry the dropped tokens
+        (llama_memory_recurrent's seq_rm of a range short of the last position removes
+        nothing, its seq_add only moves the position)."""
+        n = int(cache.lengths[seq])
+        if n - n_keep - n_discard > 0:
+            super().shift_cache(cache, seq, n_keep, n_discard)
+        else:
+            cache.lengths[seq] = n_keep  # nothing after the dropped cells to move
+
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         out = super().logits(hidden)
         ls = self.args.extra["logit_scale"]
