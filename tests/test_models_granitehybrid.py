@@ -68,13 +68,25 @@ def test_missing_ssm_keys_name_the_file_and_key(tmp_path: Path, key: str) -> Non
     assert str(bad) in str(e.value) and key in str(e.value)
 
 
-def test_missing_mamba_tensor_and_experts_are_one_clear_error(tmp_path: Path) -> None:
+def test_missing_mamba_tensor_is_one_clear_error(tmp_path: Path) -> None:
     src = write_tiny_model(ARCH, "F32", tmp_path / "m.gguf")
     with pytest.raises(ModelLoadError, match="blk.1.ssm_d"):
         load_model(rewrite_gguf(src, tmp_path / "d.gguf", drop="blk.1.ssm_d"))
-    moe = rewrite_gguf(src, tmp_path / "e.gguf", set_values={f"{ARCH}.expert_count": (8, gguf.GGUFValueType.UINT32)})
-    with pytest.raises(ModelLoadError, match="mixture-of-experts variant"):
-        load_model(moe)
+    ssm_heads = {f"{ARCH}.ssm.time_step_rank": (7, gguf.GGUFValueType.UINT32)}  # 512 is no multiple of 7
+    with pytest.raises(ModelLoadError, match="time_step_rank"):
+        load_model(rewrite_gguf(src, tmp_path / "h.gguf", set_values=ssm_heads))
+
+
+def test_experts_as_granite_4_h_tiny(tmp_path: Path) -> None:
+    """expert_count > 0: experts in every layer, recurrent or not, with the shared FFN of
+    expert_shared_feed_forward_length rows; softmax router, weights normalised."""
+    model, _, _ = load_model(write_tiny_model(ARCH, "F32_MOE", tmp_path / "m.gguf"))
+    m = model.args.moe
+    assert m is not None and (m.n_expert, m.n_expert_used, m.n_ff_exp, m.gating, m.norm_weights) == (8, 2, 256, "softmax", True)
+    assert m.weights_scale == 0.0  # llama.cpp reads no expert_weights_scale for this family
+    for lw in model.layers:
+        assert lw.moe is not None and lw.moe.shared is not None and lw.w_gate is None
+        assert lw.moe.shared[0].n_out == 512
 
 
 def _final(task: Task) -> Final:
@@ -119,7 +131,7 @@ def test_ssm_kernels_against_a_float64_reference() -> None:
     np.testing.assert_allclose(s[0], state, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("variant", ["F32", "Q8_0"])
+@pytest.mark.parametrize("variant", ["F32", "Q8_0", "F32_MOE"])
 def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, variant: str) -> None:
     """ggml numerics: a prompt in chunks, then token by token, and beside another sequence in one
     forward (the two interleaved), gives the bits of one full forward: the scan runs once over

@@ -84,7 +84,9 @@ ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
 ODD_WIDTH_TOKENS = 16
 # granitehybrid (Granite 4.0-H Micro's shape): Mamba-2 layers 0, 1 and 3, attention layer 2, the
 # Granite multipliers; F32 and Q8_0 without rope (as the released files), F32_ROPE with it (Bamba)
-GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"))
+# F32_MOE (Granite 4.0-H Tiny's shape): 8 experts of 256 rows, top 2, a shared FFN of 512 rows
+GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"),
+                        ("granitehybrid", "F32_MOE"))
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
                                      + list(GRANITEHYBRID_MODELS))
@@ -92,7 +94,8 @@ TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
-                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0, "F32_ROPE": QT.F32}  # (seeds: a variant's place, so new ones go last)
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0, "F32_ROPE": QT.F32,
+                "F32_MOE": QT.F32}  # (seeds: a variant's place, so new ones go last)
 
 
 @dataclass(frozen=True)
@@ -169,9 +172,12 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     if arch == "granitehybrid":
         if (arch, variant) not in GRANITEHYBRID_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
-        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, tied_output=True, spm=False,
+        moe = variant == "F32_MOE"
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 512,
+                          tied_output=True, spm=False, n_expert=8 if moe else 0, n_expert_used=2 if moe else 0,
                           seed=1500 + list(_WEIGHT_TYPE).index(variant),
                           extra={"attn_layers": (2,), "rope": variant == "F32_ROPE", "d_conv": 4, "d_state": 64,
+                                 "n_ff_shexp": 512 if moe else 0,
                                  "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
                                  "attention_scale": 0.0078125, "logit_scale": 2.0})
     if arch not in ARCHES:
@@ -636,6 +642,10 @@ def _write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.
     w.add_ssm_state_size(N)
     w.add_ssm_time_step_rank(SH)
     w.add_ssm_group_count(1)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     n_vocab = _add_vocab(w, a, cfg)
@@ -661,9 +671,16 @@ def _write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.
             w.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((1, d_inner))).astype(np.float32))
             _add_matrix(w, p + "ssm_out.weight", rng, E, d_inner, d_inner ** -0.5, qtype)
         _add_norm(w, p + "ffn_norm.weight", rng, E)
-        _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
-        _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
+        if cfg.n_expert:
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
+                _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, cols ** -0.5, qtype)
+            S = x["n_ff_shexp"]
+            for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
+                _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
+            continue
+        for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
+            _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

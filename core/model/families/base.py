@@ -297,12 +297,7 @@ class DecoderModel:
             wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
             ffn_norm=ld.vector(p + self.ffn_norm_name + ".weight"),
         )
-        if a.moe is not None and il >= a.n_dense_lead:
-            lw.moe = load_moe(ld, p, a.n_embd, a.moe)
-        else:
-            lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
-            lw.w_up = ld.linear(p + "ffn_up", a.n_embd, a.n_ff)
-            lw.w_down = ld.linear(p + "ffn_down", a.n_ff, a.n_embd)
+        self._load_ffn(ld, il, lw)
         if self.has_qk_norm:
             lw.q_norm = ld.vector(p + "attn_q_norm.weight")
             lw.k_norm = ld.vector(p + "attn_k_norm.weight")
@@ -312,6 +307,17 @@ class DecoderModel:
             lw.post_attn_norm = ld.vector(p + "post_attention_norm.weight")
             lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
         return lw
+
+    def _load_ffn(self, ld: WeightLoader, il: int, lw: LayerWeights) -> None:
+        """Layer il's feed-forward weights into lw: the experts, or the dense gated FFN."""
+        a = self.args
+        p = f"blk.{il}."
+        if a.moe is not None and il >= a.n_dense_lead:
+            lw.moe = load_moe(ld, p, a.n_embd, a.moe)
+        else:
+            lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
+            lw.w_up = ld.linear(p + "ffn_up", a.n_embd, a.n_ff)
+            lw.w_down = ld.linear(p + "ffn_down", a.n_ff, a.n_embd)
 
     def _fuse_layers(self) -> None:
         """After loading (f32 numerics): fuse Q/K/V and gate/up into one matmul each. The ggml

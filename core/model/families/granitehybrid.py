@@ -10,7 +10,9 @@ each followed by a SiLU-gated FFN.
 - `rope.scaling.finetuned` switches rope on (the default) or off: Granite 4.0-H files say false
   (no positional encoding in the attention layers; the Mamba layers carry the order). Rope off
   is a rope of frequency scale 0: every angle 0, cos 1 and sin 0, Q and K unchanged.
-- The mixture-of-experts variant (Granite 4.0-H Tiny/Small: `expert_count` > 0) is refused.
+- Granite 4.0-H Tiny/Small (`expert_count` > 0): a mixture of experts in every layer
+  (families/moe.py: softmax router, top `expert_used_count` normalised, plus a shared FFN of
+  `expert_shared_feed_forward_length` rows), as llama.cpp's build_layer_ffn.
 
 The recurrent states live in the cache (state/recurrent.HybridCache): a prompt reuses a cached
 prefix only whole, a context shift drops attention cells and keeps the recurrent state, slot
@@ -27,6 +29,7 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.mamba2 import Mamba2Args, load_mamba2, mamba2_mixer
+from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
@@ -56,6 +59,20 @@ def read_mamba2_args(g: GGUFFile) -> Mamba2Args:
     return m
 
 
+def _moe_args(g: GGUFFile, n_ff: int) -> MoEArgs | None:
+    """Granite 4.0-H Tiny/Small (`expert_count` > 0): in every layer a softmax router, the top
+    `expert_used_count` weights normalised, experts of `feed_forward_length` rows, and a shared
+    SiLU-gated FFN of `expert_shared_feed_forward_length` rows added (0: none)."""
+    md, p, a = g.metadata, g.path, g.architecture
+    n_expert = md_int(md, p, f"{a}.expert_count", 0, lo=0)
+    if not n_expert:
+        return None
+    n_used = md_int(md, p, f"{a}.expert_used_count", hi=n_expert)
+    n_ff_shexp = md_int(md, p, f"{a}.expert_shared_feed_forward_length", 0, lo=0)
+    return MoEArgs(n_expert, n_used, n_ff, norm_weights=True, gating="softmax", n_shared=1 if n_ff_shexp else 0,
+                   n_ff_shared=n_ff_shexp)
+
+
 def _scale(g: GGUFFile, key: str) -> float:
     return md_float(g.metadata, g.path, key, 0.0, positive=False)
 
@@ -67,9 +84,6 @@ class GraniteHybridModel(DecoderModel):
     def read_args(g: GGUFFile) -> ModelArgs:
         md, p, arch = g.metadata, g.path, g.architecture
         n_layer = md_int(md, p, f"{arch}.block_count")
-        if md.get(f"{arch}.expert_count", 0):
-            raise ModelLoadError(p, f"{arch}.expert_count is {md[f'{arch}.expert_count']}: the mixture-of-experts "
-                                    f"variant of {arch} (Granite 4.0-H Tiny/Small) is not supported")
         kv = _per_layer(g, f"{arch}.attention.head_count_kv", n_layer)
         recurrent = tuple(n == 0 for n in kv)
         attn_kv = {n for n in kv if n}
@@ -86,7 +100,7 @@ class GraniteHybridModel(DecoderModel):
             a.rope = replace(a.rope, scale=0.0, freq_factors=None)
         emb = _scale(g, f"{arch}.embedding_scale")
         attn = _scale(g, f"{arch}.attention.scale")
-        a = replace(a, n_head=n_head, embed_scale=emb or None, attn_scale=attn or 0.0)
+        a = replace(a, n_head=n_head, embed_scale=emb or None, attn_scale=attn or 0.0, moe=_moe_args(g, a.n_ff))
         a.extra.update(ssm=read_mamba2_args(g), recurrent=recurrent,
                        residual_scale=_scale(g, f"{arch}.residual_scale"), logit_scale=_scale(g, f"{arch}.logit_scale"))
         ssm: Mamba2Args = a.extra["ssm"]
@@ -114,13 +128,11 @@ class GraniteHybridModel(DecoderModel):
             return super()._load_layer(ld, il)
         a = self.args
         p = f"blk.{il}."
-        return LayerWeights(
-            attn_norm=ld.vector(p + "attn_norm.weight", a.n_embd), wq=None, wk=None, wv=None, wo=None,
-            ffn_norm=ld.vector(p + "ffn_norm.weight", a.n_embd),
-            w_gate=ld.linear(p + "ffn_gate", a.n_embd, a.n_ff), w_up=ld.linear(p + "ffn_up", a.n_embd, a.n_ff),
-            w_down=ld.linear(p + "ffn_down", a.n_ff, a.n_embd),
-            mixer=load_mamba2(ld, p, a.n_embd, self.ssm),
-        )
+        lw = LayerWeights(attn_norm=ld.vector(p + "attn_norm.weight", a.n_embd), wq=None, wk=None, wv=None, wo=None,
+                          ffn_norm=ld.vector(p + "ffn_norm.weight", a.n_embd),
+                          mixer=load_mamba2(ld, p, a.n_embd, self.ssm))
+        self._load_ffn(ld, il, lw)
+        return lw
 
     def new_cache(self, n_seq: int, n_ctx: int) -> HybridCache:
         a, m = self.args, self.ssm
