@@ -1,6 +1,6 @@
 """A hybrid (Mamba-2 + attention) model behind a real `llama serve`: the official openai client
-completes and streams the same text, the prompt cache keeps a slot's recurrent state only for a
-prompt that continues it whole, and a slot saved to a file and restored into the other slot
+completes and streams the same text, the prompt cache keeps a slot's recurrent state for a
+prompt that continues it whole and otherwise goes back to a context checkpoint, and a slot saved to a file and restored into the other slot
 continues from its state."""
 
 from __future__ import annotations
@@ -40,18 +40,20 @@ def test_openai_client_completes_and_streams_alike(srv: LlamaServer) -> None:
     assert "".join(c.choices[0].text for c in parts) == full.choices[0].text
 
 
-def test_prompt_cache_keeps_the_state_only_for_a_continuation(srv: LlamaServer) -> None:
+def test_prompt_cache_keeps_the_state_or_goes_back_to_a_checkpoint(srv: LlamaServer) -> None:
     status, tok = srv.post("/tokenize", {"content": PROMPT})
     assert status == 200
     ids: list[int] = tok["tokens"]
     a = _complete(srv, ids, id_slot=0, return_tokens=True)
-    again = _complete(srv, ids, id_slot=0)  # the same prompt: its last token again, so from the start
-    assert again["tokens_cached"] == 0 and again["content"] == a["content"]
+    again = _complete(srv, ids, id_slot=0)  # the same prompt: its last token again, from the checkpoint
+    assert again["tokens_cached"] == len(ids) - 4 and again["content"] == a["content"]
     follow = ids + a["tokens"] + ids[:3]  # a next turn: the whole cached sequence, then more
     longer = _complete(srv, follow, id_slot=0)
     assert longer["tokens_cached"] == len(ids) + len(a["tokens"]) - 1  # the last generated was never evaluated
-    part = _complete(srv, ids[:-2] + ids[:2], id_slot=0)  # only part of the cached sequence
-    assert part["tokens_cached"] == 0
+    part = _complete(srv, ids[:-2] + ids[:2], id_slot=0)  # part of it: back to the checkpoint
+    assert part["tokens_cached"] == len(ids) - 4
+    other = _complete(srv, ids[:3] + ids[:3], id_slot=0)  # no checkpoint within the shared part
+    assert other["tokens_cached"] == 0
     cold = _complete(srv, follow, id_slot=1, cache_prompt=False)
     assert cold["tokens_cached"] == 0 and cold["content"] == longer["content"]
 

@@ -198,22 +198,45 @@ def test_slot_file_round_trip_carries_the_recurrent_state(tiny, tmp_path: Path) 
         restore_slot(cache, 1, str(tmp_path / "kv.bin"))
 
 
-def test_engine_reuses_a_cached_prefix_only_whole(tiny) -> None:  # type: ignore[no-untyped-def]
-    """As llama-server without a context checkpoint: a prompt that continues the whole cached
-    sequence reuses it; one that shares only part of it (or is the same prompt, whose last token
-    must be evaluated again) is processed from its start; the tokens are the same either way."""
+def test_checkpoints_taken_inside_a_chunk_restore_the_state(tiny) -> None:  # type: ignore[no-untyped-def]
+    """A checkpoint 4 tokens before the prompt's end, taken inside a chunk (the mixer splits
+    the chunk there): going back to it and evaluating the rest gives the same logits."""
+    model, _ = tiny
+    toks = fixture_tokens(ARCH, 20)
+    cache = model.new_cache(1, 64)
+    cache.plan_checkpoints(0, 20, 0, 512)
+    assert cache.pending[0] == [16]
+    first = model.forward(Batch.single(toks[:18], all_logits=True), cache)
+    last = model.forward(Batch.single(toks[18:], start_pos=18, all_logits=True), cache)
+    assert [c.n_tokens for c in cache.checkpoints[0]] == [16] and cache.pending[0] == []
+    assert cache.reusable(0, 18) == 16 and cache.reusable(0, 15) == 0
+    cache.truncate(0, 16)
+    again = model.forward(Batch.single(toks[16:], start_pos=16, all_logits=True), cache)
+    np.testing.assert_array_equal(again, np.concatenate([first[16:], last]))
+    with pytest.raises(ValueError, match="no checkpoint"):
+        cache.truncate(0, 17)
+
+
+def test_engine_reuses_a_whole_sequence_or_a_checkpoint(tiny) -> None:  # type: ignore[no-untyped-def]
+    """As llama-server: a prompt that continues the whole cached sequence reuses it; one that
+    shares only part of it goes back to the newest context checkpoint within that part (taken
+    4 tokens before a prompt's end, or where a reused prefix ended), else starts over; the
+    tokens are the same either way. With --ctx-checkpoints 0 only whole sequences are kept."""
     model, tok = tiny
     prompt = fixture_tokens(ARCH, 16)
     with Engine(model, tok, EngineConfig(n_ctx=128, n_parallel=1)) as eng:
         a = eng.run(Task(prompt, greedy(4)))
-        b = eng.run(Task(prompt, greedy(4)))
+        b = eng.run(Task(prompt, greedy(4)))  # its last token again: back to the checkpoint at 12
         c = eng.run(Task(prompt + a.tokens + [7, 8], greedy(4)))
-        d = eng.run(Task(prompt[:10] + [9, 9, 9], greedy(4)))
-        e = eng.run(Task(prompt + a.tokens + [7, 8], greedy(4, cache_prompt=False)))
-    assert a.tokens_cached == 0 and b.tokens_cached == 0 and a.tokens == b.tokens
-    assert c.tokens_cached == 16 + 3  # the prompt and the generated tokens evaluated (not the last)
-    assert d.tokens_cached == 0
-    assert e.tokens_cached == 0 and e.tokens == c.tokens
+        d = eng.run(Task(prompt[:14] + [9, 9], greedy(4)))
+        e = eng.run(Task(prompt[:10] + [9, 9, 9], greedy(4)))
+        cold = [eng.run(Task(p, greedy(4, cache_prompt=False))).tokens for p in (prompt + a.tokens + [7, 8], prompt[:14] + [9, 9])]
+    assert (a.tokens_cached, b.tokens_cached, c.tokens_cached, d.tokens_cached, e.tokens_cached) == (0, 12, 19, 12, 0)
+    assert a.tokens == b.tokens and [c.tokens, d.tokens] == cold
+    with Engine(model, tok, EngineConfig(n_ctx=128, n_parallel=1, ctx_checkpoints=0)) as eng:
+        eng.run(Task(prompt, greedy(4)))
+        assert eng.run(Task(prompt, greedy(4))).tokens_cached == 0
+        assert eng.run(Task(prompt + a.tokens + [7, 8], greedy(4))).tokens_cached == 19
 
 
 def test_engine_batches_two_slots_as_each_alone(tiny) -> None:  # type: ignore[no-untyped-def]

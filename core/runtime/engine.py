@@ -69,6 +69,7 @@ class Engine:
         if c.speculative.enabled and not self.cache.can_roll_back:
             raise InvalidRequest("speculative decoding needs a cache that can drop rejected drafts: "
                                  f"{model.args.arch}'s recurrent state cannot")
+        self.cache.max_checkpoints = c.ctx_checkpoints
         self.slots = [Slot(i, self.n_ctx_slot) for i in range(c.n_parallel)]
         self.metrics = Metrics()
         self._queue: deque[Task] = deque()
@@ -264,7 +265,7 @@ class Engine:
             s, lcp = placed
             s.lora = lora
             self._order += 1
-            start_task(s, task, lcp, self._order, self.cache, self.tokenizer, self.spec)
+            start_task(s, task, lcp, self._order, self.cache, self.tokenizer, self.spec, self.config.n_batch)
 
     def _remove_queued(self, task: Task) -> None:
         with self._cond:

@@ -104,20 +104,31 @@ def load_mamba2(ld: WeightLoader, prefix: str, n_embd: int, m: Mamba2Args) -> Ma
 def mamba2_mixer(pr: Precision, mw: Mamba2Weights, m: Mamba2Args, h: np.ndarray, batch: Batch,
                  cache: HybridCache, il: int, eps: float) -> np.ndarray:
     """The mixer over the batch's rows h (T, n_embd), advancing each sequence's states of
-    layer il; returns (T, n_embd)."""
+    layer il (and copying them into the checkpoints the cache plans within this batch);
+    returns (T, n_embd)."""
     T = h.shape[0]
     E, C, G, N, H, P = m.d_inner, m.conv_dim, m.n_group, m.d_state, m.n_head, m.head_dim
     zxbcdt = pr.linear(h, mw.ssm_in)  # (T, d_in_proj)
     z = zxbcdt[:, :E]
-    xbc = ssm_conv(zxbcdt[:, E:E + C], batch.seq_ids, mw.conv_w, cache.conv[il])  # (T, C)
-    if mw.conv_b is not None:
-        xbc += mw.conv_b
-    xbc = K.silu(xbc)
     dt = zxbcdt[:, E + C:] + mw.dt_b  # (T, H)
+    xbc = np.empty((T, C), dtype=np.float32)
+    y = np.empty((T, H, P), dtype=np.float32)
+    phase, after = cache.cuts(batch.seq_ids, batch.positions)
+    # the tokens before each pending checkpoint first, then the states copied, then the rest
+    for k in range(len(after) + 1):
+        rows = np.flatnonzero(phase == k) if after else slice(None)
+        seq = batch.seq_ids[rows]
+        xb = ssm_conv(zxbcdt[rows, E:E + C], seq, mw.conv_w, cache.conv[il])  # (t, C)
+        if mw.conv_b is not None:
+            xb += mw.conv_b
+        xb = K.silu(xb)
+        xbc[rows] = xb
+        t = xb.shape[0]
+        y[rows] = ssm_scan(xb[:, :E].reshape(t, H, P), dt[rows], mw.A, xb[:, E:E + G * N].reshape(t, G, N),
+                           xb[:, E + G * N:].reshape(t, G, N), seq, cache.ssm[il])
+        for s, n in after[k] if k < len(after) else ():
+            cache.snapshot(il, s, n)
     x = xbc[:, :E].reshape(T, H, P)
-    B = xbc[:, E:E + G * N].reshape(T, G, N)
-    Cm = xbc[:, E + G * N:].reshape(T, G, N)
-    y = ssm_scan(x, dt, mw.A, B, Cm, batch.seq_ids, cache.ssm[il])  # (T, H, P)
     y = y + x * mw.D[:, None]
     y = K.silu(z).reshape(T, H, P) * y
     y = K.rms_norm(y.reshape(T, G, E // G), None, eps) * mw.norm  # grouped RMS norm

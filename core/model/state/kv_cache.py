@@ -57,11 +57,16 @@ class KVCache:
         )
 
     can_roll_back = True  # truncate() may cut a sequence back to any prefix
+    max_checkpoints = 0  # context checkpoints kept per sequence (where a state needs them)
 
     def reusable(self, seq: int, n: int) -> int:
         """How many of the first n cached cells of a sequence a new prompt may keep (all of
         them here; a recurrent state keeps its whole sequence or nothing: state/recurrent.py)."""
         return n
+
+    def plan_checkpoints(self, seq: int, n_prompt: int, n_reuse: int, n_batch: int) -> None:
+        """Where to copy a sequence's state while its prompt is evaluated (a recurrent state's
+        context checkpoints: state/recurrent.py); K/V cells need none."""
 
     def check_batch(self, seq_ids: np.ndarray, positions: np.ndarray) -> None:
         """Raise ValueError where a batch cannot extend this cache (any batch can, here)."""
