@@ -5,6 +5,7 @@ continues from its state."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from tests.http_server import LlamaServer
 from tests.tiny_models import write_tiny_model
 
+FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
 PROMPT = "the quick brown fox jumps over the lazy dog. a model reads"
 
 
@@ -40,22 +42,18 @@ def test_openai_client_completes_and_streams_alike(srv: LlamaServer) -> None:
     assert "".join(c.choices[0].text for c in parts) == full.choices[0].text
 
 
-def test_prompt_cache_keeps_the_state_or_goes_back_to_a_checkpoint(srv: LlamaServer) -> None:
-    status, tok = srv.post("/tokenize", {"content": PROMPT})
-    assert status == 200
-    ids: list[int] = tok["tokens"]
-    a = _complete(srv, ids, id_slot=0, return_tokens=True)
-    again = _complete(srv, ids, id_slot=0)  # the same prompt: its last token again, from the checkpoint
-    assert again["tokens_cached"] == len(ids) - 4 and again["content"] == a["content"]
-    follow = ids + a["tokens"] + ids[:3]  # a next turn: the whole cached sequence, then more
-    longer = _complete(srv, follow, id_slot=0)
-    assert longer["tokens_cached"] == len(ids) + len(a["tokens"]) - 1  # the last generated was never evaluated
-    part = _complete(srv, ids[:-2] + ids[:2], id_slot=0)  # part of it: back to the checkpoint
-    assert part["tokens_cached"] == len(ids) - 4
-    other = _complete(srv, ids[:3] + ids[:3], id_slot=0)  # no checkpoint within the shared part
-    assert other["tokens_cached"] == 0
-    cold = _complete(srv, follow, id_slot=1, cache_prompt=False)
-    assert cold["tokens_cached"] == 0 and cold["content"] == longer["content"]
+def test_prompt_cache_reuses_what_llama_server_reuses(srv: LlamaServer) -> None:
+    """The requests llama-server answered in tests/fixtures/tiny/granitehybrid-Q8_0-server.json
+    (scripts/oracle_fixtures.py --hybrid-server): the same prompt again and a part of the cache
+    go back to its context checkpoint, a continuation keeps the whole state, a short other prompt
+    starts over; the prompt tokens reused (timings.cache_n) and the tokens are llama-server's."""
+    steps = json.loads((FIXTURES / "granitehybrid-Q8_0-server.json").read_text())["steps"]
+    assert [st["cache_n"] for st in steps] == [0, 33, 42, 33, 0]
+    for st in steps:
+        got = _complete(srv, st["prompt"], id_slot=0, return_tokens=True)
+        assert (got["timings"]["cache_n"], got["tokens"]) == (st["cache_n"], st["tokens"])
+    cold = _complete(srv, steps[2]["prompt"], id_slot=1, cache_prompt=False, return_tokens=True)
+    assert cold["timings"]["cache_n"] == 0 and cold["tokens"] == steps[2]["tokens"]
 
 
 def test_slot_save_restore_continues_from_the_state(srv: LlamaServer) -> None:
@@ -68,5 +66,5 @@ def test_slot_save_restore_continues_from_the_state(srv: LlamaServer) -> None:
     assert status == 200 and restored["n_restored"] == saved["n_saved"]
     follow = ids + a["tokens"] + ids[:4]
     b = _complete(srv, follow, id_slot=1)
-    assert b["tokens_cached"] == saved["n_saved"]
+    assert b["timings"]["cache_n"] == saved["n_saved"]
     assert b["content"] == _complete(srv, follow, id_slot=0, cache_prompt=False)["content"]
