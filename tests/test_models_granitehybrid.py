@@ -22,6 +22,7 @@ from llamacli.core.runtime.slot_store import SlotFileError, restore_slot, save_s
 from llamacli.core.runtime.tasks import Final, Task, TaskParams
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import SpecConfig
+from llamacli.core.text.chat_templates.detect import default_builtin
 from llamacli.core.text.tokenizer import load_tokenizer
 from tests.tiny_models import fixture_tokens, rewrite_gguf, write_tiny_model
 
@@ -57,6 +58,10 @@ def test_hyperparameters_as_llama_cpp_reads_them(tmp_path: Path) -> None:
     assert mw.conv_w.shape == (512 + 2 * 64, 4) and mw.A.shape == (8,) and (mw.A < 0).all()
     rope, _, _ = load_model(write_tiny_model(ARCH, "F32_ROPE", tmp_path / "r.gguf"))
     assert rope.args.rope.scale == 1.0 and not rope.args.rope.neox
+
+
+def test_files_without_a_template_get_granite_4_turns() -> None:
+    assert default_builtin({"general.architecture": ARCH}) == "granite-4.0"
 
 
 @pytest.mark.parametrize("key", [f"{ARCH}.ssm.state_size", f"{ARCH}.ssm.conv_kernel", f"{ARCH}.ssm.group_count"])

@@ -488,7 +488,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     path = Path(path)
     rng = np.random.default_rng(cfg.seed)
     if arch == "granitehybrid":
-        return _write_granitehybrid(cfg, qtype, path, rng)
+        return write_granitehybrid(cfg, qtype, path, rng)
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}-{variant}")
@@ -608,7 +608,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     return path
 
 
-def _write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
     """granitehybrid: the keys and tensor names llama.cpp's converter writes for Granite 4.0-H
     (conversion/granite.py): head_count_kv per layer (0: a Mamba-2 layer), `ssm.*`, the Granite
     multipliers, rope.scaling.finetuned; a tied output. Mamba-2's tensors as the converter
