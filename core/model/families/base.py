@@ -436,6 +436,11 @@ class DecoderModel:
         step = self._planned_step()
         return None if step is None else "gelu" if step.gelu else "silu"
 
+    def kernel_kinds(self) -> list[str]:
+        """The model-specific kernels the warmup compiles (core/model/kernels/warmup.py): the
+        kind of its one-token step, if any."""
+        return [k for k in [self.one_token_step_kind()] if k]
+
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the
         rest down, rotating their keys back by n_discard positions (as llama.cpp's K-shift)."""

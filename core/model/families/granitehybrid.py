@@ -30,6 +30,7 @@ from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeig
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.mamba2 import Mamba2Args, load_mamba2, mamba2_mixer
 from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.kernels.warmup import RECURRENT
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
@@ -138,6 +139,9 @@ class GraniteHybridModel(DecoderModel):
         a, m = self.args, self.ssm
         return HybridCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v, self.recurrent,
                            (m.conv_dim, m.d_conv - 1), (m.n_head, m.head_dim, m.d_state))
+
+    def kernel_kinds(self) -> list[str]:
+        return [*super().kernel_kinds(), RECURRENT]
 
     def _residual(self, h: np.ndarray) -> np.ndarray:
         rs = self.args.extra["residual_scale"]
