@@ -7,7 +7,9 @@ llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F3
 with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows); gpt-oss
 (GPTOSS_MODELS, also in MOE_MODELS: F32, F16, Q8_0; the real file's metadata keys and tensor
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
-top-k edge and no early greedy step is a near-tie).
+top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
+`write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
+F32_MOE).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
