@@ -24,6 +24,10 @@ from llamacli.core.sampling import SamplingParams
 from llamacli.core.speculative.config import SpecConfig
 from llamacli.core.text.chat_templates.detect import default_builtin
 from llamacli.core.text.tokenizer import load_tokenizer
+from tests.test_speculative import PROMPTS as SPEC_PROMPTS
+from tests.test_speculative import Oracle
+from tests.test_speculative import _refs as spec_refs
+from tests.test_speculative import _run as spec_run
 from tests.tiny_models import fixture_tokens, rewrite_gguf, write_tiny_model
 
 ARCH = "granitehybrid"
@@ -287,7 +291,24 @@ def test_engine_context_shift_runs_past_the_context(tiny) -> None:  # type: igno
     assert f.truncated and len(f.tokens) == 40
 
 
-def test_speculative_decoding_is_refused_with_a_recurrent_state(tiny) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("good,k", [(2, 5), (0, 3), (6, 6)])
+def test_speculative_decoding_rolls_the_state_back_to_the_accepted_tokens(tiny, good: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    """Drafts of k tokens, the first `good` right: each verification keeps the states after its
+    accepted tokens (the step's rollback copies); the output is plain decoding's, and two slots
+    drafting together give each its own."""
     model, tok = tiny
-    with pytest.raises(InvalidRequest, match="recurrent state"):
-        Engine(model, tok, EngineConfig(n_ctx=64, speculative=SpecConfig(types=("ngram-simple",))))
+    params = TaskParams(n_predict=30, ignore_eos=True, sampling=SamplingParams(temperature=0.0))
+    plain, _ = spec_run(model, tok, SPEC_PROMPTS, params, n_parallel=2)
+    spec, eng = spec_run(model, tok, SPEC_PROMPTS, params, drafter=Oracle(spec_refs(plain), good, k, tok.n_vocab),
+                         n_parallel=2)
+    assert [f.tokens for f in spec] == [f.tokens for f in plain]
+    assert all(f.timings.draft_n > 0 for f in spec)
+    assert all(f.timings.draft_n_accepted > 0 for f in spec) == (good > 0)
+    for s in eng.slots:
+        assert int(eng.cache.lengths[s.id]) == len(s.cached) and not eng.cache.rollback[s.id]
+
+
+def test_a_recurrent_draft_model_is_refused(tiny) -> None:  # type: ignore[no-untyped-def]
+    model, tok = tiny
+    with pytest.raises(InvalidRequest, match="draft model"):
+        Engine(model, tok, EngineConfig(n_ctx=64, speculative=SpecConfig(types=("draft-simple",))), draft_model=model)

@@ -66,9 +66,9 @@ class Engine:
             raise InvalidRequest("n_batch must be at least 1")
         self.n_ctx_slot = c.n_ctx_slot
         self.cache = model.new_cache(c.n_parallel, self.n_ctx_slot)
-        if c.speculative.enabled and not self.cache.can_roll_back:
-            raise InvalidRequest("speculative decoding needs a cache that can drop rejected drafts: "
-                                 f"{model.args.arch}'s recurrent state cannot")
+        if draft_model is not None and not draft_model.new_cache(1, 1).can_roll_back:
+            raise InvalidRequest(f"a draft model must drop rejected draft tokens from its cache: "
+                                 f"{draft_model.args.arch}'s recurrent state cannot")
         self.cache.max_checkpoints = c.ctx_checkpoints
         self.slots = [Slot(i, self.n_ctx_slot) for i in range(c.n_parallel)]
         self.metrics = Metrics()

@@ -149,6 +149,8 @@ class GraniteHybridModel(DecoderModel):
 
     def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
         cache.check_batch(batch.seq_ids, batch.positions)
+        if isinstance(cache, HybridCache):  # a step verifying drafts: its rows' states kept
+            cache.plan_rollback(batch.seq_ids, batch.positions, batch.decode)
         return super().forward_hidden(batch, cache)
 
     def attention(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: KVCache,

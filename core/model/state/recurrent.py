@@ -17,6 +17,12 @@ the state before it), and one where a reused prefix ends when the rest of the pr
 one batch; at most `max_checkpoints` per sequence (`--ctx-checkpoints`, 32), the oldest dropped
 first. `plan_checkpoints` names the lengths; the mixer copies the states when it reaches them
 (`cuts`, `snapshot`), whatever chunks the prompt is evaluated in.
+
+Speculative decoding: a generation step that verifies k draft tokens evaluates 1 + k tokens of
+a sequence and may keep any first 1..k of them. Such a step (the batch's `decode` rows, more
+than one for a sequence) also copies the states after each of its first k tokens
+(`plan_rollback`, ggml's rollback snapshots of ssm_scan for K > 1): the `truncate` that drops
+the rejected rows goes back to one of them; the copies last until the next truncate.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ class HybridCache(KVCache):
         self.max_checkpoints = 32
         self.checkpoints: list[list[Checkpoint]] = [[] for _ in range(n_seq)]
         self.pending: list[list[int]] = [[] for _ in range(n_seq)]  # lengths to checkpoint at
+        self.rollback: list[dict[int, Checkpoint]] = [{} for _ in range(n_seq)]  # a draft's rows
+        self.rollback_at: list[set[int]] = [set() for _ in range(n_seq)]
         self.conv: dict[int, np.ndarray] = {}
         self.ssm: dict[int, np.ndarray] = {}
         for il, r in enumerate(recurrent):
@@ -82,13 +90,15 @@ class HybridCache(KVCache):
         return max((c.n_tokens for c in self.checkpoints[seq] if c.n_tokens <= n), default=0)
 
     def truncate(self, seq_id: int, n: int) -> None:
+        rollback = self.rollback[seq_id].get(n)
+        self.rollback[seq_id], self.rollback_at[seq_id] = {}, set()
         if n >= int(self.lengths[seq_id]):
             return
         self.pending[seq_id] = []
         if n <= 0:
             self.clear(seq_id)
             return
-        cp = [c for c in self.checkpoints[seq_id] if c.n_tokens == n]
+        cp = [rollback] if rollback is not None else [c for c in self.checkpoints[seq_id] if c.n_tokens == n]
         if not cp:
             raise ValueError(f"sequence {seq_id}: a recurrent state cannot go back to {n} of its "
                              f"{int(self.lengths[seq_id])} tokens (no checkpoint there)")
@@ -99,6 +109,18 @@ class HybridCache(KVCache):
         self.lengths[seq_id] = n
         self.checkpoints[seq_id] = [c for c in self.checkpoints[seq_id] if c.n_tokens <= n]
 
+    def plan_rollback(self, seq_ids: np.ndarray, positions: np.ndarray, decode: np.ndarray | None) -> None:
+        """A batch's generation steps that verify drafts (several `decode` rows of a sequence):
+        copy the states after each of their rows but the last."""
+        if decode is None or not decode.any():
+            return
+        seqs, counts = np.unique(seq_ids[decode], return_counts=True)
+        for s, c in zip(seqs[counts > 1], counts[counts > 1]):
+            first = int(positions[decode & (seq_ids == s)].min())
+            lengths = set(range(first + 1, first + int(c)))
+            self.rollback_at[int(s)] = lengths
+            self.pending[int(s)] = sorted(set(self.pending[int(s)]) | lengths)
+
     def clear(self, seq_id: int | None = None) -> None:
         super().clear(seq_id)
         rows = slice(None) if seq_id is None else seq_id
@@ -107,6 +129,7 @@ class HybridCache(KVCache):
         for s in range(self.n_seq) if seq_id is None else (seq_id,):
             self.checkpoints[s] = []
             self.pending[s] = []
+            self.rollback[s], self.rollback_at[s] = {}, set()
 
     def plan_checkpoints(self, seq: int, n_prompt: int, n_reuse: int, n_batch: int) -> None:
         """Checkpoint lengths for a completion prompt of n_prompt tokens whose first n_reuse are
@@ -138,6 +161,11 @@ class HybridCache(KVCache):
     def snapshot(self, il: int, seq: int, n_tokens: int) -> None:
         """Copy layer il's states of a sequence into its checkpoint at n_tokens (made when its
         first recurrent layer reaches it; the oldest checkpoint goes when there are too many)."""
+        if n_tokens in self.rollback_at[seq]:
+            rb = self.rollback[seq].setdefault(n_tokens, Checkpoint(n_tokens))
+            rb.conv[il] = self.conv[il][seq].copy()
+            rb.ssm[il] = self.ssm[il][seq].copy()
+            return
         cps = self.checkpoints[seq]
         cp = next((c for c in cps if c.n_tokens == n_tokens and il not in c.conv), None)
         if cp is None:  # the first layer: a new checkpoint (in place of an older one as long)
@@ -151,7 +179,7 @@ class HybridCache(KVCache):
     def commit(self, seq_ids: np.ndarray, positions: np.ndarray) -> None:
         super().commit(seq_ids, positions)
         for s in np.unique(seq_ids):
-            done = {c.n_tokens for c in self.checkpoints[int(s)]}
+            done = {c.n_tokens for c in self.checkpoints[int(s)]} | set(self.rollback[int(s)])
             self.pending[int(s)] = [n for n in self.pending[int(s)] if n not in done and n > self.lengths[int(s)]]
 
     def copy_seq(self, src: int, dst: int, n: int | None = None) -> None:
