@@ -1,7 +1,8 @@
 """core/model/families/granitehybrid.py, families/mamba2.py, kernels/ssm.py and
 state/recurrent.py: what the family reads from the file, the Mamba-2 kernels against a plain
 reference, incremental and batched decoding, and the recurrent state in the engine (prompt
-reuse, context shift, slot files). The logits against llama.cpp's are in test_parity_tiny.py."""
+reuse and context checkpoints, context shift, slot files, speculative rollback). The logits
+against llama.cpp's are in test_parity_tiny.py."""
 
 from __future__ import annotations
 
