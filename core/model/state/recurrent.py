@@ -147,6 +147,8 @@ class HybridCache(KVCache):
         the (seq, n_tokens) checkpoints to take after the tokens of phases <= k."""
         phase = np.zeros(seq_ids.shape[0], dtype=np.int64)
         after: list[list[tuple[int, int]]] = []
+        if not any(self.pending):  # the common step: nothing to copy
+            return phase, after
         for s in np.unique(seq_ids):
             mine = seq_ids == s
             lo, hi = int(positions[mine].min()), int(positions[mine].max()) + 1
