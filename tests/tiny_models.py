@@ -85,10 +85,12 @@ LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
 ODD_WIDTH_TOKENS = 16
 # granitehybrid (Granite 4.0-H Micro's shape): Mamba-2 layers 0, 1 and 3, attention layer 2, the
-# Granite multipliers; F32 and Q8_0 without rope (as the released files), F32_ROPE with it (Bamba)
-# F32_MOE (Granite 4.0-H Tiny's shape): 8 experts of 256 rows, top 2, a shared FFN of 512 rows
+# Granite multipliers; F32 and Q8_0 without rope (as the released files), F32_ROPE with it (Bamba);
+# F32_MOE (Granite 4.0-H Tiny's shape): 8 experts of 256 rows, top 2, a shared FFN of 512 rows.
+# Their weight types and seeds are their own (not _WEIGHT_TYPE's places)
 GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"),
                         ("granitehybrid", "F32_MOE"))
+_GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (QT.F32, 1519), "F32_MOE": (QT.F32, 1520)}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
                                      + list(GRANITEHYBRID_MODELS))
@@ -96,8 +98,7 @@ TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
-                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0, "F32_ROPE": QT.F32,
-                "F32_MOE": QT.F32}  # (seeds: a variant's place, so new ones go last)
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0}  # (seeds: a variant's place, so new ones go last)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,17 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
     if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
         return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
+    if arch == "granitehybrid":
+        if (arch, variant) not in GRANITEHYBRID_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe = variant == "F32_MOE"
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 512,
+                          tied_output=True, spm=False, n_expert=8 if moe else 0, n_expert_used=2 if moe else 0,
+                          seed=_GRANITEHYBRID[variant][1],
+                          extra={"attn_layers": (2,), "rope": variant == "F32_ROPE", "d_conv": 4, "d_state": 64,
+                                 "n_ff_shexp": 512 if moe else 0,
+                                 "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
+                                 "attention_scale": 0.0078125, "logit_scale": 2.0})
     if arch == "qwen3moe":
         if (arch, variant) not in MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -171,17 +183,6 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
                           n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
                           extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
-    if arch == "granitehybrid":
-        if (arch, variant) not in GRANITEHYBRID_MODELS:
-            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
-        moe = variant == "F32_MOE"
-        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 512,
-                          tied_output=True, spm=False, n_expert=8 if moe else 0, n_expert_used=2 if moe else 0,
-                          seed=1500 + list(_WEIGHT_TYPE).index(variant),
-                          extra={"attn_layers": (2,), "rope": variant == "F32_ROPE", "d_conv": 4, "d_state": 64,
-                                 "n_ff_shexp": 512 if moe else 0,
-                                 "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
-                                 "attention_scale": 0.0078125, "logit_scale": 2.0})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -451,46 +452,30 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
             _add_norm(w, p + nm, rng, E)
 
 
-def _add_vocab(w: gguf.GGUFWriter, arch: str, cfg: TinyConfig) -> int:
-    """The tokenizer keys (SPM or GPT-2 BPE, as cfg.spm says); returns the vocabulary size."""
-    if cfg.spm:
-        tokens, scores, ttypes, ids = _spm_vocab(arch)
-        w.add_tokenizer_model("llama")
-        w.add_tokenizer_pre("default")
-        w.add_token_list(list(tokens))
-        w.add_token_scores(list(scores))
-        w.add_token_types(list(ttypes))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_unk_token_id(ids["unk"])
-        if "pad" in ids:
-            w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
-        if arch == "gemma3":
-            w.add_add_space_prefix(False)
-    else:
-        tokens, ttypes, merges, ids = _bpe_vocab()
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list(list(tokens))
-        w.add_token_types(list(ttypes))
-        w.add_token_merges(list(merges))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(False)
-    return len(tokens)
+def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
+    """The GPT-2 byte-level BPE tokenizer keys; returns the tokens."""
+    tokens, ttypes, merges, ids = _bpe_vocab()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(list(tokens))
+    w.add_token_types(list(ttypes))
+    w.add_token_merges(list(merges))
+    w.add_bos_token_id(ids["bos"])
+    w.add_eos_token_id(ids["eos"])
+    w.add_pad_token_id(ids["pad"])
+    w.add_add_bos_token(False)
+    return tokens
 
 
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
+    if arch == "granitehybrid":
+        qt, seed = _GRANITEHYBRID[variant]
+        return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
     path = Path(path)
     rng = np.random.default_rng(cfg.seed)
-    if arch == "granitehybrid":
-        return write_granitehybrid(cfg, qtype, path, rng)
 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}-{variant}")
@@ -530,7 +515,26 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
-    n_vocab = _add_vocab(w, arch, cfg)
+    # vocabulary
+    if cfg.spm:
+        tokens, scores, ttypes, ids = _spm_vocab(arch)
+        w.add_tokenizer_model("llama")
+        w.add_tokenizer_pre("default")
+        w.add_token_list(list(tokens))
+        w.add_token_scores(list(scores))
+        w.add_token_types(list(ttypes))
+        w.add_bos_token_id(ids["bos"])
+        w.add_eos_token_id(ids["eos"])
+        w.add_unk_token_id(ids["unk"])
+        if "pad" in ids:
+            w.add_pad_token_id(ids["pad"])
+        w.add_add_bos_token(True)
+        w.add_add_eos_token(False)
+        if arch == "gemma3":
+            w.add_add_space_prefix(False)
+    else:
+        tokens = _add_bpe_vocab(w)
+    n_vocab = len(tokens)
 
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
     # gemma3 scales the embeddings by sqrt(n_embd) = 16 and ties the output: keep the residual
@@ -650,7 +654,7 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
         w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    n_vocab = _add_vocab(w, a, cfg)
+    n_vocab = len(_add_bpe_vocab(w))
     _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
     signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
     w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
