@@ -60,7 +60,7 @@ HELP_ORDER = (
     "cors_methods", "cors_headers", "max_body_size", "max_prompts", "max_embd_inputs", "sse_ping_interval", "log_format",
     "verbose", "warmup",
     # Slots
-    "parallel", "kv_unified", "cache_prompt", "cache_reuse", "context_shift", "slot_prompt_similarity", "n_predict_max",
+    "parallel", "kv_unified", "cache_prompt", "cache_reuse", "context_shift", "ctx_checkpoints", "slot_prompt_similarity", "n_predict_max",
     "sleep_idle_seconds",
     # Endpoints
     "alias", "tags", "metrics", "props", "slots", "slot_save_path", "media_path", "embeddings", "pooling", "rerank", "embd_normalize", "ui",
@@ -141,6 +141,7 @@ def engine_config(opts: ServeOptions, n_ctx_train: int, speculative: SpecOptions
     return EngineConfig(
         n_ctx=s.ctx_size if s.ctx_size > 0 else n_ctx_train, n_parallel=s.n_parallel, n_batch=s.ubatch_size,
         slot_prompt_similarity=s.slot_prompt_similarity, context_shift=s.context_shift, kv_unified=s.kv_unified,
+        ctx_checkpoints=s.ctx_checkpoints,
         speculative=speculative.config, n_predict_max=s.n_predict_max, grammar_limits=opts.bounds.grammar,
         sampling_limits=opts.bounds.sampling,
     )

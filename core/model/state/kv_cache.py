@@ -56,6 +56,32 @@ class KVCache:
             self.v[layer][:, :, k_start:k_end][seq_ids],
         )
 
+    can_roll_back = True  # truncate() may cut a sequence back to any prefix
+    max_checkpoints = 0  # context checkpoints kept per sequence (where a state needs them)
+
+    def reusable(self, seq: int, n: int) -> int:
+        """How many of the first n cached cells of a sequence a new prompt may keep (all of
+        them here; a recurrent state keeps its whole sequence or nothing: state/recurrent.py)."""
+        return n
+
+    def plan_checkpoints(self, seq: int, n_prompt: int, n_reuse: int, n_batch: int) -> None:
+        """Where to copy a sequence's state while its prompt is evaluated (a recurrent state's
+        context checkpoints: state/recurrent.py); K/V cells need none."""
+
+    def check_batch(self, seq_ids: np.ndarray, positions: np.ndarray) -> None:
+        """Raise ValueError where a batch cannot extend this cache (any batch can, here)."""
+
+    def seq_state(self, seq: int) -> dict[str, np.ndarray]:
+        """A sequence's state beyond its K/V cells, by name (a recurrent state), for slot files."""
+        return {}
+
+    def state_names(self) -> list[str]:
+        """The names `seq_state` gives."""
+        return []
+
+    def load_seq_state(self, seq: int, arrays: dict[str, np.ndarray]) -> None:
+        """Set a sequence's state beyond its K/V cells from `seq_state`'s arrays."""
+
     def truncate(self, seq_id: int, n: int) -> None:
         """Keep only the first n cells of a sequence (the common prefix of a new prompt)."""
         self.lengths[seq_id] = min(int(self.lengths[seq_id]), max(0, n))
