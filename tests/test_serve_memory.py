@@ -1,0 +1,32 @@
+"""Resident memory of a real `llama serve` with the demo model: what it holds is what serving
+needs (docs/benchmarks.md, "Memory"); structures only some requests use are built by the
+first of them."""
+
+from __future__ import annotations
+
+from tests.http_server import LlamaServer
+
+PROMPT = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0.0, "cache_prompt": False}
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_grammar_tokenizer_is_built_by_the_first_constrained_request(demo_model: str) -> None:
+    # llguidance's tokenizer for a 262k vocabulary (token trie and mask slices) is ~100 MiB:
+    # a server that is never asked for a grammar does not hold it
+    with LlamaServer("-m", demo_model, "-c", "256", "-np", "1") as srv:
+        assert srv.proc is not None
+        status, body = srv.post("/completion", PROMPT)
+        assert status == 200, body
+        plain_kb = _rss_kb(srv.proc.pid)
+        status, body = srv.post("/completion", {**PROMPT, "n_predict": 16, "json_schema": SCHEMA})
+        assert status == 200, body
+        assert body["content"].startswith("{"), body
+        assert _rss_kb(srv.proc.pid) - plain_kb > 40 * 1024, (plain_kb, _rss_kb(srv.proc.pid))
