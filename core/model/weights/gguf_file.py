@@ -25,12 +25,14 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from llamacli.core.errors import ModelLoadError
+from llamacli.core.string_array import StringArray, utf8_string_array
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 KEY_SPLIT_NO = "split.no"
 KEY_SPLIT_COUNT = "split.count"
 KEY_SPLIT_TENSORS = "split.tensors.count"
+STRING_ARRAY_MIN = 1024  # string arrays this long are read as a StringArray (vocabularies, merges)
 _SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
@@ -106,23 +108,27 @@ class _Cursor:
         self.pos += n
         return raw.decode("utf-8", errors="replace")
 
-    def string_array(self, count: int) -> list[str]:
+    def string_array(self, count: int) -> list[str] | StringArray:
+        """A short array as a list; a long one (a vocabulary, merges) as one UTF-8 buffer
+        (core/string_array.py: no Python object per string). Both decode with "replace"."""
         # Each element: uint64 length + bytes. A tight loop over unpack_from is the fast path.
-        out: list[str] = []
+        data = bytearray()
+        start = np.zeros(count + 1, np.int64)
         buf, pos, end = self.buf, self.pos, len(self.buf)
         unpack = struct.Struct(self.endian + "Q").unpack_from
-        append = out.append
-        for _ in range(count):
+        for i in range(count):
             if pos + 8 > end:
                 raise ModelLoadError(self.path, "truncated file inside a string array")
             (n,) = unpack(buf, pos)
             pos += 8
             if pos + n > end:
                 raise ModelLoadError(self.path, "truncated file inside a string array")
-            append(str(buf[pos : pos + n], "utf-8", "replace"))
+            data += buf[pos : pos + n]
+            start[i + 1] = len(data)
             pos += n
         self.pos = pos
-        return out
+        strings = utf8_string_array(np.frombuffer(data, np.uint8), start)
+        return strings if count >= STRING_ARRAY_MIN else list(strings)
 
     def numeric_array(self, vtype: int, count: int) -> np.ndarray:
         dt = np.dtype(_SCALARS[vtype][1]).newbyteorder(self.endian)
