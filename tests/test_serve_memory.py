@@ -30,3 +30,30 @@ def test_grammar_tokenizer_is_built_by_the_first_constrained_request(demo_model:
         assert status == 200, body
         assert body["content"].startswith("{"), body
         assert _rss_kb(srv.proc.pid) - plain_kb > 40 * 1024, (plain_kb, _rss_kb(srv.proc.pid))
+
+
+def test_freed_heap_pages_are_given_back() -> None:
+    """http/heap.py (called after a model loads and after it is released on idle): the pages of
+    freed blocks that glibc would keep (blocks still in use around them) leave the process."""
+    import ctypes.util
+    import os
+    import threading
+
+    from llamacli.http.heap import return_freed_memory
+
+    if not ctypes.util.find_library("c") or not hasattr(ctypes.CDLL(ctypes.util.find_library("c")), "malloc_trim"):
+        return  # not glibc: nothing to check
+    kept: list[bytearray] = []
+
+    def fragment() -> None:  # in a thread's arena, as the model's loading thread allocates
+        blocks = [bytearray(64 * 1024) for _ in range(1600)]  # 100 MiB, touched
+        kept.extend(blocks[::16])  # every 16th stays: the freed ones cannot shrink the heap
+        blocks.clear()
+
+    t = threading.Thread(target=fragment)
+    t.start()
+    t.join()
+    before = _rss_kb(os.getpid())
+    return_freed_memory()
+    assert before - _rss_kb(os.getpid()) > 50 * 1024, (before, _rss_kb(os.getpid()))
+    assert len(kept) == 100

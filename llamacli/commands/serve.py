@@ -167,6 +167,7 @@ def load_engine(
     engine and warm it up."""
     from llamacli.core.runtime.engine import Engine, Metrics
     from llamacli.core.runtime.tasks import Task, TaskParams
+    from llamacli.http.heap import return_freed_memory
     from llamacli.loading import open_draft, open_model
     from llamacli.media import open_projector
 
@@ -189,5 +190,6 @@ def load_engine(
             engine.run(Task([first], kind="embedding", pooling="mean"))
         engine.call(lambda: engine.erase_slot(0))
         engine.metrics = Metrics()
+    return_freed_memory()
     log(f"loaded {rt.path} in {time.perf_counter() - t0:.1f} s")
     return engine, rt.info
