@@ -24,7 +24,7 @@ class StringArray(Sequence[str]):
         self.data = data.view()  # uint8 [total bytes]: the strings' UTF-8, one after another
         self.data.flags.writeable = False  # as bytes are (numba types the kernels' tables so)
         self.start = start  # int64 [n + 1]: where each string starts, then the end
-        self._view = memoryview(data)
+        self._view = self.data.data
 
     @classmethod
     def of(cls, strings: Iterable[str]) -> StringArray:
@@ -86,11 +86,11 @@ def utf8_string_array(data: np.ndarray, start: np.ndarray) -> StringArray:
     character, so each is whole characters), else the strings decoded one by one."""
     text_starts = start[:-1][np.diff(start) > 0]
     try:
-        str(memoryview(data), "utf-8")
+        str(data.data, "utf-8")
         whole = not np.any((data[text_starts] & 0xC0) == 0x80)
     except UnicodeDecodeError:
         whole = False
     if whole:
         return StringArray(data, start)
-    view, bounds = memoryview(data), start.tolist()
+    view, bounds = data.data, start.tolist()
     return StringArray.of(str(view[s:e], "utf-8", "replace") for s, e in zip(bounds, bounds[1:]))

@@ -113,3 +113,33 @@ def test_missing_tensor(tmp_path: Path) -> None:
     g = GGUFFile(write_small(tmp_path / "m.gguf"))
     with pytest.raises(ModelLoadError, match="missing tensor 'c.weight'"):
         g.tensor("c.weight")
+
+
+def _mapped_pages(addr: int, n: int) -> int:
+    """How many pages of [addr, addr + n) this process has mapped in (/proc/self/pagemap)."""
+    page = 4096
+    first, last = addr // page, (addr + n - 1) // page
+    with open("/proc/self/pagemap", "rb") as f:
+        f.seek(first * 8)
+        entries = np.frombuffer(f.read((last - first + 1) * 8), np.uint64)
+    return int(np.count_nonzero(entries >> np.uint64(63)))
+
+
+def test_header_pages_are_released_after_parsing(tmp_path: Path) -> None:
+    """The header (a vocabulary: megabytes) is copied while parsed; its mapped pages go."""
+    if not Path("/proc/self/pagemap").exists():
+        pytest.skip("no /proc/self/pagemap")
+    tokens = [f"token number {i:06d}" for i in range(20000)]  # ~0.5 MB of header
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_tensor("a.weight", np.ones((2, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    g = GGUFFile(tmp_path / "m.gguf")
+    assert list(g.metadata["tokenizer.ggml.tokens"]) == tokens
+    header = g.data_offset // 4096 * 4096
+    assert header > 100 * 4096
+    assert _mapped_pages(g.data.ctypes.data, header) == 0
+    assert bytes(g.data[:4]) == b"GGUF"  # still readable: the page comes back from the page cache

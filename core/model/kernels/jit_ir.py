@@ -24,7 +24,7 @@ def _unserialize(cls: type[CPUCodeLibrary], codegen: Any, state: tuple[str, str,
     library = _unserialize_cached(cls, codegen, state)
     _, kind, data = state
     if kind == "object":  # data: (machine code, bitcode); the symbols are loaded by now
-        library._shared_bitcode = data[1]  # type: ignore[attr-defined]
+        library._shared_bitcode = data[1]
         library._shared_module = None
     return library
 

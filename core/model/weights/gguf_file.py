@@ -15,6 +15,7 @@ Every problem with the file raises `ModelLoadError(path, what is wrong)`.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import struct
@@ -182,6 +183,7 @@ class GGUFFile:
         self.metadata: dict[str, Any] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self._parse()
+        release_pages(self.data, 0, self.data_offset)  # the header is parsed (and copied) by now
         self.maps: list[np.memmap] = [self.data]  # the mapping of each part
         self.paths: list[str] = [self.path]
         n_split = int(self.metadata.get(KEY_SPLIT_COUNT, 0) or 0)
@@ -310,6 +312,19 @@ class GGUFFile:
         if not isinstance(arch, str):
             raise ModelLoadError(self.path, "no general.architecture key")
         return arch
+
+
+def release_pages(m: np.memmap, start: int, end: int) -> None:
+    """Drop the pages of mapping `m` that lie wholly inside bytes [start, end) from this process
+    (madvise DONTNEED: a file's pages come back from the page cache when read again)."""
+    mm = getattr(m, "_mmap", None)  # np.memmap's mmap.mmap (the whole part)
+    page = mmap.PAGESIZE
+    a, b = -(-start // page) * page, end // page * page
+    if mm is not None and hasattr(mm, "madvise") and b > a:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError):
+            pass  # only memory the kernel would have reclaimed anyway
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
