@@ -50,3 +50,51 @@ def test_cached_functions_drop_their_ir_and_still_link(tmp_path: Path) -> None:
     assert outs[0] == ["compiled", "False", "linked"]
     assert outs[1] == ["loaded", "True", "linked"]
 
+
+
+RELEASE = """
+import numba
+import numpy as np
+from llamacli.core.model.kernels.jit_ir import release_llvm_pages
+
+
+def llvm_pages():  # mapped pages of libllvmlite's code and read-only data
+    out = 0
+    with open("/proc/self/maps") as f:
+        spans = [l.split() for l in f if "libllvmlite" in l]
+    with open("/proc/self/pagemap", "rb") as pm:
+        for s in spans:
+            if s[1] not in ("r-xp", "r--p"):
+                continue
+            a, b = (int(x, 16) // 4096 for x in s[0].split("-"))
+            pm.seek(a * 8)
+            out += int(np.count_nonzero(np.frombuffer(pm.read((b - a) * 8), np.uint64) >> np.uint64(63)))
+    return out
+
+
+@numba.njit
+def add(x):
+    return x + 1
+
+assert add(1) == 2
+before = llvm_pages()
+assert release_llvm_pages() >= 1
+after = llvm_pages()
+
+@numba.njit
+def mul(x):  # a compilation after the release: LLVM's pages come back as it runs
+    return x * 3
+
+assert mul(2) == 6
+print(before, after)
+"""
+
+
+def test_llvm_pages_leave_and_come_back(tmp_path: Path) -> None:
+    if not Path("/proc/self/pagemap").exists():
+        return
+    r = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1],
+                       env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    before, after = (int(x) for x in r.stdout.split())
+    assert before > 5000 and after < before // 20, (before, after)  # 4 KiB pages: > 20 MiB before
