@@ -264,7 +264,7 @@ def _array(md: Mapping[str, Any], name: str, n: int, dtype: type, default: float
     arr = np.asarray(v)
     if arr.ndim != 1 or len(arr) < n or arr.dtype.kind not in "iuf":
         raise TokenizerError(f"tokenizer.ggml.{name} has the wrong type or fewer than {n} entries")
-    return arr[:n].astype(dtype)
+    return arr[:n].astype(dtype, copy=False)  # the metadata's own array when it has the type
 
 
 def _detect_special(
