@@ -11,6 +11,7 @@ import pytest
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile, read_metadata
+from tests.pages import HAVE_PAGEMAP, mapped_pages
 
 
 def write_small(path: Path, arch: str = "llama") -> Path:
@@ -115,19 +116,9 @@ def test_missing_tensor(tmp_path: Path) -> None:
         g.tensor("c.weight")
 
 
-def _mapped_pages(addr: int, n: int) -> int:
-    """How many pages of [addr, addr + n) this process has mapped in (/proc/self/pagemap)."""
-    page = 4096
-    first, last = addr // page, (addr + n - 1) // page
-    with open("/proc/self/pagemap", "rb") as f:
-        f.seek(first * 8)
-        entries = np.frombuffer(f.read((last - first + 1) * 8), np.uint64)
-    return int(np.count_nonzero(entries >> np.uint64(63)))
-
-
 def test_header_pages_are_released_after_parsing(tmp_path: Path) -> None:
     """The header (a vocabulary: megabytes) is copied while parsed; its mapped pages go."""
-    if not Path("/proc/self/pagemap").exists():
+    if not HAVE_PAGEMAP:
         pytest.skip("no /proc/self/pagemap")
     tokens = [f"token number {i:06d}" for i in range(20000)]  # ~0.5 MB of header
     w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
@@ -141,5 +132,5 @@ def test_header_pages_are_released_after_parsing(tmp_path: Path) -> None:
     assert list(g.metadata["tokenizer.ggml.tokens"]) == tokens
     header = g.data_offset // 4096 * 4096
     assert header > 100 * 4096
-    assert _mapped_pages(g.data.ctypes.data, header) == 0
+    assert mapped_pages(g.data.ctypes.data, header) == 0
     assert bytes(g.data[:4]) == b"GGUF"  # still readable: the page comes back from the page cache

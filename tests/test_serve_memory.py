@@ -57,3 +57,23 @@ def test_freed_heap_pages_are_given_back() -> None:
     return_freed_memory()
     assert before - _rss_kb(os.getpid()) > 50 * 1024, (before, _rss_kb(os.getpid()))
     assert len(kept) == 100
+
+
+def test_kv_cache_pages_come_as_cells_are_written() -> None:
+    """A large context costs memory only as it fills: writing three cells of a 16 MiB layer
+    array maps a page or two of 4 KiB, not a 2 MiB huge page (np.zeros advises them from 4 MiB,
+    and a cell past the array's first 2 MiB boundary would fault one in)."""
+    import numpy as np
+    import pytest
+
+    from llamacli.core.model.state.kv_cache import KVCache
+    from tests.pages import HAVE_PAGEMAP, mapped_pages
+
+    if not HAVE_PAGEMAP:
+        pytest.skip("no /proc/self/pagemap")
+    cache = KVCache(2, 1, 16384, 1, 256, 256)
+    rows = np.ones((3, 1, 256), np.float32)
+    cache.write(0, np.zeros(3, np.int64), np.arange(2998, 3001), rows, 2 * rows)
+    for a in (cache.k[0], cache.v[0]):
+        assert mapped_pages(a.ctypes.data, a.nbytes) <= 2, mapped_pages(a.ctypes.data, a.nbytes)
+    assert float(cache.v[0][0, 0, 3000, 5]) == 2.0 and float(cache.k[1].sum()) == 0.0
