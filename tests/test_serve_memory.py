@@ -77,3 +77,14 @@ def test_kv_cache_pages_come_as_cells_are_written() -> None:
     for a in (cache.k[0], cache.v[0]):
         assert mapped_pages(a.ctypes.data, a.nbytes) <= 2, mapped_pages(a.ctypes.data, a.nbytes)
     assert float(cache.v[0][0, 0, 3000, 5]) == 2.0 and float(cache.k[1].sum()) == 0.0
+
+
+def test_serving_a_local_file_loads_no_http_client() -> None:
+    """httpx2 (~4 MiB of modules) is for -hf downloads: `llama serve -m FILE` never imports it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys, llamacli.commands.serve, llamacli.http.app; print('httpx2' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0 and r.stdout.split() == ["False"], r.stderr
