@@ -85,6 +85,9 @@ class Engine:
         self.spec = make_speculator(
             c.speculative, c.n_parallel, self.n_ctx_slot, c.n_batch, draft_model, tokenizer.n_vocab
         )
+        # called on the loop thread when a step leaves nothing to run (the server gives freed
+        # heap pages back there: http/heap.py)
+        self.on_idle: Callable[[], None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -214,6 +217,8 @@ class Engine:
                     if s.task is not None:
                         finish(s, "error", self.metrics, error=e)
             self._count_load()
+            if did and self.on_idle is not None and not self._has_work():
+                self.on_idle()
             if not did:
                 # queued work that cannot start yet (e.g. pinned to a busy slot): nap until
                 # something changes instead of spinning; 50 ms also bounds how late a
