@@ -43,7 +43,7 @@ def test_completion_with_multimodal_data(server) -> None:  # type: ignore[no-unt
     assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 16
     status, again = server.post("/completion", body | {"return_tokens": True})
     assert status == 200 and again["tokens"] == [int(fx["e2e_top_ids"][0])]
-    assert again["tokens_cached"] >= 25  # the second request reuses the image's cache
+    assert again["timings"]["cache_n"] >= 25  # the second request reuses the image's cache
     status, props = server.get("/props")
     assert props["modalities"] == {"vision": True, "audio": False}
 

@@ -224,4 +224,4 @@ def test_server_completion_with_slices_and_its_cache(projectors: dict[str, Path]
         assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 36
         status, again = s.post("/completion", body)
         assert status == 200 and again["tokens"] == out["tokens"]
-        assert again["tokens_cached"] >= len(fx["e2e_tokens"]) + 36 - 1  # all but the last prompt position
+        assert again["timings"]["cache_n"] >= len(fx["e2e_tokens"]) + 36 - 1  # all but the last prompt position
