@@ -18,6 +18,7 @@ from gguf import GGMLQuantizationType as QT
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.kernels.dequant import dequantize
 from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm.attention import attention_f32
 from llamacli.core.model.kernels.qmm.matrix import QuantMatrix
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -25,7 +26,7 @@ from llamacli.core.model.weights.tensors import Linear, WeightLoader
 from llamacli.core.multimodal.block import BlockOps, Norm, block_forward, read_block, read_norm
 from llamacli.core.multimodal.projector_file import VisionHParams
 
-# Query rows per attention block: bounds the score matrix (H x block x P float32) for large
+# Query rows per attention call: bounds its score and probability buffers (block x P float32 each) for large
 # images (SigLIP at 896 px: 4096 patches).
 ATTN_BLOCK = 512
 
@@ -74,20 +75,21 @@ class VisionTower:
         return np.ascontiguousarray(x.reshape(-1, c * p * p))
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Full (non-causal) self-attention over all patches; q, k, v (P, E)."""
-        pr, hp = self.pr, self.hp
+        """Full (non-causal) self-attention over all patches; q, k, v (P, E): mtmd's non-flash
+        path in float32 (core/model/kernels/qmm/attention.py, `attention_f32`)."""
+        hp = self.hp
         n, nh, d = q.shape[0], hp.n_head, hp.head_dim
-        q = q.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
-        k = k.reshape(n, nh, d).transpose(1, 2, 0)  # (H, D, P)
-        v = v.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
+        q4 = q.reshape(n, nh, d).transpose(1, 0, 2)[None]  # (1, H, P, D)
+        k4 = k.reshape(n, nh, d).transpose(1, 0, 2)[None]
+        v4 = v.reshape(n, nh, d).transpose(1, 0, 2)[None]
         out = np.empty((n, nh, d), dtype=np.float32)
-        scale = np.float32(1.0 / np.sqrt(np.float32(d)))
+        scale = float(np.float32(1.0 / np.sqrt(np.float32(d))))
 
         def block(a: int) -> None:  # a block of queries over every head: independent of the others
-            s = np.matmul(q[:, a : a + ATTN_BLOCK], k) * scale  # (H, blk, P)
-            out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
+            o = attention_f32(q4[:, :, a : a + ATTN_BLOCK], k4, v4, scale)  # (1, H, blk, D)
+            out[a : a + ATTN_BLOCK] = o[0].transpose(1, 0, 2)
 
-        pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
+        self.pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
         return out.reshape(n, nh * d)
 
     def forward(self, pixels: np.ndarray) -> np.ndarray:

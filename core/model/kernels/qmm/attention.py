@@ -26,10 +26,11 @@ import threading
 import numpy as np
 from numba import njit
 
-from llamacli.core.model.kernels.qmm.expf import exp_sum
+from llamacli.core.model.kernels.qmm.expf import exp_sum, fmaf
 from llamacli.core.model.kernels.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2
 from llamacli.core.model.kernels.qmm.simd import round_f16
 
+NO_SINKS = np.zeros(0, dtype=np.float32)
 KEY_TILE = 32  # keys per score tile (two 16-float vectors)
 ROWS = 4  # query rows per register block
 
@@ -61,8 +62,8 @@ def _block_range(lo, hi, tq, r0, nr):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink):  # type: ignore[no-untyped-def]
-    """Probabilities, rounded to f16, of the scores sc[so + l] for the visible keys l in
+def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink, f16):  # type: ignore[no-untyped-def]
+    """Probabilities, rounded to f16 (f16 False: kept in float32), of the scores sc[so + l] for the visible keys l in
     [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range).
     sink: the head's sink logit, or -inf for none."""
     m = -np.inf
@@ -83,7 +84,8 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink):  #
         total += np.float64(np.float32(math.exp(np.float64(sink - m))))
     inv = np.float32(1.0 / total) if total > 0.0 else np.float32(0.0)
     for l in range(la, lb):
-        pb[po + l] = round_f16(sc[so + l] * inv) if a <= l < b else np.float32(0.0)
+        p = sc[so + l] * inv
+        pb[po + l] = (round_f16(p) if f16 else p) if a <= l < b else np.float32(0.0)
 
 
 @njit(cache=True, nogil=True)
@@ -111,6 +113,18 @@ def _attend(q, k, v, mask, scale, cap, sinks, out):  # type: ignore[no-untyped-d
     """out (S, H, Tq, Dv) = attention of q (S, H, Tq, D) over k (S, Hkv, L, D), v (S, Hkv, L, Dv)
     with the additive mask (S, Tq, L) and sinks (H,) (empty: none); see the module for the
     order of every sum."""
+    _attend_rounded(q, k, v, mask, scale, cap, sinks, out, True)
+
+
+@njit(cache=True, nogil=True)
+def _attend_f32(q, k, v, mask, scale, out):  # type: ignore[no-untyped-def]
+    """`_attend` with q and p kept in float32 (float32 k and v; no soft cap, no sinks)."""
+    _attend_rounded(q, k, v, mask, scale, np.float32(0.0), NO_SINKS, out, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _attend_rounded(q, k, v, mask, scale, cap, sinks, out, f16):  # type: ignore[no-untyped-def]
+    """`_attend`, q and p rounded to f16 when f16 is true."""
     S, H, Tq, D = q.shape
     Hkv, L, Dv = k.shape[1], k.shape[2], v.shape[3]
     G = H // Hkv
@@ -138,7 +152,8 @@ def _attend(q, k, v, mask, scale, cap, sinks, out):  # type: ignore[no-untyped-d
         for h in range(Hkv):
             for r in range(R):
                 for d in range(D):
-                    qb[r * D + d] = round_f16(q[s, h * G + r // Tq, r % Tq, d])
+                    x = q[s, h * G + r // Tq, r % Tq, d]
+                    qb[r * D + d] = round_f16(x) if f16 else x
             _transpose_keys(k, s, h, klo, khi, kt, Lp)
             # scores of each row block over its key tiles
             for ib in range(nblk):
@@ -153,7 +168,7 @@ def _attend(q, k, v, mask, scale, cap, sinks, out):  # type: ignore[no-untyped-d
                 for r in range(r0, r0 + nr):
                     t = r % Tq
                     sink = sinks[h * G + r // Tq] if sinks.shape[0] > 0 else f32(-np.inf)
-                    _softmax_row(sc, r * Lp, pb, r * Lp, mask, s, t, lo[t], hi[t], blo[ib], bhi[ib], scale, cap, sink)
+                    _softmax_row(sc, r * Lp, pb, r * Lp, mask, s, t, lo[t], hi[t], blo[ib], bhi[ib], scale, cap, sink, f16)
             # f16(p) times v, 32 (then 16, then 1) output columns at a time
             vbase = s * vs0 + h * vs1
             for ib in range(nblk):
@@ -179,7 +194,7 @@ def _attend(q, k, v, mask, scale, cap, sinks, out):  # type: ignore[no-untyped-d
                     for r in range(r0, r0 + nr):
                         acc = f32(0.0)
                         for l in range(a, a + n):
-                            acc = acc + pb[r * Lp + l] * v[s, h, l, jj]
+                            acc = fmaf(pb[r * Lp + l], v[s, h, l, jj], acc)  # as the tiles
                         ob[r * Dv + jj] = acc
             for r in range(R):
                 for jj in range(Dv):
@@ -194,17 +209,18 @@ _SIGNATURE = (
 )
 
 
+_SIGNATURE_F32 = "void(float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:,:], float32[:,:,:], float32, float32[:,:,:,::1])"
 _COMPILE_LOCK = threading.Lock()
 
 
-def _compiled() -> None:
+def _compiled(fn=_attend, sig: str = _SIGNATURE) -> None:  # type: ignore[no-untyped-def]
     """Compile (or load from the disk cache) on first use; attention groups call concurrently."""
-    if _attend.signatures:
+    if fn.signatures:
         return
     with _COMPILE_LOCK:
-        if not _attend.signatures:
-            _attend.compile(_SIGNATURE)
-            _attend.disable_compile()
+        if not fn.signatures:
+            fn.compile(sig)
+            fn.disable_compile()
 
 
 def _writable(a: np.ndarray) -> np.ndarray:
@@ -212,9 +228,6 @@ def _writable(a: np.ndarray) -> np.ndarray:
     if not a.flags.writeable or a.strides[-1] != 4:
         a = np.ascontiguousarray(a).copy()
     return a
-
-
-NO_SINKS = np.zeros(0, dtype=np.float32)
 
 
 def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
@@ -231,3 +244,20 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, sca
     sk = NO_SINKS if sinks is None else np.ascontiguousarray(sinks, dtype=np.float32)
     _attend(_writable(q), _writable(k), _writable(v), _writable(mask), np.float32(scale), cap, sk, out)
     return out
+
+
+def attention_f32(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    """softmax(q k^T * scale) v over every key, all in float32 (ggml's non-flash attention on
+    float32 tensors: mtmd's encoders): the module's order with q and p not rounded, each
+    product then rounded once in its fused multiply-add (the same bits on every CPU).
+
+    q (S, H, Tq, D); k (S, H, L, D); v (S, H, L, Dv). Returns (S, H, Tq, Dv) float32."""
+    _compiled(_attend_f32, _SIGNATURE_F32)
+    S, H, Tq, _ = q.shape
+    dv = v.shape[3]
+    dp = -(-dv // 16) * 16  # v's columns padded to whole tiles: the same sums, none done one by one
+    vp = np.zeros(v.shape[:3] + (dp,), dtype=np.float32)
+    vp[..., :dv] = v
+    out = np.empty((S, H, Tq, dp), dtype=np.float32)
+    _attend_f32(_writable(q), _writable(k), vp, np.zeros((S, Tq, k.shape[2]), dtype=np.float32), np.float32(scale), out)
+    return out[..., :dv]
