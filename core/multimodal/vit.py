@@ -40,10 +40,18 @@ def patch_linear(g: GGUFFile, name: str, n_in: int, n_out: int, bias: np.ndarray
     t = g.tensor(name)
     if t.n_elements != n_in * n_out:
         raise ModelLoadError(g.path, f"tensor {name!r} has shape {t.shape}, expected {n_out} x {n_in} values")
-    w = dequantize(g.raw(name), t.qtype, t.shape).reshape(n_out, n_in)
+    w = np.zeros((n_out, padded_k(n_in)), dtype=np.float32)
+    w[:, :n_in] = dequantize(g.raw(name), t.qtype, t.shape).reshape(n_out, n_in)
     qt = QT.F32 if t.qtype == QT.BF16 else QT.F16
     data = np.ascontiguousarray(w.astype(np.float32 if qt == QT.F32 else np.float16)).view(np.uint8)
-    return Linear(qt, n_in, n_out, q=QuantMatrix(data, qt, n_in), b=bias, name=name)
+    return Linear(qt, w.shape[1], n_out, q=QuantMatrix(data, qt, w.shape[1]), b=bias, name=name)
+
+
+def padded_k(n: int) -> int:
+    """n rounded up to whole 16-value groups: the patch matmul's width with zero columns added
+    (weights and pixels alike), which the F16 GEMM takes (qmm/float_gemm.py); each zero product
+    adds +0 to a lane that is never -0, so the sums are those of the n values."""
+    return -(-n // 16) * 16
 
 
 class VisionTower:
@@ -67,12 +75,14 @@ class VisionTower:
         self.ops = BlockOps(_layer_norm, self.attention, pr.gelu if hp.gelu else _gelu_quick)
 
     def patches(self, pixels: np.ndarray) -> np.ndarray:
-        """(3, S, S) pixels -> (P, 3 p p): each patch's values in (channel, row, column) order,
-        patches row by row (ggml's im2col for a stride-p convolution)."""
+        """(3, S, S) pixels -> (P, 3 p p, padded to `padded_k`): each patch's values in (channel,
+        row, column) order, patches row by row (ggml's im2col for a stride-p convolution)."""
         p = self.hp.patch_size
         c, h, w = pixels.shape
         x = pixels.reshape(c, h // p, p, w // p, p).transpose(1, 3, 0, 2, 4)  # (Py, Px, 3, p, p)
-        return np.ascontiguousarray(x.reshape(-1, c * p * p))
+        out = np.zeros((x.shape[0] * x.shape[1], padded_k(c * p * p)), dtype=np.float32)  # zero columns: patch_linear
+        out[:, : c * p * p] = x.reshape(-1, c * p * p)
+        return out
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Full (non-causal) self-attention over all patches; q, k, v (P, E): mtmd's non-flash

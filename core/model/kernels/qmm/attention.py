@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from llamacli.core.model.kernels.qmm.expf import exp_sum, fmaf
-from llamacli.core.model.kernels.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2
+from llamacli.core.model.kernels.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2, fma_tile_4x5, fma_tile_8x2, scale_add_max, wide_registers
 from llamacli.core.model.kernels.qmm.simd import round_f16
 
 NO_SINKS = np.zeros(0, dtype=np.float32)
@@ -66,16 +66,24 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink, f16
     """Probabilities, rounded to f16 (f16 False: kept in float32), of the scores sc[so + l] for the visible keys l in
     [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range).
     sink: the head's sink logit, or -inf for none."""
-    m = -np.inf
-    for l in range(a, b):
-        w = sc[so + l]
-        if scale != np.float32(1.0):
-            w = w * scale
-        if cap > np.float32(0.0):
+    if cap > np.float32(0.0):
+        m = np.float32(-np.inf)
+        for l in range(a, b):
+            w = sc[so + l]
+            if scale != np.float32(1.0):
+                w = w * scale
             w = np.float32(math.tanh(np.float64(w / cap))) * cap
-        w = w + mask[s, t, l]
-        sc[so + l] = w
-        m = max(m, w)
+            w = w + mask[s, t, l]
+            sc[so + l] = w
+            m = max(m, w)
+    else:  # w * 1 is w: every scale alike, sixteen keys at a time, then one by one
+        g = (b - a) // 16
+        mo = s * (mask.strides[0] // 4) + t * (mask.strides[1] // 4)  # the mask's rows are contiguous
+        m = scale_add_max(sc, so + a, g, scale, mask, mo + a)
+        for l in range(a + 16 * g, b):
+            w = sc[so + l] * scale + mask[s, t, l]
+            sc[so + l] = w
+            m = max(m, w)
     m = max(m, sink)
     if not np.isfinite(m):
         m = np.float32(0.0)
@@ -83,15 +91,24 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink, f16
     if sink > -np.inf:  # ggml: sum += (ggml_float) expf(sink - max), libm's expf
         total += np.float64(np.float32(math.exp(np.float64(sink - m))))
     inv = np.float32(1.0 / total) if total > 0.0 else np.float32(0.0)
-    for l in range(la, lb):
-        p = sc[so + l] * inv
-        pb[po + l] = (round_f16(p) if f16 else p) if a <= l < b else np.float32(0.0)
+    for l in range(la, a):
+        pb[po + l] = np.float32(0.0)
+    if f16:
+        for l in range(a, b):
+            pb[po + l] = round_f16(sc[so + l] * inv)
+    else:
+        for l in range(a, b):
+            pb[po + l] = sc[so + l] * inv
+    for l in range(b, lb):
+        pb[po + l] = np.float32(0.0)
 
 
 @njit(cache=True, nogil=True)
 def _transpose_keys(k, s, h, klo, khi, kt, lp):  # type: ignore[no-untyped-def]
-    """kt[d * lp + l] = k[s, h, l, d] for the key tiles that hold [klo, khi); the tiles' other
-    keys are set to 0 (their scores are never read; 0 keeps them finite)."""
+    """kt[lt * D + d * KEY_TILE + l - lt] = k[s, h, l, d] for the key tiles (lt: a multiple of
+    KEY_TILE) that hold [klo, khi): each tile's D x KEY_TILE block contiguous, which the score
+    tiles read row after row; the tiles' other keys are set to 0 (their scores are never read;
+    0 keeps them finite)."""
     D = k.shape[3]
     a = klo // KEY_TILE * KEY_TILE
     b = min(lp, (khi + KEY_TILE - 1) // KEY_TILE * KEY_TILE)
@@ -99,7 +116,7 @@ def _transpose_keys(k, s, h, klo, khi, kt, lp):  # type: ignore[no-untyped-def]
         l0 = max(lt, klo)
         l1 = min(lt + KEY_TILE, khi)
         for d in range(D):
-            row = d * lp
+            row = lt * D + d * KEY_TILE - lt
             for l in range(lt, l0):
                 kt[row + l] = np.float32(0.0)
             for l in range(l0, l1):
@@ -132,7 +149,7 @@ def _attend_rounded(q, k, v, mask, scale, cap, sinks, out, f16):  # type: ignore
     Lp = (L + KEY_TILE - 1) // KEY_TILE * KEY_TILE
     f32 = np.float32
     qb = np.empty(R * D, f32)  # f16(q) rows
-    kt = np.empty(D * Lp, f32)  # k transposed: kt[d * Lp + l] = k[l, d] (visible keys' tiles)
+    kt = np.empty(D * Lp, f32)  # k transposed by tiles of keys (`_transpose_keys`)
     sc = np.empty(R * Lp, f32)  # scores, then exponentials
     pb = np.zeros(R * Lp, f32)  # f16(p)
     ob = np.empty(R * Dv, f32)
@@ -142,6 +159,7 @@ def _attend_rounded(q, k, v, mask, scale, cap, sinks, out, f16):  # type: ignore
     blo = np.empty(nblk, np.int64)
     bhi = np.empty(nblk, np.int64)
     vs0, vs1, vs2 = v.strides[0] // 4, v.strides[1] // 4, v.strides[2] // 4
+    wide = wide_registers()
     for s in range(S):
         _visible(mask, s, lo, hi)
         for ib in range(nblk):
@@ -159,12 +177,21 @@ def _attend_rounded(q, k, v, mask, scale, cap, sinks, out, f16):  # type: ignore
             for ib in range(nblk):
                 r0 = ib * ROWS
                 nr = min(ROWS, R - r0)
+                # With 32 vector registers two whole blocks take 8-row tiles over the union of
+                # their keys (scores beyond a row's own keys are never read): the even block
+                # computes the pair's, the odd one none.
+                paired = wide and nr == ROWS and (ib % 2 == 1 or (ib + 1 < nblk and r0 + 2 * ROWS <= R))
+                if paired and ib % 2 == 0:
+                    for lt in range(min(blo[ib], blo[ib + 1]) // KEY_TILE * KEY_TILE, max(bhi[ib], bhi[ib + 1]), KEY_TILE):
+                        fma_tile_8x2(qb, r0 * D, D, kt, lt * D, KEY_TILE, D, sc, r0 * Lp + lt, Lp)
                 for lt in range(blo[ib] // KEY_TILE * KEY_TILE, bhi[ib], KEY_TILE):
+                    if paired:
+                        break
                     if nr == ROWS:
-                        fma_tile_4x2(qb, r0 * D, D, kt, lt, Lp, D, sc, r0 * Lp + lt, Lp)
+                        fma_tile_4x2(qb, r0 * D, D, kt, lt * D, KEY_TILE, D, sc, r0 * Lp + lt, Lp)
                     else:
                         for r in range(r0, r0 + nr):
-                            fma_tile_1x2(qb, r * D, D, kt, lt, Lp, D, sc, r * Lp + lt, Lp)
+                            fma_tile_1x2(qb, r * D, D, kt, lt * D, KEY_TILE, D, sc, r * Lp + lt, Lp)
                 for r in range(r0, r0 + nr):
                     t = r % Tq
                     sink = sinks[h * G + r // Tq] if sinks.shape[0] > 0 else f32(-np.inf)
@@ -177,6 +204,9 @@ def _attend_rounded(q, k, v, mask, scale, cap, sinks, out, f16):  # type: ignore
                 a = blo[ib]
                 n = bhi[ib] - a
                 j = 0
+                while wide and nr == ROWS and j + 80 <= Dv:
+                    fma_tile_4x5(pb, r0 * Lp + a, Lp, v, vbase + a * vs2 + j, vs2, n, ob, r0 * Dv + j, Dv)
+                    j += 80
                 while j + 16 <= Dv:
                     wide = j + 32 <= Dv
                     for r in range(r0, r0 + nr, ROWS if nr == ROWS else 1):
@@ -259,5 +289,8 @@ def attention_f32(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> 
     vp = np.zeros(v.shape[:3] + (dp,), dtype=np.float32)
     vp[..., :dv] = v
     out = np.empty((S, H, Tq, dp), dtype=np.float32)
-    _attend_f32(_writable(q), _writable(k), vp, np.zeros((S, Tq, k.shape[2]), dtype=np.float32), np.float32(scale), out)
+    # no mask: one row of zeros seen by every query (a view of stride 0 stays in the cache)
+    row = np.zeros(k.shape[2], dtype=np.float32)
+    mask = np.lib.stride_tricks.as_strided(row, (S, Tq, k.shape[2]), (0, 0, 4), writeable=True)
+    _attend_f32(_writable(q), _writable(k), vp, mask, np.float32(scale), out)
     return out[..., :dv]

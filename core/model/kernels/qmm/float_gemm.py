@@ -32,7 +32,9 @@ from numba import njit, prange
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from llamacli.core.model.kernels.qmm.fsimd import pairwise_sum
 from llamacli.core.model.kernels.qmm.isa import features
+from llamacli.core.model.kernels.qmm.simd import round_f16
 
 LANES = 16
 # Weight rows per work item: for many activation rows, 64 (64 x K f16 stays in L2, each row of
@@ -147,18 +149,7 @@ def _emit_tile(context: Any, builder: Any, ptrs: list[Any], ints: list[Any], row
     for r in range(rows):
         orow = builder.gep(po, [builder.add(oo_, builder.mul(ir.Constant(i64, r), ors_))])
         for v in range(nvec):
-            builder.store(_pairwise(builder, res[r][v]), builder.gep(orow, [ir.Constant(i64, v)]), align=4)
-
-
-def _pairwise(builder: Any, acc: Any) -> Any:
-    """The 16 lanes added as mm_float does: lane[l] += lane[l + h] for h = 8, 4, 2, 1."""
-    n = LANES
-    while n > 1:
-        h = n // 2
-        lo = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h))))
-        hi = builder.shuffle_vector(acc, acc, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h, n))))
-        acc, n = builder.fadd(lo, hi), h
-    return builder.extract_element(acc, ir.Constant(ir.IntType(32), 0))
+            builder.store(pairwise_sum(builder, res[r][v]), builder.gep(orow, [ir.Constant(i64, v)]), align=4)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -176,6 +167,21 @@ def _mm_lanes(w, wtype, x, out, nb):  # type: ignore[no-untyped-def]
             r = min(big_r, t_rows - t)
             for c in range(a, b, big_v):
                 lane_tile(xf, t * k, k, wf, c * wrs, wrs, k, of, t * n + c, n, r, min(big_v, b - c), wtype)
+
+
+@njit(cache=True, nogil=True)
+def _round_f16(x, out):  # type: ignore[no-untyped-def]
+    for i in range(x.shape[0]):
+        out[i] = round_f16(x[i])
+
+
+def round_to_f16(x: np.ndarray) -> np.ndarray:
+    """x (float32) rounded to fp16 and back, compiled (F16C's conversions, sixteen at a time):
+    the values of numerics.round_f16."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    out = np.empty_like(x)
+    _round_f16(x.reshape(-1), out.reshape(-1))
+    return out
 
 
 def supports(ftype: int, k: int) -> bool:

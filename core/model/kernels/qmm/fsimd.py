@@ -25,6 +25,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from llamacli.core.model.kernels.qmm.isa import features
+
 
 def _make_fma_tile(rows: int, nvec: int) -> Any:
     @intrinsic
@@ -101,6 +103,19 @@ def _make_fma_tile(rows: int, nvec: int) -> Any:
     return fma_tile
 
 
+def pairwise_sum(builder: Any, v: Any) -> Any:
+    """The lanes of a float vector (16 lanes: <16 x float>) added pairwise: lane i + lane i + h
+    for h = 8, 4, 2, 1 (each step's halves added as vectors), which is _mm512_reduce_add_ps's
+    order and block_dots.mm_float's lane reduction."""
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h, n))))
+        v, n = builder.fadd(lo, hi), h
+    return builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
+
+
 # 4 rows x 32 columns: 8 accumulators (8 zmm on AVX-512, 16 ymm on AVX2), 2 loads and
 # 4 broadcasts per 8 multiply-adds; the 1-row forms finish a block's last rows, the 16-column
 # ones a width that is not a multiple of 32.
@@ -108,3 +123,71 @@ fma_tile_4x2 = _make_fma_tile(4, 2)
 fma_tile_1x2 = _make_fma_tile(1, 2)
 fma_tile_4x1 = _make_fma_tile(4, 1)
 fma_tile_1x1 = _make_fma_tile(1, 1)
+# Where the machine has 32 vector registers (AVX-512: `wide_registers`): 8 rows x 32 columns
+# and 4 rows x 80 (16 and 20 accumulators), which keep twice the multiply-adds in flight.
+fma_tile_8x2 = _make_fma_tile(8, 2)
+fma_tile_4x5 = _make_fma_tile(4, 5)
+
+
+@intrinsic
+def wide_registers(typingctx: Any) -> Any:
+    """Whether the machine numba generates code for has AVX-512's 32 vector registers (a
+    constant of the compiled code: the larger tiles' loops are chosen on it, never a result)."""
+    sig = types.boolean()
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return ir.Constant(ir.IntType(1), int("+avx512f" in features(context)))
+
+    return sig, codegen
+
+
+@intrinsic
+def scale_add_max(typingctx: Any, s: Any, so: Any, g: Any, scale: Any, mk: Any, mo: Any) -> Any:
+    """w = s[so + i] * scale + mk[mo + i], stored back to s[so + i], for i < 16 g (float32
+    arrays, offsets in elements from each one's data pointer), sixteen lanes at a time; returns
+    the largest w (float32; -inf for g = 0; NaNs are passed over). The maximum is exact, so the
+    order of the comparisons does not show in it."""
+    sig = types.float32(s, so, g, types.float32, mk, mo)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        vt = ir.VectorType(f32, 16)
+        sa = signature.args
+        ps = builder.gep(context.make_array(sa[0])(context, builder, args[0]).data, [context.cast(builder, args[1], sa[1], types.int64)])
+        pm = builder.gep(context.make_array(sa[4])(context, builder, args[4]).data, [context.cast(builder, args[5], sa[5], types.int64)])
+        g_ = context.cast(builder, args[2], sa[2], types.int64)
+        undef = ir.Constant(vt, ir.Undefined)
+        sc = builder.shuffle_vector(builder.insert_element(undef, args[3], ir.Constant(ir.IntType(32), 0)), undef,
+                                    ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
+        vmax = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt]), "llvm.maxnum.v16f32")
+        smax = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, f32]), "llvm.maxnum.f32")
+        ninf = ir.Constant(vt, [float("-inf")] * 16)
+        fn = builder.function
+        pre = builder.block
+        loop = fn.append_basic_block("scale_add_max_loop")
+        done = fn.append_basic_block("scale_add_max_done")
+        builder.cbranch(builder.icmp_signed(">", g_, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        acc = builder.phi(vt)
+        i.add_incoming(ir.Constant(i64, 0), pre)
+        acc.add_incoming(ninf, pre)
+        off = builder.mul(i, ir.Constant(i64, 16))
+        p = builder.bitcast(builder.gep(ps, [off]), vt.as_pointer())
+        w = builder.fadd(builder.fmul(builder.load(p, align=4), sc), builder.load(builder.bitcast(builder.gep(pm, [off]), vt.as_pointer()), align=4))
+        builder.store(w, p, align=4)
+        acc1 = builder.call(vmax, [acc, w])
+        i1 = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(i1, loop)
+        acc.add_incoming(acc1, loop)
+        builder.cbranch(builder.icmp_signed("<", i1, g_), loop, done)
+        builder.position_at_end(done)
+        res = builder.phi(vt)
+        res.add_incoming(ninf, pre)
+        res.add_incoming(acc1, loop)
+        m = builder.extract_element(res, ir.Constant(ir.IntType(32), 0))
+        for lane in range(1, 16):
+            m = builder.call(smax, [m, builder.extract_element(res, ir.Constant(ir.IntType(32), lane))])
+        return m
+
+    return sig, codegen

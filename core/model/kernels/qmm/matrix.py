@@ -89,7 +89,7 @@ def prepare(x: np.ndarray, qtype: GGMLQuantizationType) -> QActs | np.ndarray:
     if ft is None:
         raise UnsupportedTensorType("<weight>", f"no matmul for ggml type {qtype.name}")
     if ft == FLOAT_F16:
-        return N.round_f16(x)
+        return float_gemm.round_to_f16(x)
     if ft == FLOAT_BF16:
         return N.round_bf16(x)
     return x
