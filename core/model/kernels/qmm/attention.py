@@ -16,6 +16,10 @@ Only a row's visible keys (the run where its mask is 0) enter its sums: keys out
 skipped or contribute an exact +0. So a row's result depends on its own query and visible
 keys only: not on the other rows or sequences of the call, the key padding of a batch, the
 block of queries it was computed in, or the thread that ran it.
+
+`attention_f32` is the same computation with nothing rounded to f16 (ggml's attention on
+float32 tensors, as mtmd's encoders run it without flash attention): each product is then
+rounded once in its fused multiply-add, still in the same order on every CPU.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ exactly rounded on every CPU: machines without FMA get libm's `fmaf`), so the va
 same everywhere, and the same as ggml's on its AVX-512 build. Scaled in float64 (j * 2^n is
 exact there), then rounded once to float32, as scalef rounds.
 
-`exp_sum` applies it over a run of scores and returns their float64 sum in ggml's order: each
+`exp_groups` is the same arithmetic on sixteen lanes at once (LLVM vector operations, one per
+step: the same bits), and `exp_sum` applies it over a run of scores and returns their float64 sum in ggml's order: each
 whole group of 16 reduced in float32 as _mm512_reduce_add_ps does (lanes i + 8, then + 4, then
 (0 + 2) + (1 + 3)), the rest one by one.
 """

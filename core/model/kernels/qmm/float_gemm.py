@@ -30,11 +30,10 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, prange
 from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 from llamacli.core.model.kernels.qmm.fsimd import pairwise_sum
 from llamacli.core.model.kernels.qmm.isa import features
-from llamacli.core.model.kernels.qmm.simd import round_f16
+from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic, round_f16
 
 LANES = 16
 # Weight rows per work item: for many activation rows, 64 (64 x K f16 stays in L2, each row of
@@ -49,7 +48,7 @@ def _tile_shape(context: Any) -> tuple[int, int]:
     return (4, 4) if "+avx512f" in features(context) else (2, 2)
 
 
-@intrinsic
+@kernel_intrinsic
 def tile_shape(typingctx: Any) -> Any:
     """(R, V): the largest tile `lane_tile` takes on this machine (see `_tile_shape`)."""
     sig = types.UniTuple(types.int64, 2)()
@@ -62,7 +61,7 @@ def tile_shape(typingctx: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
+@kernel_intrinsic
 def lane_tile(
     typingctx: Any, x: Any, xo: Any, xrs: Any, w: Any, wo: Any, wrs: Any, nk: Any, out: Any, oo: Any, ors: Any,
     rows: Any, nvec: Any, wtype: Any,

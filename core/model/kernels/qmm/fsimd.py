@@ -14,7 +14,13 @@ The order of the additions is the same for every (r, j), every tile shape and ev
 the result of an element depends only on its own n terms. Callers pass operands whose
 products are exact in float32 (two fp16 values: 11 x 11 significant bits), where the fused
 multiply-add and a multiply then add give the same bits; machines without FMA get the same
-result from libm's `fma`.
+result from libm's `fma`. (The encoders' float32 attention passes operands whose products are
+not exact: there each product is rounded once inside its fused multiply-add, the same on every
+CPU, since `llvm.fma` is exactly rounded everywhere.)
+
+Beside the tile: `pairwise_sum` (a vector's lanes added in _mm512_reduce_add_ps's order),
+`scale_add_max` (a soft max's first pass, sixteen scores at a time) and `wide_registers` (the
+larger tiles' choice, never a result's).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from llamacli.core.model.kernels.qmm.isa import features
+from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic
 
 
 def _make_fma_tile(rows: int, nvec: int) -> Any:
@@ -129,7 +136,7 @@ fma_tile_8x2 = _make_fma_tile(8, 2)
 fma_tile_4x5 = _make_fma_tile(4, 5)
 
 
-@intrinsic
+@kernel_intrinsic
 def wide_registers(typingctx: Any) -> Any:
     """Whether the machine numba generates code for has AVX-512's 32 vector registers (a
     constant of the compiled code: the larger tiles' loops are chosen on it, never a result)."""
@@ -141,7 +148,7 @@ def wide_registers(typingctx: Any) -> Any:
     return sig, codegen
 
 
-@intrinsic
+@kernel_intrinsic
 def scale_add_max(typingctx: Any, s: Any, so: Any, g: Any, scale: Any, mk: Any, mo: Any) -> Any:
     """w = s[so + i] * scale + mk[mo + i], stored back to s[so + i], for i < 16 g (float32
     arrays, offsets in elements from each one's data pointer), sixteen lanes at a time; returns
