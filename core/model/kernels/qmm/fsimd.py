@@ -198,3 +198,53 @@ def scale_add_max(typingctx: Any, s: Any, so: Any, g: Any, scale: Any, mk: Any, 
         return m
 
     return sig, codegen
+
+
+@kernel_intrinsic
+def dot64_f32(typingctx: Any, x: Any, y: Any, nb: Any) -> Any:
+    """ggml_vec_dot_f32's sum (AVX-512 build) over the first 64 nb values of two contiguous
+    float32 arrays: four accumulators of 16 lanes, each step one fused multiply-add per
+    accumulator on values 64 i + 16 j + lane, then accumulators (0 + 2), (1 + 3), then 0 + 1,
+    then `pairwise_sum`; float32 0 for nb = 0 (the caller adds the rest one by one)."""
+    sig = types.float32(x, y, nb)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        vt = ir.VectorType(f32, 16)
+        sa = signature.args
+        px = context.make_array(sa[0])(context, builder, args[0]).data
+        py = context.make_array(sa[1])(context, builder, args[1]).data
+        nb_ = context.cast(builder, args[2], sa[2], types.int64)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
+        zero = ir.Constant(vt, [0.0] * 16)
+        fn = builder.function
+        pre = builder.block
+        loop = fn.append_basic_block("dot64_loop")
+        done = fn.append_basic_block("dot64_done")
+        builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), pre)
+        accs = [builder.phi(vt) for _ in range(4)]
+        new = []
+        for j, acc in enumerate(accs):
+            acc.add_incoming(zero, pre)
+            off = builder.add(builder.mul(i, ir.Constant(i64, 64)), ir.Constant(i64, 16 * j))
+            xv = builder.load(builder.bitcast(builder.gep(px, [off]), vt.as_pointer()), align=4)
+            yv = builder.load(builder.bitcast(builder.gep(py, [off]), vt.as_pointer()), align=4)
+            new.append(builder.call(fma, [xv, yv, acc]))
+        i1 = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(i1, loop)
+        for acc, nv in zip(accs, new):
+            acc.add_incoming(nv, loop)
+        builder.cbranch(builder.icmp_signed("<", i1, nb_), loop, done)
+        builder.position_at_end(done)
+        res = [builder.phi(vt) for _ in range(4)]
+        for r, nv in zip(res, new):
+            r.add_incoming(zero, pre)
+            r.add_incoming(nv, loop)
+        total = builder.fadd(builder.fadd(res[0], res[2]), builder.fadd(res[1], res[3]))
+        s = pairwise_sum(builder, total)
+        return builder.select(builder.icmp_signed(">", nb_, ir.Constant(i64, 0)), s, ir.Constant(f32, 0.0))
+
+    return sig, codegen
