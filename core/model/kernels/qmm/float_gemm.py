@@ -1,6 +1,6 @@
-"""The F16 and BF16 weight matmul for many activation rows: a register-tiled GEMM with the float
-kernel's own summation order (core/model/kernels/qmm/block_dots.py, `mm_float`), so that a row's
-result is the same bits whichever of the two computes it.
+"""The F16 and BF16 weight matmul (any number of activation rows): a register-tiled GEMM with
+the float kernel's own summation order (core/model/kernels/qmm/block_dots.py, `mm_float`), so
+that a row's result is the same bits whichever of the two computes it.
 
     out[t, n] = reduce(lanes),  lanes[l] = sum over i of x[t, 16 i + l] * w[n, 16 i + l]
 
@@ -10,7 +10,7 @@ weight's type (the activation rounded to f16 or bf16 by `prepare`), so every pro
 in float32 (11 x 11 or 8 x 8 significant bits) and the fused multiply-add gives the same bits
 as a multiply then an add.
 
-The tile (`lane_tile_RxV`): R activation rows times V weight rows, R * V accumulators of 16
+The tile (`lane_tile`): R activation rows times V weight rows, R * V accumulators of 16
 float32 lanes kept in vector registers; each step over 16 values of K loads R activation
 vectors and V weight vectors (16 f16 or bf16 values each, widened to float32 once per step and
 used by R rows: vcvtph2ps with F16C), then R * V fused multiply-adds. The weights are read in
@@ -190,6 +190,7 @@ def supports(ftype: int, k: int) -> bool:
 
 def mm_lanes(w: np.ndarray, ftype: int, x: np.ndarray, out: np.ndarray) -> None:
     """out (T, N) = x (T, K) @ W.T for F16/BF16 weights w (N, 2 K) uint8 and x (T, K) float32
-    holding values of the weight's type (`supports(ftype, K)`): the bits of block_dots.mm_float."""
+    holding values of the weight's type (`supports(ftype, K)`): the bits of block_dots.mm_float.
+    out: C-contiguous float32 (T, N)."""
     nb = NB_MANY if x.shape[0] >= FEW_ROWS else NB_FEW
     _mm_lanes(np.ascontiguousarray(w), ftype, np.ascontiguousarray(x), out, nb)
