@@ -223,3 +223,29 @@ def test_decode_truncated_wav_keeps_header_length() -> None:
     n = (len(cut) - 44) // 2
     assert np.array_equal(pcm[:n], ref[:n])
     assert not pcm[n:].any()
+
+
+@pytest.mark.parametrize("n", [40, 64, 130, 256])
+def test_attention_dot_is_ggml_vec_dot_f32_bit_for_bit(n: int) -> None:
+    """The audio attention's dot product (whole groups of 64 in vector registers) is ggml's
+    AVX-512 ggml_vec_dot_f32 done step by step in exact arithmetic: four accumulators of 16
+    fused multiply-add lanes, (0 + 2) + (1 + 3), _mm512_reduce_add_ps, then the rest one by one."""
+    from llamacli.core.multimodal.window_attention import dot_f32
+    from tests.test_qmm_expf import _fma
+
+    f32 = np.float32
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal(n).astype(f32), rng.standard_normal(n).astype(f32)
+    whole = n - n % 64
+    acc = np.zeros((4, 16), dtype=f32)
+    for i in range(0, whole, 64):
+        for j in range(4):
+            for lane in range(16):
+                acc[j, lane] = _fma(x[i + 16 * j + lane], y[i + 16 * j + lane], acc[j, lane])
+    v = (acc[0] + acc[2]) + (acc[1] + acc[3])
+    t8 = v[8:] + v[:8]
+    t4 = t8[4:] + t8[:4]
+    want = f32((t4[0] + t4[2]) + (t4[1] + t4[3])) if whole else f32(0.0)
+    for i in range(whole, n):
+        want = f32(want + f32(x[i] * y[i]))
+    assert np.array_equal(np.array([dot_f32(x, y)], dtype=f32).view(np.uint32), np.array([want]).view(np.uint32))

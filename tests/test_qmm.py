@@ -184,6 +184,12 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm.attention import attention
 q, kc, vc = A._inputs(2, 4, 1, 9, 70, 256, 256, seed=11)
 out.append(attention(q, kc, vc, K.attention_mask(np.array([[3] * 9, list(range(61, 70))]), 0, 70, None), 0.0625, None))
+from llamacli.core.model.kernels.qmm.attention import attention_f32
+rng = np.random.default_rng(13)  # the encoders' float32 attention: 8-row pairs, 4-row tails, 80-column tiles
+out.append(attention_f32(*(rng.standard_normal((1, 2, n, 72)).astype(np.float32) for n in (21, 70, 70)), 0.117851))
+for qt in (T.QT.F16, T.QT.BF16):  # the tiled float GEMM: 4 x 4 or 2 x 2 tiles and their tails
+    m = T._matrix(qt, 70, 160, seed=14)
+    out.append(matmul(prepare(np.random.default_rng(15).standard_normal((67, 160)).astype(np.float32), qt), m))
 np.save(sys.argv[2], np.concatenate([o.reshape(-1) for o in out]))
 from numba.core.registry import cpu_target
 from llamacli.core.model.kernels.qmm.isa import target_path

@@ -152,3 +152,37 @@ def test_a_query_that_sees_no_key_gets_zeros() -> None:
     mask = K.attention_mask(np.array([[-1, 3]]), 0, 8, None)  # a padded query row (position -1)
     out = attention(q, k, v, mask, 1.0, None)
     assert np.all(out[:, :, 0] == 0) and np.all(np.isfinite(out))
+
+
+def _f32_inputs(h: int, tq: int, l: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((1, h, n, d)).astype(f32) for n in (tq, l, l))  # type: ignore[return-value]
+
+
+def test_f32_attention_matches_float64_reference() -> None:
+    """The encoders' attention (attention_f32: nothing rounded to f16, no mask): softmax(q k^T *
+    scale) v in float64, to float32 accuracy."""
+    from llamacli.core.model.kernels.qmm.attention import attention_f32
+
+    q, k, v = _f32_inputs(3, 37, 100, 72, seed=21)
+    scale = 1.0 / math.sqrt(72.0)
+    got = attention_f32(q, k, v, scale)
+    s = np.einsum("shtd,shld->shtl", q.astype(f64), k.astype(f64)) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    want = np.einsum("shtl,shld->shtd", p / p.sum(axis=-1, keepdims=True), v.astype(f64))
+    assert got.shape == want.shape
+    assert np.max(np.abs(got - want)) < 2e-6 * np.max(np.abs(want)) + 1e-6
+
+
+def test_f32_attention_row_does_not_depend_on_its_block() -> None:
+    """A query row's output is the same bits whichever rows share its call (8-row pairs, 4-row
+    blocks, single rows: each tile sums the same chain) and whatever the head count."""
+    from llamacli.core.model.kernels.qmm.attention import attention_f32
+
+    q, k, v = _f32_inputs(2, 21, 70, 72, seed=22)
+    whole = attention_f32(q, k, v, 0.125)
+    for a, b in ((0, 8), (3, 12), (9, 10), (16, 21)):
+        part = attention_f32(q[:, :, a:b], k, v, 0.125)
+        assert np.array_equal(part.view(np.uint32), whole[:, :, a:b].view(np.uint32))
+    one_head = attention_f32(q[:, 1:], k[:, 1:], v[:, 1:], 0.125)
+    assert np.array_equal(one_head.view(np.uint32), whole[:, 1:].view(np.uint32))

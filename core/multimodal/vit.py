@@ -18,6 +18,7 @@ from gguf import GGMLQuantizationType as QT
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.kernels.dequant import dequantize
 from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm.attention import attention_f32
 from llamacli.core.model.kernels.qmm.matrix import QuantMatrix
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -25,7 +26,7 @@ from llamacli.core.model.weights.tensors import Linear, WeightLoader
 from llamacli.core.multimodal.block import BlockOps, Norm, block_forward, read_block, read_norm
 from llamacli.core.multimodal.projector_file import VisionHParams
 
-# Query rows per attention block: bounds the score matrix (H x block x P float32) for large
+# Query rows per attention call: bounds its score and probability buffers (block x P float32 each) for large
 # images (SigLIP at 896 px: 4096 patches).
 ATTN_BLOCK = 512
 
@@ -39,10 +40,18 @@ def patch_linear(g: GGUFFile, name: str, n_in: int, n_out: int, bias: np.ndarray
     t = g.tensor(name)
     if t.n_elements != n_in * n_out:
         raise ModelLoadError(g.path, f"tensor {name!r} has shape {t.shape}, expected {n_out} x {n_in} values")
-    w = dequantize(g.raw(name), t.qtype, t.shape).reshape(n_out, n_in)
+    w = np.zeros((n_out, padded_k(n_in)), dtype=np.float32)
+    w[:, :n_in] = dequantize(g.raw(name), t.qtype, t.shape).reshape(n_out, n_in)
     qt = QT.F32 if t.qtype == QT.BF16 else QT.F16
     data = np.ascontiguousarray(w.astype(np.float32 if qt == QT.F32 else np.float16)).view(np.uint8)
-    return Linear(qt, n_in, n_out, q=QuantMatrix(data, qt, n_in), b=bias, name=name)
+    return Linear(qt, w.shape[1], n_out, q=QuantMatrix(data, qt, w.shape[1]), b=bias, name=name)
+
+
+def padded_k(n: int) -> int:
+    """n rounded up to whole 16-value groups: the patch matmul's width with zero columns added
+    (weights and pixels alike), which the F16 GEMM takes (qmm/float_gemm.py); each zero product
+    adds +0 to a lane that is never -0, so the sums are those of the n values."""
+    return -(-n // 16) * 16
 
 
 class VisionTower:
@@ -66,28 +75,31 @@ class VisionTower:
         self.ops = BlockOps(_layer_norm, self.attention, pr.gelu if hp.gelu else gelu_quick)
 
     def patches(self, pixels: np.ndarray) -> np.ndarray:
-        """(3, S, S) pixels -> (P, 3 p p): each patch's values in (channel, row, column) order,
-        patches row by row (ggml's im2col for a stride-p convolution)."""
+        """(3, S, S) pixels -> (P, 3 p p, padded to `padded_k`): each patch's values in (channel,
+        row, column) order, patches row by row (ggml's im2col for a stride-p convolution)."""
         p = self.hp.patch_size
         c, h, w = pixels.shape
         x = pixels.reshape(c, h // p, p, w // p, p).transpose(1, 3, 0, 2, 4)  # (Py, Px, 3, p, p)
-        return np.ascontiguousarray(x.reshape(-1, c * p * p))
+        out = np.zeros((x.shape[0] * x.shape[1], padded_k(c * p * p)), dtype=np.float32)  # zero columns: patch_linear
+        out[:, : c * p * p] = x.reshape(-1, c * p * p)
+        return out
 
     def attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Full (non-causal) self-attention over all patches; q, k, v (P, E)."""
-        pr, hp = self.pr, self.hp
+        """Full (non-causal) self-attention over all patches; q, k, v (P, E): mtmd's non-flash
+        path in float32 (core/model/kernels/qmm/attention.py, `attention_f32`)."""
+        hp = self.hp
         n, nh, d = q.shape[0], hp.n_head, hp.head_dim
-        q = q.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
-        k = k.reshape(n, nh, d).transpose(1, 2, 0)  # (H, D, P)
-        v = v.reshape(n, nh, d).transpose(1, 0, 2)  # (H, P, D)
+        q4 = q.reshape(n, nh, d).transpose(1, 0, 2)[None]  # (1, H, P, D)
+        k4 = k.reshape(n, nh, d).transpose(1, 0, 2)[None]
+        v4 = v.reshape(n, nh, d).transpose(1, 0, 2)[None]
         out = np.empty((n, nh, d), dtype=np.float32)
-        scale = np.float32(1.0 / np.sqrt(np.float32(d)))
+        scale = float(np.float32(1.0 / np.sqrt(np.float32(d))))
 
         def block(a: int) -> None:  # a block of queries over every head: independent of the others
-            s = np.matmul(q[:, a : a + ATTN_BLOCK], k) * scale  # (H, blk, P)
-            out[a : a + ATTN_BLOCK] = np.matmul(K.softmax(s), v).transpose(1, 0, 2)
+            o = attention_f32(q4[:, :, a : a + ATTN_BLOCK], k4, v4, scale)  # (1, H, blk, D)
+            out[a : a + ATTN_BLOCK] = o[0].transpose(1, 0, 2)
 
-        pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
+        self.pr.run_each(block, list(range(0, n, ATTN_BLOCK)))  # side by side on the kernels' threads
         return out.reshape(n, nh * d)
 
     def forward(self, pixels: np.ndarray) -> np.ndarray:

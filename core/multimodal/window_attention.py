@@ -28,7 +28,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from llamacli.core.model.kernels.qmm.expf import expf_ggml, fmaf
+from llamacli.core.model.kernels.qmm.expf import exp_groups, fmaf
+from llamacli.core.model.kernels.qmm.fsimd import dot64_f32
 
 f32 = np.float32
 LOWEST = f32(np.finfo(np.float32).min)
@@ -45,23 +46,13 @@ def _reduce16(a):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def dot_f32(x, y, acc):  # type: ignore[no-untyped-def]
-    """ggml_vec_dot_f32 of two float32 vectors (module docstring); acc: a (4, 16) scratch."""
+def dot_f32(x, y):  # type: ignore[no-untyped-def]
+    """ggml_vec_dot_f32 of two contiguous float32 vectors (module docstring): the whole groups
+    of 64 in vector registers (fsimd.dot64_f32: the 4 x 16 lanes, combined and reduced as
+    ggml does), the rest one by one."""
     n = x.shape[0]
     np_ = n - n % 64
-    if np_ > 0:
-        acc[:, :] = 0.0
-        for i in range(0, np_, 64):
-            for j in range(4):
-                for lane in range(16):
-                    acc[j, lane] = fmaf(x[i + 16 * j + lane], y[i + 16 * j + lane], acc[j, lane])
-        for lane in range(16):
-            acc[0, lane] = acc[0, lane] + acc[2, lane]
-            acc[1, lane] = acc[1, lane] + acc[3, lane]
-            acc[0, lane] = acc[0, lane] + acc[1, lane]
-        s = _reduce16(acc[0])
-    else:
-        s = f32(0.0)
+    s = dot64_f32(x, y, np_ // 64)
     for i in range(np_, n):
         s = s + x[i] * y[i]
     return s
@@ -70,20 +61,15 @@ def dot_f32(x, y, acc):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def soft_max_sum(s, m):  # type: ignore[no-untyped-def]
     """ggml_vec_soft_max_f32 (AVX-512): s[i] = exp(s[i] - m), returning the float64 sum: whole
-    groups of 16 through ggml_v_expf, each group reduced in float; the rest through the C
-    library's expf (numba's float32 math.exp), one by one."""
+    groups of 16 through ggml_v_expf, each group reduced in float (expf.exp_groups); the rest
+    through the C library's expf (numba's float32 math.exp), one by one."""
     n = s.shape[0]
     g = n - n % 16
-    total = 0.0
-    for c in range(0, g, 16):
-        for lane in range(16):
-            s[c + lane] = expf_ggml(s[c + lane] - m)
-        total += np.float64(_reduce16(s[c:c + 16]))
+    total = exp_groups(s, 0, g // 16, m)
     for i in range(g, n):
         s[i] = math.exp(s[i] - m)
         total += np.float64(s[i])
     return total
-
 
 
 @njit(cache=True, nogil=True)
@@ -121,7 +107,7 @@ def _attend(q, k, vt, scale, starts, ends, out):  # type: ignore[no-untyped-def]
         row = np.full(t, LOWEST, dtype=np.float32)
         m = f32(-np.inf)
         for j in range(a, b):
-            s = dot_f32(k[h, j], q[h, i], acc) * scale
+            s = dot_f32(k[h, j], q[h, i]) * scale
             row[j] = s
             if s > m:
                 m = s

@@ -7,7 +7,7 @@ each, and only the jobs the model's weight types need: one decode function per q
 (core/model/kernels/qmm/decode.py), of its packed matrices where it has a packed form
 (packed.py), their parallel loop, the one-token layer in one call
 (layer.py), one token-tiled function per type
-without a 16-row kernel (prefill.py) and its loop, the float kernel where a matrix is
+without a 16-row kernel (prefill.py) and its loop, the float kernels where a matrix is
 F32/F16/BF16, the activation quantizers its types read, and the kernels every model runs
 (attention, RMSNorm, RoPE, the GELU table). Each job's kernels are
 written to the disk cache as soon as they are compiled, so a first start killed part-way
@@ -31,7 +31,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels import ssm
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, layer, packed, prefill, tables
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, float_gemm, layer, packed, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
@@ -90,6 +90,11 @@ def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...], packed_rows: bool 
         return
     for n in rows:
         matmul(prepare(np.ones((n, k), dtype=np.float32), qt), m)
+
+
+def _each_float(floats: list[GGMLQuantizationType]) -> None:
+    for qt in floats:
+        _matmuls(qt, (1,))
 
 
 def _decode_loop() -> None:
@@ -196,8 +201,10 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[s
         if any((f.act == ACT_Q8_K) == (act == ACT_Q8_K) for f in quant):
             jobs.append(Job(f"quantizer {name}", partial(acts.quantize_acts, x, act), partial(_in_cache, kernel), 0.5))
     floats = [qt for qt in FLOAT_FORMATS if qt in wanted]
-    if floats:
-        jobs.append(Job("float", partial(_matmuls, floats[0], (1,)), partial(_in_cache, block_dots.mm_float), 2.5))
+    if floats:  # F32 weights take the float kernel, F16 and BF16 (rows of whole 16-value groups) the tiled one
+        kernels = ([block_dots.mm_float] if QT.F32 in floats else []) + ([float_gemm._mm_lanes] if floats != [QT.F32] else [])
+        kernels += [float_gemm._round_f16] if QT.F16 in floats else []
+        jobs.append(Job("float", partial(_each_float, floats), partial(_in_cache, *kernels), 2.5))
     common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
     jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
     if RECURRENT in (steps or ()):  # only where a model names them

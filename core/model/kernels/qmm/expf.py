@@ -16,7 +16,8 @@ exactly rounded on every CPU: machines without FMA get libm's `fmaf`), so the va
 same everywhere, and the same as ggml's on its AVX-512 build. Scaled in float64 (j * 2^n is
 exact there), then rounded once to float32, as scalef rounds.
 
-`exp_sum` applies it over a run of scores and returns their float64 sum in ggml's order: each
+`exp_groups` is the same arithmetic on sixteen lanes at once (LLVM vector operations, one per
+step: the same bits), and `exp_sum` applies it over a run of scores and returns their float64 sum in ggml's order: each
 whole group of 16 reduced in float32 as _mm512_reduce_add_ps does (lanes i + 8, then + 4, then
 (0 + 2) + (1 + 3)), the rest one by one.
 """
@@ -30,9 +31,11 @@ from llvmlite import ir
 from numba import njit
 from numba.core import cgutils, types
 
+from llamacli.core.model.kernels.qmm.fsimd import pairwise_sum
 from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic
 
 f32 = np.float32
+LANES = 16
 
 
 @kernel_intrinsic
@@ -89,20 +92,84 @@ def expf_ggml(x):  # type: ignore[no-untyped-def]
     return f32(np.float64(j) * pow2_f64(np.int64(n)))
 
 
+def _vexp(builder: Any, x: Any) -> Any:
+    """`expf_ggml` on a <16 x float> vector: the same operations lane by lane (so the same bits)."""
+    vt = x.type
+    f64t = ir.DoubleType()
+    i64v, f64v = ir.VectorType(ir.IntType(64), LANES), ir.VectorType(f64t, LANES)
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
+    fabs = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt]), "llvm.fabs.v16f32")
+
+    def c(v: np.float32) -> Any:
+        return ir.Constant(vt, [float(v)] * LANES)
+
+    z = builder.call(fma, [x, c(_LOG2E), c(_R)])
+    n = builder.fsub(z, c(_R))
+    mn = builder.fneg(n)
+    b = builder.call(fma, [mn, c(_LN2_LO), builder.call(fma, [mn, c(_LN2_HI), x])])
+    u = builder.fmul(b, b)
+    p = builder.call(fma, [builder.call(fma, [c(_C5), b, c(_C4)]), u, builder.call(fma, [c(_C3), b, c(_C2)])])
+    j = builder.call(fma, [p, u, builder.call(fma, [c(_C1), b, c(f32(1.0))])])
+    small = builder.fcmp_ordered("<=", builder.call(fabs, [n]), c(f32(192.0)))  # false for NaN too
+    ni = builder.fptosi(builder.select(small, n, c(f32(0.0))), i64v)  # NaN: 2^0, j is NaN anyway
+    bits = builder.shl(builder.add(ni, ir.Constant(i64v, [1023] * LANES)), ir.Constant(i64v, [52] * LANES))
+    e = builder.fptrunc(builder.fmul(builder.fpext(j, f64v), builder.bitcast(bits, f64v)), vt)
+    big = builder.select(builder.fcmp_ordered(">", n, c(f32(0.0))), c(f32(np.inf)), c(f32(0.0)))
+    out = builder.select(builder.fcmp_ordered(">", builder.call(fabs, [n]), c(f32(192.0))), big, e)
+    return out
+
+
+@kernel_intrinsic
+def exp_groups(typingctx: Any, s: Any, o: Any, g: Any, m: Any) -> Any:
+    """s[o + i] = expf_ggml(s[o + i] - m) for i < 16 g, sixteen lanes at a time; returns the
+    float64 sum of each group of 16 reduced in float32 as _mm512_reduce_add_ps does
+    (fsimd.pairwise_sum), groups in order."""
+    sig = types.float64(s, o, g, types.float32)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        i64, f64t = ir.IntType(64), ir.DoubleType()
+        vt = ir.VectorType(ir.FloatType(), LANES)
+        sa = signature.args
+        base = builder.gep(context.make_array(sa[0])(context, builder, args[0]).data, [context.cast(builder, args[1], sa[1], types.int64)])
+        g_ = context.cast(builder, args[2], sa[2], types.int64)
+        mv = builder.shuffle_vector(
+            builder.insert_element(ir.Constant(vt, ir.Undefined), args[3], ir.Constant(ir.IntType(32), 0)),
+            ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES),
+        )
+        fn = builder.function
+        pre = builder.block
+        loop = fn.append_basic_block("exp_groups_loop")
+        done = fn.append_basic_block("exp_groups_done")
+        builder.cbranch(builder.icmp_signed(">", g_, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        total = builder.phi(f64t)
+        i.add_incoming(ir.Constant(i64, 0), pre)
+        total.add_incoming(ir.Constant(f64t, 0.0), pre)
+        ptr = builder.bitcast(builder.gep(base, [builder.mul(i, ir.Constant(i64, LANES))]), vt.as_pointer())
+        e = _vexp(builder, builder.fsub(builder.load(ptr, align=4), mv))
+        builder.store(e, ptr, align=4)
+        t1 = builder.fadd(total, builder.fpext(pairwise_sum(builder, e), f64t))
+        i1 = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(i1, loop)
+        total.add_incoming(t1, loop)
+        builder.cbranch(builder.icmp_signed("<", i1, g_), loop, done)
+        builder.position_at_end(done)
+        res = builder.phi(f64t)
+        res.add_incoming(ir.Constant(f64t, 0.0), pre)
+        res.add_incoming(t1, loop)
+        return res
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
 def exp_sum(s, o, n, m):  # type: ignore[no-untyped-def]
-    """s[o + i] = expf_ggml(s[o + i] - m) for i < n; returns their sum (float64, module order)."""
-    for i in range(n):
-        s[o + i] = expf_ggml(s[o + i] - m)
-    total = 0.0
-    g = n - n % 16
-    for c in range(o, o + g, 16):
-        # _mm512_reduce_add_ps: 16 -> 8 -> 4 lanes, then (0 + 2) + (1 + 3)
-        t0 = (s[c + 8] + s[c]) + (s[c + 12] + s[c + 4])
-        t1 = (s[c + 9] + s[c + 1]) + (s[c + 13] + s[c + 5])
-        t2 = (s[c + 10] + s[c + 2]) + (s[c + 14] + s[c + 6])
-        t3 = (s[c + 11] + s[c + 3]) + (s[c + 15] + s[c + 7])
-        total += np.float64((t0 + t2) + (t1 + t3))
+    """s[o + i] = expf_ggml(s[o + i] - m) for i < n; returns their sum (float64, module order):
+    whole groups of 16 as vectors (`exp_groups`), the rest one by one."""
+    g = n - n % LANES
+    total = exp_groups(s, o, g // LANES, m)
     for i in range(o + g, o + n):
+        s[i] = expf_ggml(s[i] - m)
         total += np.float64(s[i])
     return total

@@ -14,7 +14,13 @@ The order of the additions is the same for every (r, j), every tile shape and ev
 the result of an element depends only on its own n terms. Callers pass operands whose
 products are exact in float32 (two fp16 values: 11 x 11 significant bits), where the fused
 multiply-add and a multiply then add give the same bits; machines without FMA get the same
-result from libm's `fma`.
+result from libm's `fma`. (The encoders' float32 attention passes operands whose products are
+not exact: there each product is rounded once inside its fused multiply-add, the same on every
+CPU, since `llvm.fma` is exactly rounded everywhere.)
+
+Beside the tile: `pairwise_sum` (a vector's lanes added in _mm512_reduce_add_ps's order),
+`scale_add_max` (a soft max's first pass, sixteen scores at a time) and `wide_registers` (the
+larger tiles' choice, never a result's).
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from typing import Any
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+
+from llamacli.core.model.kernels.qmm.isa import features
+from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic
 
 
 def _make_fma_tile(rows: int, nvec: int) -> Any:
@@ -101,6 +110,19 @@ def _make_fma_tile(rows: int, nvec: int) -> Any:
     return fma_tile
 
 
+def pairwise_sum(builder: Any, v: Any) -> Any:
+    """The lanes of a float vector (16 lanes: <16 x float>) added pairwise: lane i + lane i + h
+    for h = 8, 4, 2, 1 (each step's halves added as vectors), which is _mm512_reduce_add_ps's
+    order and block_dots.mm_float's lane reduction."""
+    n = v.type.count
+    while n > 1:
+        h = n // 2
+        lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h))))
+        hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), h), list(range(h, n))))
+        v, n = builder.fadd(lo, hi), h
+    return builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
+
+
 # 4 rows x 32 columns: 8 accumulators (8 zmm on AVX-512, 16 ymm on AVX2), 2 loads and
 # 4 broadcasts per 8 multiply-adds; the 1-row forms finish a block's last rows, the 16-column
 # ones a width that is not a multiple of 32.
@@ -108,3 +130,121 @@ fma_tile_4x2 = _make_fma_tile(4, 2)
 fma_tile_1x2 = _make_fma_tile(1, 2)
 fma_tile_4x1 = _make_fma_tile(4, 1)
 fma_tile_1x1 = _make_fma_tile(1, 1)
+# Where the machine has 32 vector registers (AVX-512: `wide_registers`): 8 rows x 32 columns
+# and 4 rows x 80 (16 and 20 accumulators), which keep twice the multiply-adds in flight.
+fma_tile_8x2 = _make_fma_tile(8, 2)
+fma_tile_4x5 = _make_fma_tile(4, 5)
+
+
+@kernel_intrinsic
+def wide_registers(typingctx: Any) -> Any:
+    """Whether the machine numba generates code for has AVX-512's 32 vector registers (a
+    constant of the compiled code: the larger tiles' loops are chosen on it, never a result)."""
+    sig = types.boolean()
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return ir.Constant(ir.IntType(1), int("+avx512f" in features(context)))
+
+    return sig, codegen
+
+
+@kernel_intrinsic
+def scale_add_max(typingctx: Any, s: Any, so: Any, g: Any, scale: Any, mk: Any, mo: Any) -> Any:
+    """w = s[so + i] * scale + mk[mo + i], stored back to s[so + i], for i < 16 g (float32
+    arrays, offsets in elements from each one's data pointer), sixteen lanes at a time; returns
+    the largest w (float32; -inf for g = 0; NaNs are passed over). The maximum is exact, so the
+    order of the comparisons does not show in it."""
+    sig = types.float32(s, so, g, types.float32, mk, mo)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        vt = ir.VectorType(f32, 16)
+        sa = signature.args
+        ps = builder.gep(context.make_array(sa[0])(context, builder, args[0]).data, [context.cast(builder, args[1], sa[1], types.int64)])
+        pm = builder.gep(context.make_array(sa[4])(context, builder, args[4]).data, [context.cast(builder, args[5], sa[5], types.int64)])
+        g_ = context.cast(builder, args[2], sa[2], types.int64)
+        undef = ir.Constant(vt, ir.Undefined)
+        sc = builder.shuffle_vector(builder.insert_element(undef, args[3], ir.Constant(ir.IntType(32), 0)), undef,
+                                    ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16))
+        vmax = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt]), "llvm.maxnum.v16f32")
+        smax = cgutils.get_or_insert_function(builder.module, ir.FunctionType(f32, [f32, f32]), "llvm.maxnum.f32")
+        ninf = ir.Constant(vt, [float("-inf")] * 16)
+        fn = builder.function
+        pre = builder.block
+        loop = fn.append_basic_block("scale_add_max_loop")
+        done = fn.append_basic_block("scale_add_max_done")
+        builder.cbranch(builder.icmp_signed(">", g_, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        acc = builder.phi(vt)
+        i.add_incoming(ir.Constant(i64, 0), pre)
+        acc.add_incoming(ninf, pre)
+        off = builder.mul(i, ir.Constant(i64, 16))
+        p = builder.bitcast(builder.gep(ps, [off]), vt.as_pointer())
+        w = builder.fadd(builder.fmul(builder.load(p, align=4), sc), builder.load(builder.bitcast(builder.gep(pm, [off]), vt.as_pointer()), align=4))
+        builder.store(w, p, align=4)
+        acc1 = builder.call(vmax, [acc, w])
+        i1 = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(i1, loop)
+        acc.add_incoming(acc1, loop)
+        builder.cbranch(builder.icmp_signed("<", i1, g_), loop, done)
+        builder.position_at_end(done)
+        res = builder.phi(vt)
+        res.add_incoming(ninf, pre)
+        res.add_incoming(acc1, loop)
+        m = builder.extract_element(res, ir.Constant(ir.IntType(32), 0))
+        for lane in range(1, 16):
+            m = builder.call(smax, [m, builder.extract_element(res, ir.Constant(ir.IntType(32), lane))])
+        return m
+
+    return sig, codegen
+
+
+@kernel_intrinsic
+def dot64_f32(typingctx: Any, x: Any, y: Any, nb: Any) -> Any:
+    """ggml_vec_dot_f32's sum (AVX-512 build) over the first 64 nb values of two contiguous
+    float32 arrays: four accumulators of 16 lanes, each step one fused multiply-add per
+    accumulator on values 64 i + 16 j + lane, then accumulators (0 + 2), (1 + 3), then 0 + 1,
+    then `pairwise_sum`; float32 0 for nb = 0 (the caller adds the rest one by one)."""
+    sig = types.float32(x, y, nb)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i64 = ir.FloatType(), ir.IntType(64)
+        vt = ir.VectorType(f32, 16)
+        sa = signature.args
+        px = context.make_array(sa[0])(context, builder, args[0]).data
+        py = context.make_array(sa[1])(context, builder, args[1]).data
+        nb_ = context.cast(builder, args[2], sa[2], types.int64)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
+        zero = ir.Constant(vt, [0.0] * 16)
+        fn = builder.function
+        pre = builder.block
+        loop = fn.append_basic_block("dot64_loop")
+        done = fn.append_basic_block("dot64_done")
+        builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(i64, 0)), loop, done)
+        builder.position_at_end(loop)
+        i = builder.phi(i64)
+        i.add_incoming(ir.Constant(i64, 0), pre)
+        accs = [builder.phi(vt) for _ in range(4)]
+        new = []
+        for j, acc in enumerate(accs):
+            acc.add_incoming(zero, pre)
+            off = builder.add(builder.mul(i, ir.Constant(i64, 64)), ir.Constant(i64, 16 * j))
+            xv = builder.load(builder.bitcast(builder.gep(px, [off]), vt.as_pointer()), align=4)
+            yv = builder.load(builder.bitcast(builder.gep(py, [off]), vt.as_pointer()), align=4)
+            new.append(builder.call(fma, [xv, yv, acc]))
+        i1 = builder.add(i, ir.Constant(i64, 1))
+        i.add_incoming(i1, loop)
+        for acc, nv in zip(accs, new):
+            acc.add_incoming(nv, loop)
+        builder.cbranch(builder.icmp_signed("<", i1, nb_), loop, done)
+        builder.position_at_end(done)
+        res = [builder.phi(vt) for _ in range(4)]
+        for r, nv in zip(res, new):
+            r.add_incoming(zero, pre)
+            r.add_incoming(nv, loop)
+        total = builder.fadd(builder.fadd(res[0], res[2]), builder.fadd(res[1], res[3]))
+        s = pairwise_sum(builder, total)
+        return builder.select(builder.icmp_signed(">", nb_, ir.Constant(i64, 0)), s, ir.Constant(f32, 0.0))
+
+    return sig, codegen

@@ -3,7 +3,7 @@
 `QuantMatrix.data` is a read-only view of the memory-mapped file: (n_out, row bytes) uint8.
 Nothing is dequantized at load; `matmul` quantizes the activations once to the weight's
 vec_dot type and runs the compiled block kernels (core/model/kernels/qmm/decode.py for few
-activation rows, prefill.py for many, block_dots.py for float weights) on the kernels' own threads
+activation rows, prefill.py for many, block_dots.py and float_gemm.py for float weights) on the kernels' own threads
 (core/model/kernels/qmm/threads.py).
 """
 
@@ -18,6 +18,7 @@ from gguf import GGMLQuantizationType
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.errors import UnsupportedTensorType
 from llamacli.core.model.kernels.qmm import block_dots as Kn
+from llamacli.core.model.kernels.qmm import float_gemm
 from llamacli.core.model.kernels.qmm import decode, packed, prefill
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
@@ -88,7 +89,7 @@ def prepare(x: np.ndarray, qtype: GGMLQuantizationType) -> QActs | np.ndarray:
     if ft is None:
         raise UnsupportedTensorType("<weight>", f"no matmul for ggml type {qtype.name}")
     if ft == FLOAT_F16:
-        return N.round_f16(x)
+        return float_gemm.round_to_f16(x)
     if ft == FLOAT_BF16:
         return N.round_bf16(x)
     return x
@@ -101,7 +102,11 @@ def matmul(xa: QActs | np.ndarray, m: QuantMatrix, out: np.ndarray | None = None
     if isinstance(xa, np.ndarray):
         t = xa.shape[0]
         y = np.empty((t, m.n_out), dtype=np.float32) if out is None else out
-        Kn.mm_float(m.data, FLOAT_FORMATS[m.qtype], xa, y)
+        ft = FLOAT_FORMATS[m.qtype]
+        if float_gemm.supports(ft, m.n_in):  # the same bits, register-tiled
+            float_gemm.mm_lanes(m.data, ft, xa, y)
+        else:
+            Kn.mm_float(m.data, ft, xa, y)
         return y
     fmt = QUANT_FORMATS[m.qtype]
     t = xa.codes.shape[0]
