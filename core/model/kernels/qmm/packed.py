@@ -221,9 +221,10 @@ def _make_packed_dot(kind: int) -> Any:
                 out_v.add_incoming(v1, last)
                 return out_v
 
-            def record(gbases: list[Any], b: Any) -> Any:
+            def record(gbases: list[Any], b: Any, once: bool = False) -> Any:
                 """Block b of 1 group (2 for the K-quants' 16-row pass): its scales, mins (or None)
-                and 8 code chunks."""
+                and 8 code chunks; once: for one activation row (Q6_K then unpacks each group
+                of codes where it is multiplied)."""
                 recs = []
                 for gbase in gbases:
                     rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
@@ -232,7 +233,7 @@ def _make_packed_dot(kind: int) -> Any:
                                           ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
                     recs.append(rec)
                 if k_quant:
-                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs)
+                    return packed_k.record(builder, recs) if kind == U.Q4_K else packed_k.record_q6(builder, recs, eager=not once)
                 rec = recs[0]
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
@@ -299,7 +300,7 @@ def _make_packed_dot(kind: int) -> Any:
                 gb = bases(g, n_groups)
                 n = GROUP * n_groups
                 zero = ir.Constant(vec(f32, n * n_acc), [0.0] * (n * n_acc))
-                acc = loop(ir.Constant(_I64, 0), nb, lambda b, a: add(record(gb, b), b, t, a), "packed_block1", zero)
+                acc = loop(ir.Constant(_I64, 0), nb, lambda b, a: add(record(gb, b, once=True), b, t, a), "packed_block1", zero)
                 builder.store(finish(acc), out_ptr(t, g, n), align=4)
 
             def group_one(g: Any, n_groups: int) -> None:
