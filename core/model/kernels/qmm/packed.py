@@ -223,8 +223,8 @@ def _make_packed_dot(kind: int) -> Any:
 
             def record(gbases: list[Any], b: Any, once: bool = False) -> Any:
                 """Block b of 1 group (2 for the K-quants' 16-row pass): its scales, mins (or None)
-                and 8 code chunks; once: for one activation row (Q6_K then unpacks each group
-                of codes where it is multiplied)."""
+                and 8 code chunks; once: for one activation row (the K-quants then unpack each
+                group of codes where it is multiplied)."""
                 recs = []
                 for gbase in gbases:
                     rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
@@ -233,7 +233,7 @@ def _make_packed_dot(kind: int) -> Any:
                                           ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
                     recs.append(rec)
                 if k_quant:
-                    return packed_k.record(builder, recs) if kind == U.Q4_K else packed_k.record_q6(builder, recs, eager=not once)
+                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs, eager=not once)
                 rec = recs[0]
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None

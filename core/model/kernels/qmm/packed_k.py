@@ -125,10 +125,11 @@ def _and(builder: Any, v: Any, m: int) -> Any:
     return builder.and_(v, const_vec(_I8, [m] * v.type.count))
 
 
-def record(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
+def record(builder: Any, recs: list[Any], eager: bool = True) -> tuple[Any, ...]:
     """What the records of 1 or 2 groups (n = 8 or 16 rows, side by side) give every activation
-    row: d, dmin (<n x float>), the 8 sub-blocks' (codes, scales) and the mins (<4n x i16>, lane
-    4r + j: m_j of row r, j < 4; then j >= 4).
+    row: d, dmin (<n x float>), the 8 sub-blocks' (codes, scales), codes a function giving the
+    sub-block's 8 code chunks (eager: unpacked here, once for every activation row; else where
+    `terms` multiplies them) and the mins (<4n x i16>, lane 4r + j: m_j of row r, j < 4; then j >= 4).
     Scales (ggml's get_scale_min_k4): bytes 0-3 hold sc_0..3 (low 6 bits) and the top bits of
     sc_4..7, bytes 4-7 m_0..3 and the top bits of m_4..7, bytes 8-11 the low nibbles of sc_4..7
     (low) and m_4..7 (high)."""
@@ -151,11 +152,15 @@ def record(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
         else:
             pair = builder.shuffle_vector(src, src, const_vec(_I32, [4 * (i // 2) + j % 4 for i in range(2 * n)]))
             scale = builder.zext(pair, vec(_I16, 2 * n))
-        chunks = []
-        for c in range(8 * (j // 2), 8 * (j // 2) + 8):
-            q = _ld(builder, recs, 128 + 32 * c, v32)
-            chunks.append(_and(builder, q, 15) if j % 2 == 0 else _shr(builder, q, 4))
-        subs.append((chunks, scale))
+
+        def chunks(j: int = j) -> list[Any]:
+            qs = [_ld(builder, recs, 128 + 32 * c, v32) for c in range(8 * (j // 2), 8 * (j // 2) + 8)]
+            return [_and(builder, q, 15) if j % 2 == 0 else _shr(builder, q, 4) for q in qs]
+
+        if eager:
+            subs.append((lambda unpacked=chunks(): unpacked, scale))
+        else:
+            subs.append((chunks, scale))
     mins = [builder.zext(m, vec(_I16, 4 * n)) for m in (m03, m47)]
     return d, dmin, subs, mins
 
@@ -168,7 +173,8 @@ def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> 
     f32v = vec(ir.FloatType(), n)
     xw = builder.bitcast(xt, _I32.as_pointer())
     isum = None
-    for j, (chunks, scale) in enumerate(subs):
+    for j, (codes, scale) in enumerate(subs):
+        chunks = codes()
         xqs = []  # values 4i .. 4i + 3 of sub-block j, for every row
         for i in range(8):
             word = builder.load(builder.gep(xw, [ir.Constant(_I64, 16 * (j // 2) + 8 * (j % 2) + i)]), align=1)
