@@ -41,6 +41,7 @@ from llamacli.core.model.kernels.qmm.isa import concat, const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
+PAIR_MIN_ROWS = 8  # activation rows from which the K-quants take two groups at a time (`groups` in the kernel)
 # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
 KINDS = frozenset(LAYOUTS) | frozenset(packed_k.KINDS)
 
@@ -337,10 +338,12 @@ def _make_packed_dot(kind: int) -> Any:
                 """body(g, 1) for each group g0 <= g < g1; with `pairs`, where 512-bit vpdpbusd
                 is, the K-quants take groups two at a time (16 rows side by side in one vector:
                 each activation broadcast serves both), the last one alone when their count is
-                odd. One activation row takes them one at a time: two groups read as two
-                streams of records and the matrices stream from memory (AMD EPYC, AVX-512 VNNI,
-                one thread: Q4_K 14336 x 4096 42 -> 67 G MAC/s, Q6_K 27 -> 45; 4096 x 4096,
-                in cache, 98 -> 113 and 54 -> 57)."""
+                odd. Fewer than PAIR_MIN_ROWS activation rows take them one at a time: two
+                groups read as two streams of records, and the matrices stream from memory
+                (AMD EPYC, AVX-512 VNNI, one thread, one activation row: Q4_K 14336 x 4096 42 ->
+                67 G MAC/s, Q6_K 27 -> 45; 4096 x 4096, in cache, 98 -> 113 and 54 -> 57; Q4_K
+                14336 x 4096, 2 rows 47 -> 77, 4 rows 71 -> 92, 8 rows 107 -> 100, 16 rows
+                129 -> 105)."""
                 if not (pairs and k_quant and isa.TARGET.dpbusd_bytes == 64):
                     loop(g0_, g1_, lambda g: body(g, 1), name)
                     return
@@ -354,7 +357,15 @@ def _make_packed_dot(kind: int) -> Any:
                 with one:
                     groups(group_one, "packed_group1", pairs=False)
                 with many:
-                    groups(group_rows if kind == 4 else group_many, "packed_group", pairs=True)
+                    body = group_rows if kind == 4 else group_many
+                    if k_quant and isa.TARGET.dpbusd_bytes == 64:
+                        with builder.if_else(builder.icmp_signed("<", n_tok, ir.Constant(_I64, PAIR_MIN_ROWS))) as (few, more):
+                            with few:
+                                groups(body, "packed_group_few", pairs=False)
+                            with more:
+                                groups(body, "packed_group", pairs=True)
+                    else:
+                        groups(body, "packed_group", pairs=False)
             return context.get_dummy_value()
 
         return sig, codegen
