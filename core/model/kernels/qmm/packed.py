@@ -41,6 +41,7 @@ from llamacli.core.model.kernels.qmm.isa import concat, const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import LAYOUTS
 
 GROUP = 8  # rows interleaved
+PAIR_MIN_ROWS = 8  # activation rows from which the K-quants take two groups at a time (`groups` in the kernel)
 # Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
 KINDS = frozenset(LAYOUTS) | frozenset(packed_k.KINDS)
 
@@ -221,9 +222,10 @@ def _make_packed_dot(kind: int) -> Any:
                 out_v.add_incoming(v1, last)
                 return out_v
 
-            def record(gbases: list[Any], b: Any) -> Any:
+            def record(gbases: list[Any], b: Any, once: bool = False) -> Any:
                 """Block b of 1 group (2 for the K-quants' 16-row pass): its scales, mins (or None)
-                and 8 code chunks."""
+                and 8 code chunks; once: for one activation row (the K-quants then unpack each
+                group of codes where it is multiplied)."""
                 recs = []
                 for gbase in gbases:
                     rec = builder.gep(gbase, [builder.mul(b, ir.Constant(_I64, rec_bytes))])
@@ -232,7 +234,7 @@ def _make_packed_dot(kind: int) -> Any:
                                           ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
                     recs.append(rec)
                 if k_quant:
-                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs)
+                    return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs, eager=not once)
                 rec = recs[0]
                 d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
@@ -299,7 +301,7 @@ def _make_packed_dot(kind: int) -> Any:
                 gb = bases(g, n_groups)
                 n = GROUP * n_groups
                 zero = ir.Constant(vec(f32, n * n_acc), [0.0] * (n * n_acc))
-                acc = loop(ir.Constant(_I64, 0), nb, lambda b, a: add(record(gb, b), b, t, a), "packed_block1", zero)
+                acc = loop(ir.Constant(_I64, 0), nb, lambda b, a: add(record(gb, b, once=True), b, t, a), "packed_block1", zero)
                 builder.store(finish(acc), out_ptr(t, g, n), align=4)
 
             def group_one(g: Any, n_groups: int) -> None:
@@ -332,11 +334,17 @@ def _make_packed_dot(kind: int) -> Any:
                 loop(zero_i, nb, block, "packed_block")
                 loop(zero_i, n_tok, lambda t: builder.store(builder.load(acc_ptr(t, n), align=4), out_ptr(t, g, n), align=4), "packed_copy")
 
-            def groups(body: Any, name: str) -> None:
-                """body(g, 1) for each group g0 <= g < g1; where 512-bit vpdpbusd is, the K-quants
-                take groups two at a time (16 rows side by side in one vector: each activation
-                broadcast serves both), the last one alone when their count is odd."""
-                if not (k_quant and isa.TARGET.dpbusd_bytes == 64):
+            def groups(body: Any, name: str, pairs: bool) -> None:
+                """body(g, 1) for each group g0 <= g < g1; with `pairs`, where 512-bit vpdpbusd
+                is, the K-quants take groups two at a time (16 rows side by side in one vector:
+                each activation broadcast serves both), the last one alone when their count is
+                odd. Fewer than PAIR_MIN_ROWS activation rows take them one at a time: two
+                groups read as two streams of records, and the matrices stream from memory
+                (AMD EPYC, AVX-512 VNNI, one thread, one activation row: Q4_K 14336 x 4096 42 ->
+                67 G MAC/s, Q6_K 27 -> 45; 4096 x 4096, in cache, 98 -> 113 and 54 -> 57; Q4_K
+                14336 x 4096, 2 rows 47 -> 77, 4 rows 71 -> 92, 8 rows 107 -> 100, 16 rows
+                129 -> 105)."""
+                if not (pairs and k_quant and isa.TARGET.dpbusd_bytes == 64):
                     loop(g0_, g1_, lambda g: body(g, 1), name)
                     return
                 two = ir.Constant(_I64, 2)
@@ -347,9 +355,17 @@ def _make_packed_dot(kind: int) -> Any:
 
             with builder.if_else(builder.icmp_signed("==", n_tok, ir.Constant(_I64, 1))) as (one, many):
                 with one:
-                    groups(group_one, "packed_group1")
+                    groups(group_one, "packed_group1", pairs=False)
                 with many:
-                    groups(group_rows if kind == 4 else group_many, "packed_group")
+                    body = group_rows if kind == 4 else group_many
+                    if k_quant and isa.TARGET.dpbusd_bytes == 64:
+                        with builder.if_else(builder.icmp_signed("<", n_tok, ir.Constant(_I64, PAIR_MIN_ROWS))) as (few, more):
+                            with few:
+                                groups(body, "packed_group_few", pairs=False)
+                            with more:
+                                groups(body, "packed_group", pairs=True)
+                    else:
+                        groups(body, "packed_group", pairs=False)
             return context.get_dummy_value()
 
         return sig, codegen

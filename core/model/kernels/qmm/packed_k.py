@@ -21,11 +21,14 @@ ones the same + 32, of sub-block 2k + 1.
 
 Q6_K: isum = sum_g sc_g * (dot(q_g, x_g) - 32 * xsum_g) over its 16 groups of 16 values (the
 stored one-row kernel's form, rows.py `_q6_k_byte_terms`), term (d_x * d) * isum. Record,
-1680 bytes (8 x 210): d[8] fp16 | scales[16][8] int8 (group g of row r at 16 + 8g + r) | 32
-chunks of ql (chunk c, byte 4r + i = the row's ql byte 4c + i) | 16 chunks of qh (likewise).
-ql byte 64h + l (l < 32) holds values 128h + l (low nibble) and 128h + 64 + l (high), byte
-64h + 32 + l values 128h + 32 + l and 128h + 96 + l; their high bits are bits 0-1, 4-5 and
-2-3, 6-7 of qh byte 32h + l.
+1680 bytes (8 x 210): d[8] fp16 | scales[16][8] int8 (group g of row r at 16 + 8g + r) | 16
+triples of 32-byte chunks, triple g for group g (values 16g .. 16g + 15 of each row): with
+c_k (k < 4) the 6-bit codes 16g + 4k + i of row r at byte 4r + i, the triple's chunks hold
+c_0, c_1, c_2 in bits 0-5 and bits 0-1, 2-3, 4-5 of c_3 in bits 6-7. So a group's four code
+chunks come out of three loads, three masks and c_3's three shifted pieces (11 vector
+operations; the file's ql/qh split took 17: each code's nibble and its two high bits from
+another byte), and the one-row kernel unpacks each group where it multiplies it (its codes
+never wait in the stack: AVX2 has 16 vector registers).
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ def pack_q4_k(w, out):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def pack_q6_k(w, out):  # type: ignore[no-untyped-def]
-    """out (N / 8, nb * 1680) = w (N, nb * 210) interleaved (module docstring)."""
+    """out (N / 8, nb * 1680) = w (N, nb * 210) regrouped (module docstring)."""
     nb = w.shape[1] // Q6_BLOCK
     rec = GROUP * Q6_BLOCK
+    q = np.empty(256, dtype=np.uint8)  # one row's codes of the block, in order
     for g in range(out.shape[0]):
         for b in range(nb):
             o = b * rec
@@ -87,9 +91,18 @@ def pack_q6_k(w, out):  # type: ignore[no-untyped-def]
                     out[g, o + 2 * r + i] = src[s + 208 + i]
                 for j in range(16):
                     out[g, o + 16 + 8 * j + r] = src[s + 192 + j]
-                for c in range(48):  # 32 chunks of ql, then 16 of qh
+                for h in range(2):  # ggml's dequantize_row_q6_K
+                    for l in range(32):
+                        ql0, ql1, qh = src[s + 64 * h + l], src[s + 64 * h + 32 + l], src[s + 128 + 32 * h + l]
+                        q[128 * h + l] = (ql0 & 15) | ((qh & 3) << 4)
+                        q[128 * h + 32 + l] = (ql1 & 15) | (((qh >> 2) & 3) << 4)
+                        q[128 * h + 64 + l] = (ql0 >> 4) | (((qh >> 4) & 3) << 4)
+                        q[128 * h + 96 + l] = (ql1 >> 4) | ((qh >> 6) << 4)
+                for t in range(16):
                     for i in range(4):
-                        out[g, o + 144 + 32 * c + 4 * r + i] = src[s + 4 * c + i]
+                        top = q[16 * t + 12 + i]
+                        for k in range(3):
+                            out[g, o + 144 + 32 * (3 * t + k) + 4 * r + i] = q[16 * t + 4 * k + i] | (((top >> (2 * k)) & 3) << 6)
 
 
 def _load(builder: Any, p: Any, at: int, vt: ir.Type) -> Any:
@@ -112,10 +125,11 @@ def _and(builder: Any, v: Any, m: int) -> Any:
     return builder.and_(v, const_vec(_I8, [m] * v.type.count))
 
 
-def record(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
+def record(builder: Any, recs: list[Any], eager: bool = True) -> tuple[Any, ...]:
     """What the records of 1 or 2 groups (n = 8 or 16 rows, side by side) give every activation
-    row: d, dmin (<n x float>), the 8 sub-blocks' (codes, scales) and the mins (<4n x i16>, lane
-    4r + j: m_j of row r, j < 4; then j >= 4).
+    row: d, dmin (<n x float>), the 8 sub-blocks' (codes, scales), codes a function giving the
+    sub-block's 8 code chunks (eager: unpacked here, once for every activation row; else where
+    `terms` multiplies them) and the mins (<4n x i16>, lane 4r + j: m_j of row r, j < 4; then j >= 4).
     Scales (ggml's get_scale_min_k4): bytes 0-3 hold sc_0..3 (low 6 bits) and the top bits of
     sc_4..7, bytes 4-7 m_0..3 and the top bits of m_4..7, bytes 8-11 the low nibbles of sc_4..7
     (low) and m_4..7 (high)."""
@@ -138,11 +152,15 @@ def record(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
         else:
             pair = builder.shuffle_vector(src, src, const_vec(_I32, [4 * (i // 2) + j % 4 for i in range(2 * n)]))
             scale = builder.zext(pair, vec(_I16, 2 * n))
-        chunks = []
-        for c in range(8 * (j // 2), 8 * (j // 2) + 8):
-            q = _ld(builder, recs, 128 + 32 * c, v32)
-            chunks.append(_and(builder, q, 15) if j % 2 == 0 else _shr(builder, q, 4))
-        subs.append((chunks, scale))
+
+        def chunks(j: int = j) -> list[Any]:
+            qs = [_ld(builder, recs, 128 + 32 * c, v32) for c in range(8 * (j // 2), 8 * (j // 2) + 8)]
+            return [_and(builder, q, 15) if j % 2 == 0 else _shr(builder, q, 4) for q in qs]
+
+        if eager:
+            subs.append((lambda unpacked=chunks(): unpacked, scale))
+        else:
+            subs.append((chunks, scale))
     mins = [builder.zext(m, vec(_I16, 4 * n)) for m in (m03, m47)]
     return d, dmin, subs, mins
 
@@ -155,7 +173,8 @@ def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> 
     f32v = vec(ir.FloatType(), n)
     xw = builder.bitcast(xt, _I32.as_pointer())
     isum = None
-    for j, (chunks, scale) in enumerate(subs):
+    for j, (codes, scale) in enumerate(subs):
+        chunks = codes()
         xqs = []  # values 4i .. 4i + 3 of sub-block j, for every row
         for i in range(8):
             word = builder.load(builder.gep(xw, [ir.Constant(_I64, 16 * (j // 2) + 8 * (j % 2) + i)]), align=1)
@@ -184,26 +203,26 @@ def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> 
     return builder.fsub(t1, t2)
 
 
-def record_q6(builder: Any, recs: list[Any]) -> tuple[Any, ...]:
+def record_q6(builder: Any, recs: list[Any], eager: bool = True) -> tuple[Any, ...]:
     """The Q6_K records of 1 or 2 groups (n = 8 or 16 rows) for every activation row: d (<n x
-    float>), the scales (<16n x i8>: group g of row r at 128 (r // 8) + 8g + r % 8) and the 64
-    code chunks (<4n x i8>, unsigned 6-bit codes), chunk k holding values 4k .. 4k + 3."""
+    float>), the scales (<16n x i8>: group g of row r at 128 (r // 8) + 8g + r % 8) and
+    `codes(g)`: group g's 4 code chunks (<4n x i8>, unsigned 6-bit codes), chunk k holding its
+    values 4k .. 4k + 3. eager: unpacked here, once for every activation row; else where
+    `terms_q6` asks for them (one activation row: each group unpacked where it is multiplied)."""
     n = GROUP * len(recs)
     d = builder.fpext(_ld(builder, recs, 0, vec(ir.HalfType(), GROUP)), vec(ir.FloatType(), n))
     scales = _ld(builder, recs, 16, vec(_I8, 128))
     v32 = vec(_I8, 32)
-    codes: list[Any] = [None] * 64
-    for c in range(32):
-        ql = _ld(builder, recs, 144 + 32 * c, v32)
-        h, l4 = c // 16, 4 * (c % 16)  # ql byte 64h + l4
-        l, up = l4 % 32, l4 // 32  # values 128h + 32 up + l (low nibble), + 64 (high)
-        qh = _ld(builder, recs, 144 + 1024 + 32 * (8 * h + l // 4), v32)
-        for half in range(2):
-            nib = _and(builder, ql, 15) if half == 0 else _shr(builder, ql, 4)
-            k = 2 * up + 4 * half  # the high bits' place in qh
-            bits = builder.shl(qh, const_vec(_I8, [4 - k] * 4 * n)) if k < 4 else _shr(builder, qh, k - 4) if k > 4 else qh
-            v0 = 128 * h + 32 * up + 64 * half + l
-            codes[v0 // 4] = builder.or_(nib, _and(builder, bits, 0x30))
+
+    def codes(g: int) -> list[Any]:
+        c = [_ld(builder, recs, 144 + 32 * (3 * g + k), v32) for k in range(3)]
+        top = builder.or_(builder.or_(_shr(builder, c[0], 6), _and(builder, _shr(builder, c[1], 4), 12)),
+                          _and(builder, _shr(builder, c[2], 2), 48))
+        return [_and(builder, v, 63) for v in c] + [top]
+
+    if eager:
+        unpacked = [codes(g) for g in range(16)]
+        return d, scales, unpacked.__getitem__
     return d, scales, codes
 
 
@@ -217,21 +236,24 @@ def terms_q6(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) 
         return 128 * (r // GROUP) + 8 * g + r % GROUP
 
     xw = builder.bitcast(xt, _I32.as_pointer())
-    xq = [builder.bitcast(_splat(builder, builder.load(builder.gep(xw, [ir.Constant(_I64, k)]), align=1), n), vec(_I8, 4 * n))
-          for k in range(64)]
+
+    def x4(k: int) -> Any:  # activation codes 4k .. 4k + 3, broadcast to the n rows
+        return builder.bitcast(_splat(builder, builder.load(builder.gep(xw, [ir.Constant(_I64, k)]), align=1), n), vec(_I8, 4 * n))
+
     isum = None
     for g in range(16):  # group g: chunks 4g .. 4g + 3, one scale per row
+        cg = codes(g)
         if isa.TARGET.dpbusd_bytes:
             dot = ir.Constant(vec(_I32, n), [0] * n)
-            for k in range(4 * g, 4 * g + 4):
-                dot = isa.dpbusd(builder, dot, codes[k], xq[k])
+            for k in range(4):
+                dot = isa.dpbusd(builder, dot, cg[k], x4(4 * g + k))
             sc = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g, r) for r in range(n)])), vec(_I32, n))
             t = builder.mul(dot, sc)
         else:  # two chunks' pair sums fit int16 (|each| <= 2 * 2 * 63 * 128)
             pair = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g, i // 2) for i in range(2 * n)])), vec(_I16, 2 * n))
             t = None
-            for k in (4 * g, 4 * g + 2):
-                p = builder.add(isa.madd_u8(builder, codes[k], xq[k]), isa.madd_u8(builder, codes[k + 1], xq[k + 1]))
+            for k in (0, 2):
+                p = builder.add(isa.madd_u8(builder, cg[k], x4(4 * g + k)), isa.madd_u8(builder, cg[k + 1], x4(4 * g + k + 1)))
                 tk = isa.madd_i16(builder, p, pair)
                 t = tk if t is None else builder.add(t, tk)
         isum = t if isum is None else builder.add(isum, t)
