@@ -93,6 +93,22 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
+@pytest.mark.parametrize("qtype", [QT.MXFP4, QT.TQ2_0, QT.IQ2_XXS], ids=lambda t: t.name)
+def test_16_row_kernel_gives_the_unpacking_paths_bits(qtype: QT) -> None:
+    """A low-bit type's 16-row kernel (rows.py, rows_grid.py) gives each row the bits of the
+    row unpacked to int16 codes and dotted alone (decode.py's path for a matrix's last rows):
+    the same exact block sums, the same float terms in the same order."""
+    k = _k_for(qtype) * 2
+    m = _matrix(qtype, 32, k, seed=7)
+    x = np.random.default_rng(8).standard_normal((20, k)).astype(np.float32)
+    for rows in (1, 3, 20):
+        xa = prepare(x[:rows], qtype)
+        full = matmul(xa, m)
+        for i in (0, 5, 17, 31):
+            alone = matmul(xa, QuantMatrix(m.data[i : i + 1], qtype, k))
+            assert np.array_equal(alone[:, 0], full[:, i])
+
+
 @pytest.mark.parametrize("case", ["k2880", "k160", "k512"])
 def test_q8_0_matmul_gives_ggml_bits(case: str) -> None:
     """Q8_0 weights give libggml's own matmul bits (tests/fixtures/quants/matmul_q8_0.npz: one

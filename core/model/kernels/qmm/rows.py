@@ -698,15 +698,16 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             _, sblocks = block_ptrs(sb)
             sacc1 = step(builder, sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
             sb1 = builder.add(sb, one)
-            sb.add_incoming(sb1, s_loop)
+            s_latch = builder.block  # (terms1 may have loops of its own)
+            sb.add_incoming(sb1, s_latch)
             for a, a1 in zip(sacc, sacc1):
-                a.add_incoming(a1, s_loop)
+                a.add_incoming(a1, s_latch)
             builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
             builder.position_at_end(s_end)
             sres = [builder.phi(vf) for _ in range(n_acc)]
             for r, a1 in zip(sres, sacc1):
                 r.add_incoming(zero, one_tok)
-                r.add_incoming(a1, s_loop)
+                r.add_incoming(a1, s_latch)
             builder.store(finish(builder, sres), out_ptr(ir.Constant(_I64, 0)), align=4)
             builder.branch(done)
 

@@ -1,0 +1,161 @@
+"""The 16-row kernel of IQ2_XXS: grid entries looked up per 8 values straight into byte vectors,
+as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
+one float term per block and row).
+
+IQ2_XXS (66 bytes: d fp16 | 8 groups of 32 values, each 4 grid index bytes then a u32 aux: the
+4 sign indices in bits 7l .. 7l + 6, ls in the top 4 bits). Value 32 ib + 8 l + j of a block is
+(2 ls + 1) * grid[idx l][j] * sign, grid bytes 8, 25 or 43 (unpack_lowbit.py's docstring). Per
+row and pair of groups: the 8 grid entries (8 bytes each, loaded as u64 from a table in the
+module's constants) make a <64 x i8> of unsigned magnitudes u; the 8 sign entries (ggml's
+keven_signs: 8 bytes of +1 or -1 per 7-bit index, parity completing the eighth) a <64 x i8> s;
+the activation's 64 codes take the signs (vpsignb), byte products with u (vpmaddubsw: |pair| <=
+2 * 43 * 127, no saturation) and the pairs times (2 ls + 1) (vpmaddwd) leave 16 int32 partial
+sums of the row. isum = their total over the block, exact; the term is (d_x * (d / 8)) *
+float(isum): the unpacking path's integers and scale order (decode.py), so the same bits.
+
+The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
+rint(x * -127 / max)) >= -127), so negating one never wraps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils
+
+from llamacli.core.model.kernels.grids import IQ2XXS_GRID
+from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm.isa import const_vec, vec
+from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_dot, _reduce16
+
+_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+
+
+# iq2xxs_grid as u64 (byte j: value j)
+_GRID_U64 = [int(v) for v in IQ2XXS_GRID.reshape(-1).view("<u8")]
+
+
+def _table(builder: Any, name: str, values: list[int]) -> Any:
+    """A constant u64 table in the module being generated (one per module)."""
+    g = builder.module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(_I64, len(values))
+        g = ir.GlobalVariable(builder.module, ty, name)
+        g.initializer = ir.Constant(ty, values)
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+def _entry(builder: Any, table: Any, idx: Any) -> Any:
+    return builder.load(builder.gep(table, [ir.Constant(_I32, 0), builder.zext(idx, _I64)]))
+
+
+def _load(builder: Any, base: Any, at: int, t: ir.Type) -> Any:
+    return builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_I64, at)]), t.as_pointer()), align=1)
+
+
+def _u64s(builder: Any, values: list[Any]) -> Any:
+    """8 i64 values -> <64 x i8> (their bytes in order)."""
+    v = ir.Constant(vec(_I64, 8), ir.Undefined)
+    for i, e in enumerate(values):
+        v = builder.insert_element(v, e, ir.Constant(_I32, i))
+    return builder.bitcast(v, vec(_I8, 64))
+
+
+def _iq2_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """A row's block at p: per pair of groups (2k, 2k + 1), (u, neg, ls): <64 x i8> magnitudes,
+    <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 (lanes 0-15 group 2k, 16-31
+    group 2k + 1). The signs in vectors: each group's 7-bit index, its parity as the eighth bit
+    (ksigns_iq2xs[i] = i | parity(i) << 7), the 8 bits spread over the group's 8 values."""
+    grid = _table(builder, "iq2xxs_grid_u64", _GRID_U64)
+
+    def c8(vals: list[int]) -> Any:
+        return const_vec(_I32, vals if len(vals) == 8 else vals * 8)
+
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, _load(builder, p, 2 + 8 * ib + l, _I8)) for ib in (2 * k, 2 * k + 1) for l in range(4)]
+        q = _load(builder, p, 2 + 16 * k, vec(_I32, 4))  # idx 2k | aux 2k | idx 2k + 1 | aux 2k + 1
+        aux = builder.shuffle_vector(q, q, const_vec(_I32, [1] * 4 + [3] * 4))
+        s7 = builder.and_(builder.lshr(aux, c8([0, 7, 14, 21] * 2)), c8([127]))
+        t = builder.xor(s7, builder.lshr(s7, c8([4])))
+        t = builder.xor(t, builder.lshr(t, c8([2])))
+        t = builder.xor(t, builder.lshr(t, c8([1])))
+        s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(t, c8([1])), c8([7]))), vec(_I8, 8))
+        spread = builder.shuffle_vector(s8, s8, const_vec(_I32, [j // 8 for j in range(64)]))
+        bits = builder.and_(spread, const_vec(_I8, [1 << (j % 8) if j % 8 < 7 else -128 for j in range(64)]))
+        neg = builder.icmp_unsigned("!=", bits, ir.Constant(vec(_I8, 64), [0] * 64))
+        ls = builder.trunc(builder.or_(builder.shl(builder.lshr(aux, c8([28])), c8([1])), c8([1])), vec(_I16, 8))
+        out.append((_u64s(builder, us), neg, builder.shuffle_vector(ls, ls, const_vec(_I32, [0] * 16 + [4] * 16))))
+    return out
+
+
+def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> Any:
+    """<16 x i32>: partial sums of the row's block dot with the activation's 4 x 64 codes."""
+    acc = None
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    for (u, neg, ls), x in zip(row, x64):
+        xs = builder.select(neg, builder.sub(zero, x), x)
+        part = isa.pmaddwd(builder, isa.madd_u8(builder, u, xs), ls)
+        acc = part if acc is None else builder.add(acc, part)
+    return acc
+
+
+def _iq2_xxs_terms() -> tuple[int, Any, Any, tuple[Any, Any]]:
+    """(block bytes, prepare, terms, single): several activation rows unpack the 16 rows once
+    per block (`prepare`); one activation row unpacks and dots each row in turn (fewer values
+    live at once)."""
+
+    def scales(builder: Any, blocks: list[Any]) -> Any:
+        return builder.fmul(_gather_f16(builder, blocks, 0), ir.Constant(vec(ir.FloatType(), ROWS), [0.125] * ROWS))
+
+    def x_groups(builder: Any, x: Any, b: Any) -> list[Any]:
+        base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
+        return [_load(builder, base, 64 * k, vec(_I8, 64)) for k in range(4)]
+
+    def finish(builder: Any, sums: list[Any], d: Any, dx: Any) -> Any:
+        isum = _reduce16(builder, sums)
+        return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), ROWS)))
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        return [_iq2_xxs_row(builder, p) for p in blocks], scales(builder, blocks)
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        rows, d = state
+        x64 = x_groups(builder, x, b)
+        return finish(builder, [_row_sums(builder, r, x64) for r in rows], d, dx)
+
+    def prepare1(builder: Any, blocks: list[Any]) -> Any:
+        return scales(builder, blocks)
+
+    def terms1(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        """A loop over the 16 rows, one row's sums at a time into a stack array (unrolled, the
+        16 rows' lookups interleave and spill)."""
+        x64 = x_groups(builder, x, b)
+        sums_t = vec(_I32, ROWS)
+        arr = cgutils.alloca_once(builder, sums_t, size=ROWS)
+        stride = builder.sub(builder.ptrtoint(blocks[1], _I64), builder.ptrtoint(blocks[0], _I64))
+        pre = builder.block
+        body = builder.function.append_basic_block("grid_row")
+        after = builder.function.append_basic_block("grid_rows_end")
+        builder.branch(body)
+        builder.position_at_end(body)
+        i = builder.phi(_I64)
+        i.add_incoming(ir.Constant(_I64, 0), pre)
+        p = builder.gep(blocks[0], [builder.mul(i, stride)])
+        builder.store(_row_sums(builder, _iq2_xxs_row(builder, p), x64), builder.gep(arr, [i]))
+        i1 = builder.add(i, ir.Constant(_I64, 1))
+        i.add_incoming(i1, body)
+        builder.cbranch(builder.icmp_signed("<", i1, ir.Constant(_I64, ROWS)), body, after)
+        builder.position_at_end(after)
+        sums = [builder.load(builder.gep(arr, [ir.Constant(_I64, r)])) for r in range(ROWS)]
+        return finish(builder, sums, state, dx)
+
+    return 66, prepare, terms, (prepare1, terms1)
+
+
+_BYTES, _PREPARE, _TERMS, _SINGLE = _iq2_xxs_terms()
+rows_iq2_xxs = _make_rows_dot(_BYTES, _PREPARE, _TERMS, single=_SINGLE)
