@@ -131,9 +131,9 @@ def test_q8_0_matmul_gives_ggml_bits(case: str) -> None:
         assert np.array_equal(matmul(xa, packed), want)
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.MXFP4, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
 def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
-    """A matrix of a 32-value type, Q4_K or Q6_K packed (rows interleaved by eights, core/model/
+    """A matrix of a 32-value type (MXFP4 included), Q4_K or Q6_K packed (rows interleaved by eights, core/model/
     kernels/qmm/packed.py, packed_k.py) gives every row the bits of the stored one, for one and
     many activation rows (a block of -128 codes included), alone and beside other matrices."""
     from llamacli.core.model.kernels.qmm import matmul_many

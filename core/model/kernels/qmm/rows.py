@@ -168,11 +168,17 @@ def _gather_scales(builder: Any, ptrs: list[Any], kind: int) -> Any:
     v = ir.Constant(_vec(_I8, ROWS), ir.Undefined)
     for i, p in enumerate(ptrs):
         v = builder.insert_element(v, builder.load(p), ir.Constant(_I32, i))
-    e = builder.zext(v, _vec(_I32, ROWS))
-    normal = builder.shl(builder.sub(e, _const_vec(_I32, [1] * ROWS)), _const_vec(_I32, [23] * ROWS))
-    sub = builder.shl(_const_vec(_I32, [0x00200000] * ROWS), e)
-    bits = builder.select(builder.icmp_unsigned("<", e, _const_vec(_I32, [2] * ROWS)), sub, normal)
-    return builder.bitcast(bits, _vec(ir.FloatType(), ROWS))
+    return e8m0_half(builder, v)
+
+
+def e8m0_half(builder: Any, v: Any) -> Any:
+    """<n x i8> E8M0 bytes e -> <n x float> GGML_E8M0_TO_FP32_HALF(e) (exact)."""
+    n = v.type.count
+    e = builder.zext(v, _vec(_I32, n))
+    normal = builder.shl(builder.sub(e, _const_vec(_I32, [1] * n)), _const_vec(_I32, [23] * n))
+    sub = builder.shl(_const_vec(_I32, [0x00200000] * n), e)
+    bits = builder.select(builder.icmp_unsigned("<", e, _const_vec(_I32, [2] * n)), sub, normal)
+    return builder.bitcast(bits, _vec(ir.FloatType(), n))
 
 
 def _prefetch_next(builder: Any, wbase: Any, row_bytes: Any, boff: Any, bsize: int) -> None:
