@@ -68,28 +68,31 @@ def _u64s(builder: Any, values: list[Any]) -> Any:
 def _iq2_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     """A row's block at p: per pair of groups (2k, 2k + 1), (u, neg, ls): <64 x i8> magnitudes,
     <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 (lanes 0-15 group 2k, 16-31
-    group 2k + 1). The signs in vectors: each group's 7-bit index, its parity as the eighth bit
-    (ksigns_iq2xs[i] = i | parity(i) << 7), the 8 bits spread over the group's 8 values."""
+    group 2k + 1). The signs in vectors, the 8 groups' at once: each group's 4 7-bit indices,
+    their parities as the eighth bits (ksigns_iq2xs[i] = i | parity(i) << 7), each byte's 8 bits
+    spread over its 8 values."""
     grid = _table(builder, "iq2xxs_grid_u64", _GRID_U64)
 
-    def c8(vals: list[int]) -> Any:
-        return const_vec(_I32, vals if len(vals) == 8 else vals * 8)
+    def c(vals: list[int], t: ir.Type = _I32, n: int = 32) -> Any:
+        return const_vec(t, vals * (n // len(vals)))
 
+    q = _load(builder, p, 2, vec(_I32, 16))  # idx 0 | aux 0 | idx 1 | aux 1 | ... (8 groups)
+    aux = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8) for _ in range(4)]))
+    s7 = builder.and_(builder.lshr(aux, c([0, 7, 14, 21])), c([127]))
+    t = builder.xor(s7, builder.lshr(s7, c([4])))
+    t = builder.xor(t, builder.lshr(t, c([2])))
+    t = builder.xor(t, builder.lshr(t, c([1])))
+    s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(t, c([1])), c([7]))), vec(_I8, 32))
+    aux8 = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8)]))
+    ls8 = builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, c([28], n=8)), c([1], n=8)), c([1], n=8)), vec(_I16, 8))
+    bit = c([1, 2, 4, 8, 16, 32, 64, -128], _I8, 64)
     out = []
     for k in range(4):
         us = [_entry(builder, grid, _load(builder, p, 2 + 8 * ib + l, _I8)) for ib in (2 * k, 2 * k + 1) for l in range(4)]
-        q = _load(builder, p, 2 + 16 * k, vec(_I32, 4))  # idx 2k | aux 2k | idx 2k + 1 | aux 2k + 1
-        aux = builder.shuffle_vector(q, q, const_vec(_I32, [1] * 4 + [3] * 4))
-        s7 = builder.and_(builder.lshr(aux, c8([0, 7, 14, 21] * 2)), c8([127]))
-        t = builder.xor(s7, builder.lshr(s7, c8([4])))
-        t = builder.xor(t, builder.lshr(t, c8([2])))
-        t = builder.xor(t, builder.lshr(t, c8([1])))
-        s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(t, c8([1])), c8([7]))), vec(_I8, 8))
-        spread = builder.shuffle_vector(s8, s8, const_vec(_I32, [j // 8 for j in range(64)]))
-        bits = builder.and_(spread, const_vec(_I8, [1 << (j % 8) if j % 8 < 7 else -128 for j in range(64)]))
-        neg = builder.icmp_unsigned("!=", bits, ir.Constant(vec(_I8, 64), [0] * 64))
-        ls = builder.trunc(builder.or_(builder.shl(builder.lshr(aux, c8([28])), c8([1])), c8([1])), vec(_I16, 8))
-        out.append((_u64s(builder, us), neg, builder.shuffle_vector(ls, ls, const_vec(_I32, [0] * 16 + [4] * 16))))
+        spread = builder.shuffle_vector(s8, s8, const_vec(_I32, [8 * k + j // 8 for j in range(64)]))
+        neg = builder.icmp_unsigned("!=", builder.and_(spread, bit), ir.Constant(vec(_I8, 64), [0] * 64))
+        ls = builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))
+        out.append((_u64s(builder, us), neg, ls))
     return out
 
 
