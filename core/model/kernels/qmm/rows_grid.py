@@ -1,4 +1,4 @@
-"""The 16-row kernel of IQ2_XXS: grid entries looked up per 8 values straight into byte vectors,
+"""The 16-row kernels of IQ2_XXS and IQ2_XS: grid entries looked up per 8 values straight into byte vectors,
 as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
 one float term per block and row).
 
@@ -12,6 +12,8 @@ the activation's 64 codes take the signs (vpsignb), byte products with u (vpmadd
 2 * 43 * 127, no saturation) and the pairs times (2 ls + 1) (vpmaddwd) leave 16 int32 partial
 sums of the row. isum = their total over the block, exact; the term is (d_x * (d / 8)) *
 float(isum): the unpacking path's integers and scale order (decode.py), so the same bits.
+IQ2_XS the same way (74 bytes: d | qs u16[32] | scales[8]: a 9-bit index into its 512-entry
+grid and a 7-bit sign index per 8 values, ls per 16 values).
 
 The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
 rint(x * -127 / max)) >= -127), so negating one never wraps.
@@ -25,7 +27,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 
-from llamacli.core.model.kernels.grids import IQ2XXS_GRID
+from llamacli.core.model.kernels.grids import IQ2XS_GRID, IQ2XXS_GRID
 from llamacli.core.model.kernels.qmm import isa
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_dot, _reduce16
@@ -33,8 +35,9 @@ from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_d
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-# iq2xxs_grid as u64 (byte j: value j)
+# iq2xxs_grid, iq2xs_grid as u64 (byte j: value j)
 _GRID_U64 = [int(v) for v in IQ2XXS_GRID.reshape(-1).view("<u8")]
+_GRID_XS_U64 = [int(v) for v in IQ2XS_GRID.reshape(-1).view("<u8")]
 
 
 def _table(builder: Any, name: str, values: list[int]) -> Any:
@@ -65,34 +68,58 @@ def _u64s(builder: Any, values: list[Any]) -> Any:
     return builder.bitcast(v, vec(_I8, 64))
 
 
+def _c(vals: list[int], t: ir.Type = _I32, n: int = 32) -> Any:
+    """A constant vector of n lanes of type t repeating vals."""
+    return const_vec(t, vals * (n // len(vals)))
+
+
+def _sign_masks(builder: Any, s7: Any) -> list[Any]:
+    """The block's 32 7-bit sign indices (<32 x iN>, group of 8 values j at lane j) -> per 64
+    values, <64 x i1> negative: the parity of each index as its eighth bit (ksigns_iq2xs[i] = i
+    | parity(i) << 7), each byte's 8 bits spread over its group's 8 values."""
+    n, t = s7.type.count, s7.type.element
+    par = builder.xor(s7, builder.lshr(s7, _c([4], t, n)))
+    par = builder.xor(par, builder.lshr(par, _c([2], t, n)))
+    par = builder.xor(par, builder.lshr(par, _c([1], t, n)))
+    s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(par, _c([1], t, n)), _c([7], t, n))), vec(_I8, 32))
+    bit = _c([1, 2, 4, 8, 16, 32, 64, -128], _I8, 64)
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    return [builder.icmp_unsigned("!=", builder.and_(builder.shuffle_vector(s8, s8, const_vec(_I32, [8 * k + j // 8 for j in range(64)])), bit),
+                                  zero) for k in range(4)]
+
+
 def _iq2_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
-    """A row's block at p: per pair of groups (2k, 2k + 1), (u, neg, ls): <64 x i8> magnitudes,
-    <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 (lanes 0-15 group 2k, 16-31
-    group 2k + 1). The signs in vectors, the 8 groups' at once: each group's 4 7-bit indices,
-    their parities as the eighth bits (ksigns_iq2xs[i] = i | parity(i) << 7), each byte's 8 bits
-    spread over its 8 values."""
+    """A row's IQ2_XXS block at p: per 64 values (groups 2k, 2k + 1), (u, neg, ls): <64 x i8>
+    magnitudes, <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 per pair of values.
+    Each group's aux u32: 4 sign indices (7 bits each), ls in the top 4 bits."""
     grid = _table(builder, "iq2xxs_grid_u64", _GRID_U64)
-
-    def c(vals: list[int], t: ir.Type = _I32, n: int = 32) -> Any:
-        return const_vec(t, vals * (n // len(vals)))
-
     q = _load(builder, p, 2, vec(_I32, 16))  # idx 0 | aux 0 | idx 1 | aux 1 | ... (8 groups)
     aux = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8) for _ in range(4)]))
-    s7 = builder.and_(builder.lshr(aux, c([0, 7, 14, 21])), c([127]))
-    t = builder.xor(s7, builder.lshr(s7, c([4])))
-    t = builder.xor(t, builder.lshr(t, c([2])))
-    t = builder.xor(t, builder.lshr(t, c([1])))
-    s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(t, c([1])), c([7]))), vec(_I8, 32))
+    negs = _sign_masks(builder, builder.and_(builder.lshr(aux, _c([0, 7, 14, 21])), _c([127])))
     aux8 = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8)]))
-    ls8 = builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, c([28], n=8)), c([1], n=8)), c([1], n=8)), vec(_I16, 8))
-    bit = c([1, 2, 4, 8, 16, 32, 64, -128], _I8, 64)
+    ls8 = builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, _c([28], n=8)), _c([1], n=8)), _c([1], n=8)), vec(_I16, 8))
     out = []
     for k in range(4):
         us = [_entry(builder, grid, _load(builder, p, 2 + 8 * ib + l, _I8)) for ib in (2 * k, 2 * k + 1) for l in range(4)]
-        spread = builder.shuffle_vector(s8, s8, const_vec(_I32, [8 * k + j // 8 for j in range(64)]))
-        neg = builder.icmp_unsigned("!=", builder.and_(spread, bit), ir.Constant(vec(_I8, 64), [0] * 64))
-        ls = builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))
-        out.append((_u64s(builder, us), neg, ls))
+        out.append((_u64s(builder, us), negs[k], builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))))
+    return out
+
+
+def _iq2_xs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ2_XS (74 bytes: d | qs u16[32] | scales[8]): qs[4 ib + l] is a
+    9-bit grid index | its sign index << 9; ls per 16 values, nibble l // 2 of scales[ib]."""
+    grid = _table(builder, "iq2xs_grid_u64", _GRID_XS_U64)
+    qs = _load(builder, p, 2, vec(_I16, 32))
+    negs = _sign_masks(builder, builder.lshr(qs, _c([9], _I16)))
+    sc = builder.zext(_load(builder, p, 66, vec(_I8, 8)), vec(_I16, 8))
+    nib = builder.shuffle_vector(builder.and_(sc, _c([15], _I16, 8)), builder.lshr(sc, _c([4], _I16, 8)),
+                                 const_vec(_I32, [v for i in range(8) for v in (i, 8 + i)]))  # per 16 values, in order
+    ls16 = builder.or_(builder.shl(nib, _c([1], _I16, 16)), _c([1], _I16, 16))
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, builder.and_(_load(builder, p, 2 + 2 * j, _I16), ir.Constant(_I16, 511))) for j in range(8 * k, 8 * k + 8)]
+        ls = builder.shuffle_vector(ls16, ls16, const_vec(_I32, [4 * k + h for h in range(4) for _ in range(8)]))
+        out.append((_u64s(builder, us), negs[k], ls))
     return out
 
 
@@ -107,8 +134,8 @@ def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> 
     return acc
 
 
-def _iq2_xxs_terms() -> tuple[int, Any, Any, tuple[Any, Any]]:
-    """(block bytes, prepare, terms, single): several activation rows unpack the 16 rows once
+def _grid_terms(row: Any) -> tuple[Any, Any, tuple[Any, Any]]:
+    """(prepare, terms, single) of a type whose blocks `row(builder, p)` unpacks: several activation rows unpack the 16 rows once
     per block (`prepare`); one activation row unpacks and dots each row in turn (fewer values
     live at once)."""
 
@@ -124,7 +151,7 @@ def _iq2_xxs_terms() -> tuple[int, Any, Any, tuple[Any, Any]]:
         return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), ROWS)))
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
-        return [_iq2_xxs_row(builder, p) for p in blocks], scales(builder, blocks)
+        return [row(builder, p) for p in blocks], scales(builder, blocks)
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         rows, d = state
@@ -149,7 +176,7 @@ def _iq2_xxs_terms() -> tuple[int, Any, Any, tuple[Any, Any]]:
         i = builder.phi(_I64)
         i.add_incoming(ir.Constant(_I64, 0), pre)
         p = builder.gep(blocks[0], [builder.mul(i, stride)])
-        builder.store(_row_sums(builder, _iq2_xxs_row(builder, p), x64), builder.gep(arr, [i]))
+        builder.store(_row_sums(builder, row(builder, p), x64), builder.gep(arr, [i]))
         i1 = builder.add(i, ir.Constant(_I64, 1))
         i.add_incoming(i1, body)
         builder.cbranch(builder.icmp_signed("<", i1, ir.Constant(_I64, ROWS)), body, after)
@@ -157,8 +184,10 @@ def _iq2_xxs_terms() -> tuple[int, Any, Any, tuple[Any, Any]]:
         sums = [builder.load(builder.gep(arr, [ir.Constant(_I64, r)])) for r in range(ROWS)]
         return finish(builder, sums, state, dx)
 
-    return 66, prepare, terms, (prepare1, terms1)
+    return prepare, terms, (prepare1, terms1)
 
 
-_BYTES, _PREPARE, _TERMS, _SINGLE = _iq2_xxs_terms()
-rows_iq2_xxs = _make_rows_dot(_BYTES, _PREPARE, _TERMS, single=_SINGLE)
+_XXS = _grid_terms(_iq2_xxs_row)
+rows_iq2_xxs = _make_rows_dot(66, _XXS[0], _XXS[1], single=_XXS[2])
+_XS = _grid_terms(_iq2_xs_row)
+rows_iq2_xs = _make_rows_dot(74, _XS[0], _XS[1], single=_XS[2])
