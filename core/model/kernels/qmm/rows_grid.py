@@ -1,4 +1,4 @@
-"""The 16-row kernels of IQ2_XXS and IQ2_XS: grid entries looked up per 8 values straight into byte vectors,
+"""The 16-row kernels of IQ2_XXS, IQ2_XS and IQ3_XXS: grid entries looked up per 8 values straight into byte vectors,
 as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
 one float term per block and row).
 
@@ -13,7 +13,8 @@ the activation's 64 codes take the signs (vpsignb), byte products with u (vpmadd
 sums of the row. isum = their total over the block, exact; the term is (d_x * (d / 8)) *
 float(isum): the unpacking path's integers and scale order (decode.py), so the same bits.
 IQ2_XS the same way (74 bytes: d | qs u16[32] | scales[8]: a 9-bit index into its 512-entry
-grid and a 7-bit sign index per 8 values, ls per 16 values).
+grid and a 7-bit sign index per 8 values, ls per 16 values), and IQ3_XXS (98 bytes: d | 64
+indices into its grid of 4 values | the 8 groups' aux u32; the term (d_x * (d / 4)) * isum).
 
 The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
 rint(x * -127 / max)) >= -127), so negating one never wraps.
@@ -27,7 +28,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 
-from llamacli.core.model.kernels.grids import IQ2XS_GRID, IQ2XXS_GRID
+from llamacli.core.model.kernels.grids import IQ2XS_GRID, IQ2XXS_GRID, IQ3XXS_GRID
 from llamacli.core.model.kernels.qmm import isa
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_dot, _reduce16
@@ -38,13 +39,14 @@ _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntTyp
 # iq2xxs_grid, iq2xs_grid as u64 (byte j: value j)
 _GRID_U64 = [int(v) for v in IQ2XXS_GRID.reshape(-1).view("<u8")]
 _GRID_XS_U64 = [int(v) for v in IQ2XS_GRID.reshape(-1).view("<u8")]
+_GRID3_U32 = [int(v) for v in IQ3XXS_GRID.reshape(-1).view("<u4")]  # iq3xxs_grid (byte j: value j)
 
 
-def _table(builder: Any, name: str, values: list[int]) -> Any:
-    """A constant u64 table in the module being generated (one per module)."""
+def _table(builder: Any, name: str, values: list[int], t: ir.Type = _I64) -> Any:
+    """A constant table (u64 or u32 entries) in the module being generated (one per module)."""
     g = builder.module.globals.get(name)
     if g is None:
-        ty = ir.ArrayType(_I64, len(values))
+        ty = ir.ArrayType(t, len(values))
         g = ir.GlobalVariable(builder.module, ty, name)
         g.initializer = ir.Constant(ty, values)
         g.global_constant = True
@@ -61,8 +63,8 @@ def _load(builder: Any, base: Any, at: int, t: ir.Type) -> Any:
 
 
 def _u64s(builder: Any, values: list[Any]) -> Any:
-    """8 i64 values -> <64 x i8> (their bytes in order)."""
-    v = ir.Constant(vec(_I64, 8), ir.Undefined)
+    """8 i64 (or 16 i32) values -> <64 x i8> (their bytes in order)."""
+    v = ir.Constant(vec(values[0].type, len(values)), ir.Undefined)
     for i, e in enumerate(values):
         v = builder.insert_element(v, e, ir.Constant(_I32, i))
     return builder.bitcast(v, vec(_I8, 64))
@@ -88,20 +90,42 @@ def _sign_masks(builder: Any, s7: Any) -> list[Any]:
                                   zero) for k in range(4)]
 
 
+def _aux_signs_ls(builder: Any, aux8: Any) -> tuple[list[Any], Any]:
+    """The 8 groups' aux u32 (<8 x i32>: 4 sign indices of 7 bits, ls in the top 4 bits) ->
+    (`_sign_masks`, <8 x i16> 2 ls + 1)."""
+    aux = builder.shuffle_vector(aux8, aux8, const_vec(_I32, [g for g in range(8) for _ in range(4)]))
+    negs = _sign_masks(builder, builder.and_(builder.lshr(aux, _c([0, 7, 14, 21])), _c([127])))
+    return negs, builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, _c([28], n=8)), _c([1], n=8)), _c([1], n=8)), vec(_I16, 8))
+
+
+def _pairs_ls(builder: Any, ls8: Any, k: int) -> Any:
+    """<32 x i16>: groups 2k's and 2k + 1's 2 ls + 1, 16 lanes each."""
+    return builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))
+
+
 def _iq2_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     """A row's IQ2_XXS block at p: per 64 values (groups 2k, 2k + 1), (u, neg, ls): <64 x i8>
     magnitudes, <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 per pair of values.
     Each group's aux u32: 4 sign indices (7 bits each), ls in the top 4 bits."""
     grid = _table(builder, "iq2xxs_grid_u64", _GRID_U64)
     q = _load(builder, p, 2, vec(_I32, 16))  # idx 0 | aux 0 | idx 1 | aux 1 | ... (8 groups)
-    aux = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8) for _ in range(4)]))
-    negs = _sign_masks(builder, builder.and_(builder.lshr(aux, _c([0, 7, 14, 21])), _c([127])))
-    aux8 = builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8)]))
-    ls8 = builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, _c([28], n=8)), _c([1], n=8)), _c([1], n=8)), vec(_I16, 8))
+    negs, ls8 = _aux_signs_ls(builder, builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8)])))
     out = []
     for k in range(4):
         us = [_entry(builder, grid, _load(builder, p, 2 + 8 * ib + l, _I8)) for ib in (2 * k, 2 * k + 1) for l in range(4)]
-        out.append((_u64s(builder, us), negs[k], builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))))
+        out.append((_u64s(builder, us), negs[k], _pairs_ls(builder, ls8, k)))
+    return out
+
+
+def _iq3_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ3_XXS (98 bytes: d | qs[64] | aux u32[8]): qs[8 ib + j] indexes
+    its 256-entry grid of 4 values (grid bytes <= 62: |pair| <= 2 * 62 * 127)."""
+    grid = _table(builder, "iq3xxs_grid_u32", _GRID3_U32, _I32)
+    negs, ls8 = _aux_signs_ls(builder, _load(builder, p, 66, vec(_I32, 8)))
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, _load(builder, p, 2 + 16 * k + j, _I8)) for j in range(16)]
+        out.append((_u64s(builder, us), negs[k], _pairs_ls(builder, ls8, k)))
     return out
 
 
@@ -134,13 +158,13 @@ def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> 
     return acc
 
 
-def _grid_terms(row: Any) -> tuple[Any, Any, tuple[Any, Any]]:
+def _grid_terms(row: Any, factor: float = 0.125) -> tuple[Any, Any, tuple[Any, Any]]:
     """(prepare, terms, single) of a type whose blocks `row(builder, p)` unpacks: several activation rows unpack the 16 rows once
     per block (`prepare`); one activation row unpacks and dots each row in turn (fewer values
     live at once)."""
 
     def scales(builder: Any, blocks: list[Any]) -> Any:
-        return builder.fmul(_gather_f16(builder, blocks, 0), ir.Constant(vec(ir.FloatType(), ROWS), [0.125] * ROWS))
+        return builder.fmul(_gather_f16(builder, blocks, 0), ir.Constant(vec(ir.FloatType(), ROWS), [factor] * ROWS))
 
     def x_groups(builder: Any, x: Any, b: Any) -> list[Any]:
         base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
@@ -191,3 +215,5 @@ _XXS = _grid_terms(_iq2_xxs_row)
 rows_iq2_xxs = _make_rows_dot(66, _XXS[0], _XXS[1], single=_XXS[2])
 _XS = _grid_terms(_iq2_xs_row)
 rows_iq2_xs = _make_rows_dot(74, _XS[0], _XS[1], single=_XS[2])
+_3XXS = _grid_terms(_iq3_xxs_row, 0.25)
+rows_iq3_xxs = _make_rows_dot(98, _3XXS[0], _3XXS[1], single=_3XXS[2])
