@@ -1,4 +1,4 @@
-"""The 16-row kernels of IQ2_XXS, IQ2_XS and IQ3_XXS: grid entries looked up per 8 values straight into byte vectors,
+"""The 16-row kernels of IQ2_XXS, IQ2_XS, IQ3_XXS and IQ1_S: grid entries looked up per 8 values straight into byte vectors,
 as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
 one float term per block and row).
 
@@ -14,7 +14,8 @@ sums of the row. isum = their total over the block, exact; the term is (d_x * (d
 float(isum): the unpacking path's integers and scale order (decode.py), so the same bits.
 IQ2_XS the same way (74 bytes: d | qs u16[32] | scales[8]: a 9-bit index into its 512-entry
 grid and a 7-bit sign index per 8 values, ls per 16 values), and IQ3_XXS (98 bytes: d | 64
-indices into its grid of 4 values | the 8 groups' aux u32; the term (d_x * (d / 4)) * isum).
+indices into its grid of 4 values | the 8 groups' aux u32; the term (d_x * (d / 4)) * isum);
+IQ1_S's values (2 ls + 1) * (8 grid + delta) by their magnitudes and signs (`_iq1_s_row`).
 
 The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
 rint(x * -127 / max)) >= -127), so negating one never wraps.
@@ -28,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils
 
-from llamacli.core.model.kernels.grids import IQ2XS_GRID, IQ2XXS_GRID, IQ3XXS_GRID
+from llamacli.core.model.kernels.grids import IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3XXS_GRID
 from llamacli.core.model.kernels.qmm import isa
 from llamacli.core.model.kernels.qmm.isa import const_vec, vec
 from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_dot, _reduce16
@@ -39,6 +40,7 @@ _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntTyp
 # iq2xxs_grid, iq2xs_grid as u64 (byte j: value j)
 _GRID_U64 = [int(v) for v in IQ2XXS_GRID.reshape(-1).view("<u8")]
 _GRID_XS_U64 = [int(v) for v in IQ2XS_GRID.reshape(-1).view("<u8")]
+_GRID1_U64 = [v - (1 << 64) if v >= 1 << 63 else v for v in (int(u) for u in IQ1S_GRID.reshape(-1).view("<u8"))]  # iq1s_grid
 _GRID3_U32 = [int(v) for v in IQ3XXS_GRID.reshape(-1).view("<u4")]  # iq3xxs_grid (byte j: value j)
 
 
@@ -147,6 +149,33 @@ def _iq2_xs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
+def _iq1_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ1_S (50 bytes: d | qs[32] | qh u16[8]): value 8 l + j of group
+    ib is (2 ls + 1) * (8 grid[idx][j] + delta), idx = qs[4 ib + l] | 3 bits of qh[ib] << 8 (a
+    2048-entry grid of -1, 0, 1), ls = bits 12-14 of qh[ib], delta -1 where its bit 15 is set,
+    else +1. 8 grid + delta is odd (never 0): its magnitude (1, 7 or 9) times the activation
+    with its sign (|pair| <= 2 * 9 * 127)."""
+    grid = _table(builder, "iq1s_grid_u64", _GRID1_U64)
+    qh = builder.zext(_load(builder, p, 34, vec(_I16, 8)), vec(_I32, 8))
+    ls8 = builder.trunc(builder.or_(builder.shl(builder.and_(builder.lshr(qh, _c([12], n=8)), _c([7], n=8)), _c([1], n=8)), _c([1], n=8)),
+                        vec(_I16, 8))
+    delta8 = builder.trunc(builder.sub(_c([1], n=8), builder.shl(builder.lshr(qh, _c([15], n=8)), _c([1], n=8))), vec(_I8, 8))
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    out = []
+    for k in range(4):
+        us = []
+        for ib in (2 * k, 2 * k + 1):
+            h = builder.zext(_load(builder, p, 34 + 2 * ib, _I16), _I32)
+            for l in range(4):
+                hi = builder.shl(builder.and_(builder.lshr(h, ir.Constant(_I32, 3 * l)), ir.Constant(_I32, 7)), ir.Constant(_I32, 8))
+                us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, 2 + 4 * ib + l, _I8), _I32), hi)))
+        delta = builder.shuffle_vector(delta8, delta8, const_vec(_I32, [2 * k] * 32 + [2 * k + 1] * 32))
+        v = builder.add(builder.shl(_u64s(builder, us), _c([3], _I8, 64)), delta)
+        neg = builder.icmp_signed("<", v, zero)
+        out.append((builder.select(neg, builder.sub(zero, v), v), neg, _pairs_ls(builder, ls8, k)))
+    return out
+
+
 def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> Any:
     """<16 x i32>: partial sums of the row's block dot with the activation's 4 x 64 codes."""
     acc = None
@@ -217,3 +246,5 @@ _XS = _grid_terms(_iq2_xs_row)
 rows_iq2_xs = _make_rows_dot(74, _XS[0], _XS[1], single=_XS[2])
 _3XXS = _grid_terms(_iq3_xxs_row, 0.25)
 rows_iq3_xxs = _make_rows_dot(98, _3XXS[0], _3XXS[1], single=_3XXS[2])
+_1S = _grid_terms(_iq1_s_row)
+rows_iq1_s = _make_rows_dot(50, _1S[0], _1S[1], single=_1S[2])
