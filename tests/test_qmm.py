@@ -93,6 +93,22 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
+@pytest.mark.parametrize("qtype", [QT.MXFP4, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ3_XXS, QT.IQ1_S], ids=lambda t: t.name)
+def test_16_row_kernel_gives_the_unpacking_paths_bits(qtype: QT) -> None:
+    """A low-bit type's 16-row kernel (rows.py, rows_grid.py) gives each row the bits of the
+    row unpacked to int16 codes and dotted alone (decode.py's path for a matrix's last rows):
+    the same exact block sums, the same float terms in the same order."""
+    k = _k_for(qtype) * 2
+    m = _matrix(qtype, 32, k, seed=7)
+    x = np.random.default_rng(8).standard_normal((20, k)).astype(np.float32)
+    for rows in (1, 3, 20):
+        xa = prepare(x[:rows], qtype)
+        full = matmul(xa, m)
+        for i in (0, 5, 17, 31):
+            alone = matmul(xa, QuantMatrix(m.data[i : i + 1], qtype, k))
+            assert np.array_equal(alone[:, 0], full[:, i])
+
+
 @pytest.mark.parametrize("case", ["k2880", "k160", "k512"])
 def test_q8_0_matmul_gives_ggml_bits(case: str) -> None:
     """Q8_0 weights give libggml's own matmul bits (tests/fixtures/quants/matmul_q8_0.npz: one
@@ -115,9 +131,9 @@ def test_q8_0_matmul_gives_ggml_bits(case: str) -> None:
         assert np.array_equal(matmul(xa, packed), want)
 
 
-@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.MXFP4, QT.Q4_K, QT.Q6_K], ids=lambda t: t.name)
 def test_packed_matrix_gives_the_same_bits(qtype: QT) -> None:
-    """A matrix of a 32-value type, Q4_K or Q6_K packed (rows interleaved by eights, core/model/
+    """A matrix of a 32-value type (MXFP4 included), Q4_K or Q6_K packed (rows interleaved by eights, core/model/
     kernels/qmm/packed.py, packed_k.py) gives every row the bits of the stored one, for one and
     many activation rows (a block of -128 codes included), alone and beside other matrices."""
     from llamacli.core.model.kernels.qmm import matmul_many
@@ -163,7 +179,7 @@ threads.set_threads(int(sys.argv[3]))
 out = []
 from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16,
-           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ3_S, T.QT.IQ1_M):
+           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ2_XS, T.QT.IQ3_XXS, T.QT.IQ3_S, T.QT.IQ1_S, T.QT.IQ1_M):
     k = T._k_for(qt)
     ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]
     pack_matrix(ms[1])  # the 32-value types, Q4_K, Q6_K: rows interleaved by eights (packed.py)

@@ -255,7 +255,7 @@ def _tasks(n_outs: tuple[int, ...]) -> np.ndarray:
 
 
 # The 32-value types whose packed kernel multiplies the codes before their offset (packed.py).
-OFFSET_KINDS = frozenset({QUANT_FORMATS[QT.Q4_0].kind, QUANT_FORMATS[QT.Q5_0].kind})
+OFFSET_KINDS = frozenset({QUANT_FORMATS[QT.Q4_0].kind, QUANT_FORMATS[QT.Q5_0].kind, QUANT_FORMATS[QT.MXFP4].kind})
 
 
 def _sub_sums(xa: QActs, fmt: QFormat, is_packed: bool = False) -> np.ndarray:

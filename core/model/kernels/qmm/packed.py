@@ -16,10 +16,11 @@ the stored one (tests/test_qmm.py).
 
 Layout: a matrix of N rows (N a multiple of 8) packed is (N / 8, nb * R) bytes; group g (rows
 8g .. 8g + 7) holds, for each block b in order, a record of R bytes (R = 8 * the block's bytes):
-  d[8] fp16 | m[8] fp16 (Q4_1, Q5_1) | codes
+  d[8] fp16 (MXFP4: e[8] E8M0 bytes) | m[8] fp16 (Q4_1, Q5_1) | codes
   Q8_0: 8 chunks of 32 bytes: chunk k, byte 4r + i = code 4k + i of row r (int8)
-  Q4_x, Q5_x: 4 chunks of 32 bytes: chunk c, byte 4r + i = the row's qs byte 4c + i, whose low
-      nibble is code 4c + i and high nibble code 16 + 4c + i (the file's own bytes, regrouped)
+  Q4_x, Q5_x, MXFP4: 4 chunks of 32 bytes: chunk c, byte 4r + i = the row's qs byte 4c + i, whose
+      low nibble is code 4c + i and high nibble code 16 + 4c + i (the file's own bytes, regrouped;
+      MXFP4's nibbles index kvalues_fp4, looked up as its 16-row kernel does, offset 12)
   Q5_x: then 32 bytes of fifth bits: byte 4r + i, bit k = bit 4k + i of the row's qh (the fifth
       bit of code 4k + i)
 Code chunk k (k < 8) is then codes 4k .. 4k + 3 of every row, against activation codes 4k .. 4k + 3.
@@ -38,35 +39,44 @@ from numba.extending import intrinsic
 from llamacli.core.model.kernels.qmm import isa, lanes, packed_k
 from llamacli.core.model.kernels.qmm import unpack as U
 from llamacli.core.model.kernels.qmm.isa import concat, const_vec, vec
-from llamacli.core.model.kernels.qmm.rows import LAYOUTS
+from llamacli.core.model.kernels.qmm.rows import _LUT, LAYOUTS, LUT_LAYOUTS, _layout, e8m0_half
 
 GROUP = 8  # rows interleaved
 PAIR_MIN_ROWS = 8  # activation rows from which the K-quants take two groups at a time (`groups` in the kernel)
-# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
-KINDS = frozenset(LAYOUTS) | frozenset(packed_k.KINDS)
+# Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4 (unpack.py's type ids), and Q4_K, Q6_K (packed_k.py)
+KINDS = frozenset(LAYOUTS) | frozenset(LUT_LAYOUTS) | frozenset(packed_k.KINDS)
 
 _I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
 def record_bytes(kind: int) -> int:
-    return packed_k.RECORDS[kind] if kind in packed_k.KINDS else GROUP * LAYOUTS[kind][0]
+    return packed_k.RECORDS[kind] if kind in packed_k.KINDS else GROUP * _layout(kind)[0]
+
+
+def _scale_bytes(kind: int) -> int:
+    """Bytes of a block's scale: fp16 d, or MXFP4's E8M0 byte."""
+    return 1 if kind in LUT_LAYOUTS else 2
+
+
+def _code_at(kind: int) -> int:
+    """Where a record's codes start: after the 8 rows' scales (and mins)."""
+    return GROUP * _scale_bytes(kind) * (2 if _layout(kind)[4] >= 0 else 1)
 
 
 @njit(cache=True, nogil=True)
-def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, out):  # type: ignore[no-untyped-def]
+def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, scale_bytes, code_at, out):  # type: ignore[no-untyped-def]
     """out (N / 8, nb * 8 * bsize) = w (N, nb * bsize) interleaved (module docstring)."""
     rec = GROUP * bsize
     n_groups = out.shape[0]
     nb = w.shape[1] // bsize
-    code_at = 32 if m_at >= 0 else 16
     for g in range(n_groups):
         for b in range(nb):
             o = b * rec
             for r in range(GROUP):
                 src = w[g * GROUP + r]
                 s = b * bsize
-                out[g, o + 2 * r] = src[s]
-                out[g, o + 2 * r + 1] = src[s + 1]
+                for i in range(scale_bytes):
+                    out[g, o + scale_bytes * r + i] = src[s + i]
                 if m_at >= 0:
                     out[g, o + 16 + 2 * r] = src[s + m_at]
                     out[g, o + 16 + 2 * r + 1] = src[s + m_at + 1]
@@ -93,10 +103,10 @@ def pack(data: np.ndarray, kind: int) -> np.ndarray:
     multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
     if kind in packed_k.KINDS:
         return packed_k.pack(data, kind)
-    bsize, qs_at, qh_at, _, m_at = LAYOUTS[kind]
+    bsize, qs_at, qh_at, _, m_at = _layout(kind)
     n, row_bytes = data.shape
     out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
-    _pack(data, bsize, qs_at, qh_at, m_at, kind == 4, out)
+    _pack(data, bsize, qs_at, qh_at, m_at, kind == 4, _scale_bytes(kind), _code_at(kind), out)
     out.flags.writeable = False
     return out
 
@@ -113,15 +123,17 @@ def _load(builder: Any, p: Any, at: int, vt: ir.Type) -> Any:
 
 def _codes(builder: Any, rec: Any, kind: int) -> list[Any]:
     """The 8 code chunks (<32 x i8>) of a record: Q8_0's signed codes, the others' unsigned
-    (0..31, before their offset)."""
-    _, _, qh_at, _, m_at = LAYOUTS[kind]
-    at = 32 if m_at >= 0 else 16
+    (0..31, before their offset; MXFP4's table entries plus 12)."""
+    qh_at = _layout(kind)[2]
+    at = _code_at(kind)
     v32 = vec(_I8, 32)
     if kind == 4:
         return [_load(builder, rec, at + 32 * k, v32) for k in range(8)]
     m15 = const_vec(_I8, [15] * 32)
     nib = [_load(builder, rec, at + 32 * c, v32) for c in range(4)]
     codes = [builder.and_(v, m15) for v in nib] + [builder.and_(builder.lshr(v, const_vec(_I8, [4] * 32)), m15) for v in nib]
+    if kind in _LUT:
+        codes = [isa.lookup16(builder, _LUT[kind], c) for c in codes]
     if qh_at >= 0:  # bit k of each byte to bit 4: a shift of 16-bit words (a bit moved by less
         # than 8 stays in its byte: the mask keeps bit 4 of each), an and, an or
         bits = builder.bitcast(_load(builder, rec, at + 128, v32), vec(_I16, 16))
@@ -164,7 +176,7 @@ def _chunk_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
 
 def _make_packed_dot(kind: int) -> Any:
     k_quant = kind in packed_k.KINDS
-    _, _, _, offset, m_at = (0, 0, 0, 0, -1) if k_quant else LAYOUTS[kind]
+    _, _, _, offset, m_at = (0, 0, 0, 0, -1) if k_quant else _layout(kind)
     rec_bytes = record_bytes(kind)
     n_acc = lanes.LANES if kind == 4 else 1  # Q8_0: ggml's 8 lanes per row (lanes.py)
 
@@ -236,7 +248,10 @@ def _make_packed_dot(kind: int) -> Any:
                 if k_quant:
                     return (packed_k.record if kind == U.Q4_K else packed_k.record_q6)(builder, recs, eager=not once)
                 rec = recs[0]
-                d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
+                if kind in LUT_LAYOUTS:
+                    d = e8m0_half(builder, _load(builder, rec, 0, vec(_I8, GROUP)))
+                else:
+                    d = builder.fpext(_load(builder, rec, 0, vec(ir.HalfType(), GROUP)), vf)
                 mins = builder.fpext(_load(builder, rec, 16, vec(ir.HalfType(), GROUP)), vf) if m_at >= 0 else None
                 return d, mins, _codes(builder, rec, kind)
 
@@ -378,6 +393,8 @@ packed_q4_1 = _make_packed_dot(1)
 packed_q5_0 = _make_packed_dot(2)
 packed_q5_1 = _make_packed_dot(3)
 packed_q8_0 = _make_packed_dot(4)
+packed_mxfp4 = _make_packed_dot(U.MXFP4)
 packed_q4_k = _make_packed_dot(U.Q4_K)
 packed_q6_k = _make_packed_dot(U.Q6_K)
-PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.Q4_K: packed_q4_k, U.Q6_K: packed_q6_k}
+PACKED_DOTS = {0: packed_q4_0, 1: packed_q4_1, 2: packed_q5_0, 3: packed_q5_1, 4: packed_q8_0, U.MXFP4: packed_mxfp4,
+               U.Q4_K: packed_q4_k, U.Q6_K: packed_q6_k}

@@ -168,11 +168,17 @@ def _gather_scales(builder: Any, ptrs: list[Any], kind: int) -> Any:
     v = ir.Constant(_vec(_I8, ROWS), ir.Undefined)
     for i, p in enumerate(ptrs):
         v = builder.insert_element(v, builder.load(p), ir.Constant(_I32, i))
-    e = builder.zext(v, _vec(_I32, ROWS))
-    normal = builder.shl(builder.sub(e, _const_vec(_I32, [1] * ROWS)), _const_vec(_I32, [23] * ROWS))
-    sub = builder.shl(_const_vec(_I32, [0x00200000] * ROWS), e)
-    bits = builder.select(builder.icmp_unsigned("<", e, _const_vec(_I32, [2] * ROWS)), sub, normal)
-    return builder.bitcast(bits, _vec(ir.FloatType(), ROWS))
+    return e8m0_half(builder, v)
+
+
+def e8m0_half(builder: Any, v: Any) -> Any:
+    """<n x i8> E8M0 bytes e -> <n x float> GGML_E8M0_TO_FP32_HALF(e) (exact)."""
+    n = v.type.count
+    e = builder.zext(v, _vec(_I32, n))
+    normal = builder.shl(builder.sub(e, _const_vec(_I32, [1] * n)), _const_vec(_I32, [23] * n))
+    sub = builder.shl(_const_vec(_I32, [0x00200000] * n), e)
+    bits = builder.select(builder.icmp_unsigned("<", e, _const_vec(_I32, [2] * n)), sub, normal)
+    return builder.bitcast(bits, _vec(ir.FloatType(), n))
 
 
 def _prefetch_next(builder: Any, wbase: Any, row_bytes: Any, boff: Any, bsize: int) -> None:
@@ -698,15 +704,16 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             _, sblocks = block_ptrs(sb)
             sacc1 = step(builder, sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
             sb1 = builder.add(sb, one)
-            sb.add_incoming(sb1, s_loop)
+            s_latch = builder.block  # (terms1 may have loops of its own)
+            sb.add_incoming(sb1, s_latch)
             for a, a1 in zip(sacc, sacc1):
-                a.add_incoming(a1, s_loop)
+                a.add_incoming(a1, s_latch)
             builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
             builder.position_at_end(s_end)
             sres = [builder.phi(vf) for _ in range(n_acc)]
             for r, a1 in zip(sres, sacc1):
                 r.add_incoming(zero, one_tok)
-                r.add_incoming(a1, s_loop)
+                r.add_incoming(a1, s_latch)
             builder.store(finish(builder, sres), out_ptr(ir.Constant(_I64, 0)), align=4)
             builder.branch(done)
 

@@ -1,0 +1,250 @@
+"""The 16-row kernels of IQ2_XXS, IQ2_XS, IQ3_XXS and IQ1_S: grid entries looked up per 8 values straight into byte vectors,
+as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
+one float term per block and row).
+
+IQ2_XXS (66 bytes: d fp16 | 8 groups of 32 values, each 4 grid index bytes then a u32 aux: the
+4 sign indices in bits 7l .. 7l + 6, ls in the top 4 bits). Value 32 ib + 8 l + j of a block is
+(2 ls + 1) * grid[idx l][j] * sign, grid bytes 8, 25 or 43 (unpack_lowbit.py's docstring). Per
+row and pair of groups: the 8 grid entries (8 bytes each, loaded as u64 from a table in the
+module's constants) make a <64 x i8> of unsigned magnitudes u; the 8 sign entries (ggml's
+keven_signs: 8 bytes of +1 or -1 per 7-bit index, parity completing the eighth) a <64 x i8> s;
+the activation's 64 codes take the signs (vpsignb), byte products with u (vpmaddubsw: |pair| <=
+2 * 43 * 127, no saturation) and the pairs times (2 ls + 1) (vpmaddwd) leave 16 int32 partial
+sums of the row. isum = their total over the block, exact; the term is (d_x * (d / 8)) *
+float(isum): the unpacking path's integers and scale order (decode.py), so the same bits.
+IQ2_XS the same way (74 bytes: d | qs u16[32] | scales[8]: a 9-bit index into its 512-entry
+grid and a 7-bit sign index per 8 values, ls per 16 values), and IQ3_XXS (98 bytes: d | 64
+indices into its grid of 4 values | the 8 groups' aux u32; the term (d_x * (d / 4)) * isum);
+IQ1_S's values (2 ls + 1) * (8 grid + delta) by their magnitudes and signs (`_iq1_s_row`).
+
+The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
+rint(x * -127 / max)) >= -127), so negating one never wraps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils
+
+from llamacli.core.model.kernels.grids import IQ1S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3XXS_GRID
+from llamacli.core.model.kernels.qmm import isa
+from llamacli.core.model.kernels.qmm.isa import const_vec, vec
+from llamacli.core.model.kernels.qmm.rows import ROWS, _gather_f16, _make_rows_dot, _reduce16
+
+_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+
+
+# iq2xxs_grid, iq2xs_grid as u64 (byte j: value j)
+_GRID_U64 = [int(v) for v in IQ2XXS_GRID.reshape(-1).view("<u8")]
+_GRID_XS_U64 = [int(v) for v in IQ2XS_GRID.reshape(-1).view("<u8")]
+_GRID1_U64 = [v - (1 << 64) if v >= 1 << 63 else v for v in (int(u) for u in IQ1S_GRID.reshape(-1).view("<u8"))]  # iq1s_grid
+_GRID3_U32 = [int(v) for v in IQ3XXS_GRID.reshape(-1).view("<u4")]  # iq3xxs_grid (byte j: value j)
+
+
+def _table(builder: Any, name: str, values: list[int], t: ir.Type = _I64) -> Any:
+    """A constant table (u64 or u32 entries) in the module being generated (one per module)."""
+    g = builder.module.globals.get(name)
+    if g is None:
+        ty = ir.ArrayType(t, len(values))
+        g = ir.GlobalVariable(builder.module, ty, name)
+        g.initializer = ir.Constant(ty, values)
+        g.global_constant = True
+        g.linkage = "internal"
+    return g
+
+
+def _entry(builder: Any, table: Any, idx: Any) -> Any:
+    return builder.load(builder.gep(table, [ir.Constant(_I32, 0), builder.zext(idx, _I64)]))
+
+
+def _load(builder: Any, base: Any, at: int, t: ir.Type) -> Any:
+    return builder.load(builder.bitcast(builder.gep(base, [ir.Constant(_I64, at)]), t.as_pointer()), align=1)
+
+
+def _u64s(builder: Any, values: list[Any]) -> Any:
+    """8 i64 (or 16 i32) values -> <64 x i8> (their bytes in order)."""
+    v = ir.Constant(vec(values[0].type, len(values)), ir.Undefined)
+    for i, e in enumerate(values):
+        v = builder.insert_element(v, e, ir.Constant(_I32, i))
+    return builder.bitcast(v, vec(_I8, 64))
+
+
+def _c(vals: list[int], t: ir.Type = _I32, n: int = 32) -> Any:
+    """A constant vector of n lanes of type t repeating vals."""
+    return const_vec(t, vals * (n // len(vals)))
+
+
+def _sign_masks(builder: Any, s7: Any) -> list[Any]:
+    """The block's 32 7-bit sign indices (<32 x iN>, group of 8 values j at lane j) -> per 64
+    values, <64 x i1> negative: the parity of each index as its eighth bit (ksigns_iq2xs[i] = i
+    | parity(i) << 7), each byte's 8 bits spread over its group's 8 values."""
+    n, t = s7.type.count, s7.type.element
+    par = builder.xor(s7, builder.lshr(s7, _c([4], t, n)))
+    par = builder.xor(par, builder.lshr(par, _c([2], t, n)))
+    par = builder.xor(par, builder.lshr(par, _c([1], t, n)))
+    s8 = builder.trunc(builder.or_(s7, builder.shl(builder.and_(par, _c([1], t, n)), _c([7], t, n))), vec(_I8, 32))
+    bit = _c([1, 2, 4, 8, 16, 32, 64, -128], _I8, 64)
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    return [builder.icmp_unsigned("!=", builder.and_(builder.shuffle_vector(s8, s8, const_vec(_I32, [8 * k + j // 8 for j in range(64)])), bit),
+                                  zero) for k in range(4)]
+
+
+def _aux_signs_ls(builder: Any, aux8: Any) -> tuple[list[Any], Any]:
+    """The 8 groups' aux u32 (<8 x i32>: 4 sign indices of 7 bits, ls in the top 4 bits) ->
+    (`_sign_masks`, <8 x i16> 2 ls + 1)."""
+    aux = builder.shuffle_vector(aux8, aux8, const_vec(_I32, [g for g in range(8) for _ in range(4)]))
+    negs = _sign_masks(builder, builder.and_(builder.lshr(aux, _c([0, 7, 14, 21])), _c([127])))
+    return negs, builder.trunc(builder.or_(builder.shl(builder.lshr(aux8, _c([28], n=8)), _c([1], n=8)), _c([1], n=8)), vec(_I16, 8))
+
+
+def _pairs_ls(builder: Any, ls8: Any, k: int) -> Any:
+    """<32 x i16>: groups 2k's and 2k + 1's 2 ls + 1, 16 lanes each."""
+    return builder.shuffle_vector(ls8, ls8, const_vec(_I32, [2 * k] * 16 + [2 * k + 1] * 16))
+
+
+def _iq2_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """A row's IQ2_XXS block at p: per 64 values (groups 2k, 2k + 1), (u, neg, ls): <64 x i8>
+    magnitudes, <64 x i1> the values' signs (negative), <32 x i16> 2 ls + 1 per pair of values.
+    Each group's aux u32: 4 sign indices (7 bits each), ls in the top 4 bits."""
+    grid = _table(builder, "iq2xxs_grid_u64", _GRID_U64)
+    q = _load(builder, p, 2, vec(_I32, 16))  # idx 0 | aux 0 | idx 1 | aux 1 | ... (8 groups)
+    negs, ls8 = _aux_signs_ls(builder, builder.shuffle_vector(q, q, const_vec(_I32, [2 * g + 1 for g in range(8)])))
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, _load(builder, p, 2 + 8 * ib + l, _I8)) for ib in (2 * k, 2 * k + 1) for l in range(4)]
+        out.append((_u64s(builder, us), negs[k], _pairs_ls(builder, ls8, k)))
+    return out
+
+
+def _iq3_xxs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ3_XXS (98 bytes: d | qs[64] | aux u32[8]): qs[8 ib + j] indexes
+    its 256-entry grid of 4 values (grid bytes <= 62: |pair| <= 2 * 62 * 127)."""
+    grid = _table(builder, "iq3xxs_grid_u32", _GRID3_U32, _I32)
+    negs, ls8 = _aux_signs_ls(builder, _load(builder, p, 66, vec(_I32, 8)))
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, _load(builder, p, 2 + 16 * k + j, _I8)) for j in range(16)]
+        out.append((_u64s(builder, us), negs[k], _pairs_ls(builder, ls8, k)))
+    return out
+
+
+def _iq2_xs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ2_XS (74 bytes: d | qs u16[32] | scales[8]): qs[4 ib + l] is a
+    9-bit grid index | its sign index << 9; ls per 16 values, nibble l // 2 of scales[ib]."""
+    grid = _table(builder, "iq2xs_grid_u64", _GRID_XS_U64)
+    qs = _load(builder, p, 2, vec(_I16, 32))
+    negs = _sign_masks(builder, builder.lshr(qs, _c([9], _I16)))
+    sc = builder.zext(_load(builder, p, 66, vec(_I8, 8)), vec(_I16, 8))
+    nib = builder.shuffle_vector(builder.and_(sc, _c([15], _I16, 8)), builder.lshr(sc, _c([4], _I16, 8)),
+                                 const_vec(_I32, [v for i in range(8) for v in (i, 8 + i)]))  # per 16 values, in order
+    ls16 = builder.or_(builder.shl(nib, _c([1], _I16, 16)), _c([1], _I16, 16))
+    out = []
+    for k in range(4):
+        us = [_entry(builder, grid, builder.and_(_load(builder, p, 2 + 2 * j, _I16), ir.Constant(_I16, 511))) for j in range(8 * k, 8 * k + 8)]
+        ls = builder.shuffle_vector(ls16, ls16, const_vec(_I32, [4 * k + h for h in range(4) for _ in range(8)]))
+        out.append((_u64s(builder, us), negs[k], ls))
+    return out
+
+
+def _iq1_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq2_xxs_row` for IQ1_S (50 bytes: d | qs[32] | qh u16[8]): value 8 l + j of group
+    ib is (2 ls + 1) * (8 grid[idx][j] + delta), idx = qs[4 ib + l] | 3 bits of qh[ib] << 8 (a
+    2048-entry grid of -1, 0, 1), ls = bits 12-14 of qh[ib], delta -1 where its bit 15 is set,
+    else +1. 8 grid + delta is odd (never 0): its magnitude (1, 7 or 9) times the activation
+    with its sign (|pair| <= 2 * 9 * 127)."""
+    grid = _table(builder, "iq1s_grid_u64", _GRID1_U64)
+    qh = builder.zext(_load(builder, p, 34, vec(_I16, 8)), vec(_I32, 8))
+    ls8 = builder.trunc(builder.or_(builder.shl(builder.and_(builder.lshr(qh, _c([12], n=8)), _c([7], n=8)), _c([1], n=8)), _c([1], n=8)),
+                        vec(_I16, 8))
+    delta8 = builder.trunc(builder.sub(_c([1], n=8), builder.shl(builder.lshr(qh, _c([15], n=8)), _c([1], n=8))), vec(_I8, 8))
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    out = []
+    for k in range(4):
+        us = []
+        for ib in (2 * k, 2 * k + 1):
+            h = builder.zext(_load(builder, p, 34 + 2 * ib, _I16), _I32)
+            for l in range(4):
+                hi = builder.shl(builder.and_(builder.lshr(h, ir.Constant(_I32, 3 * l)), ir.Constant(_I32, 7)), ir.Constant(_I32, 8))
+                us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, 2 + 4 * ib + l, _I8), _I32), hi)))
+        delta = builder.shuffle_vector(delta8, delta8, const_vec(_I32, [2 * k] * 32 + [2 * k + 1] * 32))
+        v = builder.add(builder.shl(_u64s(builder, us), _c([3], _I8, 64)), delta)
+        neg = builder.icmp_signed("<", v, zero)
+        out.append((builder.select(neg, builder.sub(zero, v), v), neg, _pairs_ls(builder, ls8, k)))
+    return out
+
+
+def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> Any:
+    """<16 x i32>: partial sums of the row's block dot with the activation's 4 x 64 codes."""
+    acc = None
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    for (u, neg, ls), x in zip(row, x64):
+        xs = builder.select(neg, builder.sub(zero, x), x)
+        part = isa.pmaddwd(builder, isa.madd_u8(builder, u, xs), ls)
+        acc = part if acc is None else builder.add(acc, part)
+    return acc
+
+
+def _grid_terms(row: Any, factor: float = 0.125) -> tuple[Any, Any, tuple[Any, Any]]:
+    """(prepare, terms, single) of a type whose blocks `row(builder, p)` unpacks: several activation rows unpack the 16 rows once
+    per block (`prepare`); one activation row unpacks and dots each row in turn (fewer values
+    live at once)."""
+
+    def scales(builder: Any, blocks: list[Any]) -> Any:
+        return builder.fmul(_gather_f16(builder, blocks, 0), ir.Constant(vec(ir.FloatType(), ROWS), [factor] * ROWS))
+
+    def x_groups(builder: Any, x: Any, b: Any) -> list[Any]:
+        base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
+        return [_load(builder, base, 64 * k, vec(_I8, 64)) for k in range(4)]
+
+    def finish(builder: Any, sums: list[Any], d: Any, dx: Any) -> Any:
+        isum = _reduce16(builder, sums)
+        return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, vec(ir.FloatType(), ROWS)))
+
+    def prepare(builder: Any, blocks: list[Any]) -> Any:
+        return [row(builder, p) for p in blocks], scales(builder, blocks)
+
+    def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        rows, d = state
+        x64 = x_groups(builder, x, b)
+        return finish(builder, [_row_sums(builder, r, x64) for r in rows], d, dx)
+
+    def prepare1(builder: Any, blocks: list[Any]) -> Any:
+        return scales(builder, blocks)
+
+    def terms1(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
+        """A loop over the 16 rows, one row's sums at a time into a stack array (unrolled, the
+        16 rows' lookups interleave and spill)."""
+        x64 = x_groups(builder, x, b)
+        sums_t = vec(_I32, ROWS)
+        arr = cgutils.alloca_once(builder, sums_t, size=ROWS)
+        stride = builder.sub(builder.ptrtoint(blocks[1], _I64), builder.ptrtoint(blocks[0], _I64))
+        pre = builder.block
+        body = builder.function.append_basic_block("grid_row")
+        after = builder.function.append_basic_block("grid_rows_end")
+        builder.branch(body)
+        builder.position_at_end(body)
+        i = builder.phi(_I64)
+        i.add_incoming(ir.Constant(_I64, 0), pre)
+        p = builder.gep(blocks[0], [builder.mul(i, stride)])
+        builder.store(_row_sums(builder, row(builder, p), x64), builder.gep(arr, [i]))
+        i1 = builder.add(i, ir.Constant(_I64, 1))
+        i.add_incoming(i1, body)
+        builder.cbranch(builder.icmp_signed("<", i1, ir.Constant(_I64, ROWS)), body, after)
+        builder.position_at_end(after)
+        sums = [builder.load(builder.gep(arr, [ir.Constant(_I64, r)])) for r in range(ROWS)]
+        return finish(builder, sums, state, dx)
+
+    return prepare, terms, (prepare1, terms1)
+
+
+_XXS = _grid_terms(_iq2_xxs_row)
+rows_iq2_xxs = _make_rows_dot(66, _XXS[0], _XXS[1], single=_XXS[2])
+_XS = _grid_terms(_iq2_xs_row)
+rows_iq2_xs = _make_rows_dot(74, _XS[0], _XS[1], single=_XS[2])
+_3XXS = _grid_terms(_iq3_xxs_row, 0.25)
+rows_iq3_xxs = _make_rows_dot(98, _3XXS[0], _3XXS[1], single=_3XXS[2])
+_1S = _grid_terms(_iq1_s_row)
+rows_iq1_s = _make_rows_dot(50, _1S[0], _1S[1], single=_1S[2])
