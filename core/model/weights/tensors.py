@@ -88,6 +88,7 @@ class ExpertLinear:
     w: np.ndarray | None = None
     name: str = ""
     b: np.ndarray | None = None  # (n_expert, n_out): the experts' biases (gpt-oss), float32
+    whole: QuantMatrix | None = None  # all experts' rows (n_expert * n_out, row bytes), a view (ggml numerics)
 
 
 @dataclass
@@ -262,6 +263,7 @@ class WeightLoader:
         if self.quantized:
             whole = self._matrix(name, n_expert * n_out)  # (n_expert * n_out, row bytes), a view
             ex.q = [QuantMatrix(whole.data[e * n_out : (e + 1) * n_out], t.qtype, n_in) for e in range(n_expert)]
+            ex.whole = whole
             return ex
         ex.w = np.empty((n_expert, n_in, n_out), dtype=np.float32)
 
