@@ -1,6 +1,6 @@
-"""A decoding token's mixture-of-experts FFN in two compiled calls (the ggml numerics, one sequence):
-ggml's `mul_mat_id` over the routed experts of a layer in one parallel loop, and the routing
-before it.
+"""ggml's `mul_mat_id` compiled: the routed experts' matmuls of a layer in one parallel loop
+(`mm_ids`), for a batch (`mul_mat_id`) and for a decoding token's whole mixture-of-experts FFN
+in two compiled calls with the routing (`moe_up`, `moe_down`; the ggml numerics, one sequence).
 
 Through the operations one by one (core/model/families/moe.py, `Precision.expert_linears`), a
 token's layer ran 2 + 2k matmul calls from Python (k routed experts: gate and up of each, then
@@ -16,6 +16,11 @@ step gives the same bits (tests/test_decode_step.py).
 An expert tensor is one matrix (n_expert * n_out, row bytes) as stored in the mapped file
 (`ExpertLinear.whole`); a work item names the expert's first row in it, so a step reads only the
 routed experts' blocks. Shapes: E = n_embd, k = experts per token, F = rows per expert.
+
+For a batch (`Precision.expert_linears`), the (token, slot) pairs are grouped by expert and
+their quantized rows gathered in that order, so each expert's rows are one kernel call's rows,
+as one matmul per expert gives them: a prompt of P tokens made up to 3 * n_expert matmul calls a
+layer from Python (~128 experts with a few rows each), one loop here.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from llamacli.core.model.kernels.qmm import decode, per_type
+from llamacli.core.model.kernels.qmm import decode, per_type, threads
+from llamacli.core.model.kernels.qmm.acts import QActs
 from llamacli.core.model.kernels.qmm.block_dots import ROWS_PER_TASK, mm_float
-from llamacli.core.model.kernels.qmm.matrix import MAX_ROWS_PER_TASK, TASKS_PER_CALL
+from llamacli.core.model.kernels.qmm.matrix import MANY, MAX_ROWS_PER_TASK, TASKS_PER_CALL, QuantMatrix, _sub_sums
+from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
+from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS
 from llamacli.core.model.kernels.qmm.layer import FFN_NORM, POST_FFN_NORM, _add_block, _quantize, _rms, attend, set_num_threads
 from llamacli.core.model.kernels.qmm.router import softmax_rows, top_k_rows
 
@@ -39,31 +47,31 @@ _MIN_WEIGHT_SUM = np.float32(6.103515625e-5)
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def mm_decode_ids(fns, ws, xc, xd, xs, xb, outs, tasks):  # type: ignore[no-untyped-def]
-    """ggml's mul_mat_id for few rows: ws (n_expert * F_i, row bytes) and outs (k, F_i) are
-    tuples as in decode.mm_decode_many; tasks (n, 6) rows of (matrix i, the expert's first row
-    in ws[i], activation row, output row, first row, end row), rows counted from the expert's
-    first. Returns the number of work items done."""
+def mm_ids(fns, ws, xc, xd, xs, xb, outs, tasks):  # type: ignore[no-untyped-def]
+    """ggml's mul_mat_id: ws (n_expert * F_i, row bytes) and outs (P, F_i) are tuples as in
+    decode.mm_decode_many, the activation rows (xc (P, K) ...) one per output row; tasks (n, 6)
+    rows of (matrix i, the expert's first row in ws[i], first and end activation row, first and
+    end weight row counted from the expert's first). Returns the number of work items done."""
     done = 0
     for i in prange(tasks.shape[0]):
-        mi, base, xr, orow, r0, r1 = tasks[i, 0], tasks[i, 1], tasks[i, 2], tasks[i, 3], tasks[i, 4], tasks[i, 5]
-        done += _call(fns[mi], ws[mi][base : base + r1], xc[xr : xr + 1], xd[xr : xr + 1], xs[xr : xr + 1],
-                      xb[xr : xr + 1], outs[mi][orow : orow + 1], r0, r1)
+        mi, base, a, b, r0, r1 = tasks[i, 0], tasks[i, 1], tasks[i, 2], tasks[i, 3], tasks[i, 4], tasks[i, 5]
+        done += _call(fns[mi], ws[mi][base : base + r1], xc[a:b], xd[a:b], xs[a:b] if xs.shape[0] > 0 else xs,
+                      xb[a:b] if xb.shape[0] > 0 else xb, outs[mi][a:b], r0, r1)
     return done
 
 
 @njit(cache=True, nogil=True)
-def _tasks(sel, n_mats, n_out, step, shared_x):  # type: ignore[no-untyped-def]
-    """mm_decode_ids's work items: the n_mats matrices of each selected expert, `step` rows each;
-    activation row 0 for all (shared_x: gate and up) or the slot's own (down)."""
-    k = sel.shape[0]
+def group_tasks(experts, starts, n_mats, n_out, step):  # type: ignore[no-untyped-def]
+    """mm_ids's work items: for each group g of activation rows starts[g]..starts[g + 1], all
+    routed to expert experts[g], its n_mats matrices in items of `step` rows."""
     per = (n_out + step - 1) // step
-    t = np.empty((k * n_mats * per, 6), dtype=np.int64)
+    n = experts.shape[0]
+    t = np.empty((n * n_mats * per, 6), dtype=np.int64)
     i = 0
-    for j in range(k):
+    for g in range(n):
         for m in range(n_mats):
             for r in range(0, n_out, step):
-                t[i, 0], t[i, 1], t[i, 2], t[i, 3] = m, sel[j] * n_out, 0 if shared_x else j, j
+                t[i, 0], t[i, 1], t[i, 2], t[i, 3] = m, experts[g] * n_out, starts[g], starts[g + 1]
                 t[i, 4], t[i, 5] = r, min(n_out, r + step)
                 i += 1
     return t
@@ -72,17 +80,24 @@ def _tasks(sel, n_mats, n_out, step, shared_x):  # type: ignore[no-untyped-def]
 @njit(cache=True, nogil=True)
 def _experts(x, calls, outs, sel, n_out, step, shared_x, serial, want):  # type: ignore[no-untyped-def]
     """outs[slot][j] = x_j @ W_e.T for e = sel[j], for the expert matrices of `calls`
-    (layer.py's MatCall, their work items unused: those of the routed experts are made here).
-    False when a work item failed."""
+    (layer.py's MatCall, their work items unused: those of the routed experts are made here);
+    shared_x: x (1, K) is every slot's row (gate and up), else x (k, K). False when a work item
+    failed."""
+    k = sel.shape[0]
+    same = np.zeros(k, dtype=np.int64)  # x's row 0 for every slot
     for c in calls:
         fns, ws, all_tasks, act, nsub, sub16, slots, macs = c
         if macs == 0:  # a call of no matrices (plan_decode_calls pads to a fixed count)
             continue
         n_mats = all_tasks[all_tasks.shape[0] - 1, 0] + 1
-        set_num_threads(want if sel.shape[0] * n_mats * n_out * x.shape[1] >= serial else 1)
+        set_num_threads(want if k * n_mats * n_out * x.shape[1] >= serial else 1)
         xc, xd, xs, xb = _quantize(x, act, nsub, sub16)
-        tasks = _tasks(sel, n_mats, n_out, step, shared_x)
-        if mm_decode_ids(fns, ws, xc, xd, xs, xb, (outs[slots[0]], outs[slots[1]], outs[slots[2]]), tasks) != tasks.shape[0]:
+        if shared_x:  # the row quantized once, its codes copied to each slot
+            xc, xd = xc[same], xd[same]
+            xs = xs[same] if xs.shape[0] > 0 else xs
+            xb = xb[same] if xb.shape[0] > 0 else xb
+        tasks = group_tasks(sel, np.arange(k + 1), n_mats, n_out, step)
+        if mm_ids(fns, ws, xc, xd, xs, xb, (outs[slots[0]], outs[slots[1]], outs[slots[2]]), tasks) != tasks.shape[0]:
             return False
     return True
 
@@ -180,3 +195,40 @@ def task_rows(n_out: int, n_used: int, n_mats: int) -> int:
     TASKS_PER_CALL items a call (as matrix._tasks; the results do not depend on it)."""
     step = n_out * n_used * n_mats // TASKS_PER_CALL // ROWS_PER_TASK * ROWS_PER_TASK
     return max(ROWS_PER_TASK, min(MAX_ROWS_PER_TASK, step))
+
+
+def takes(m: QuantMatrix | None) -> bool:
+    """Whether `mul_mat_id` multiplies by this expert tensor (as a whole matrix): the types
+    whose 16-row kernel takes any number of activation rows (per_type.ROWS16_KINDS)."""
+    return m is not None and m.packed is None and m.qtype in QUANT_FORMATS and QUANT_FORMATS[m.qtype].kind in ROWS16_KINDS
+
+
+def mul_mat_id(xa: QActs, rows: np.ndarray, experts: np.ndarray, ms: list[QuantMatrix], n_out: int) -> list[np.ndarray]:
+    """ggml's mul_mat_id for any number of rows, one parallel loop for all: out_i[p] =
+    x_{rows[p]} @ W_{experts[p]}.T for each expert tensor ms[i] (all experts' n_out-row matrices
+    stacked, `takes`; of one input and activation type), xa from `prepare`. The pairs p are
+    grouped by expert (each expert's blocks read once for all its rows); each group's rows go
+    through the same kernel as one matmul of them (the same bits as `matmul` on expert e's rows)."""
+    order = np.argsort(experts, kind="stable")
+    ids, starts = np.unique(experts[order], return_index=True)
+    src = rows[order]
+    fmt = QUANT_FORMATS[ms[0].qtype]
+    xsub = _sub_sums(xa, fmt)
+    xs = xa.s[src] if xa.s.shape[0] else xa.s
+    xb = xsub[src] if xsub.shape[0] else xsub
+    n_pairs = experts.shape[0]
+    outs = [np.empty((n_pairs, n_out), dtype=np.float32) for _ in ms]
+    pad = MANY - len(ms)
+    kinds = [QUANT_FORMATS[m.qtype].kind for m in ms]
+    fns = decode.addresses(tuple(kinds + [kinds[-1]] * pad))
+    step = task_rows(n_out, ids.shape[0], len(ms))
+    tasks = group_tasks(ids.astype(np.int64), np.append(starts, n_pairs).astype(np.int64), len(ms), n_out, step)
+    threads.configure(n_pairs * n_out * len(ms) * ms[0].n_in)
+    ws = tuple([m.data for m in ms] + [ms[-1].data] * pad)
+    if mm_ids(fns, ws, xa.codes[src], xa.d[src], xs, xb, tuple(outs + [outs[-1]] * pad), tasks) != tasks.shape[0]:
+        raise RuntimeError(f"the {fmt.qtype.name} expert kernels failed (their error is printed above)")
+    for i, o in enumerate(outs):  # back to pair order
+        back = np.empty_like(o)
+        back[order] = o
+        outs[i] = back
+    return outs
