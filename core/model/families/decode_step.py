@@ -107,6 +107,11 @@ class DecodeStep:
         q_scale, attn_scale = (a.attn_scale, 1.0) if a.scale_q else (0.0, a.attn_scale)
         return cls(layers, a.norm_eps, q_scale, attn_scale, a.attn_softcap or 0.0, a.activation == "gelu")
 
+    @property
+    def kind(self) -> str:
+        """What warmup compiles for it (base.one_token_step_kind)."""
+        return "moe" if any(lp.moe is not None for lp in self.layers) else "gelu" if self.gelu else "silu"
+
     def run(self, model: DecoderModel, x: np.ndarray, batch: Batch, cache: KVCache,
             cs_global: tuple[np.ndarray, np.ndarray], cs_swa: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """The residual stream x (1, n_embd) after every layer, for the batch's one token; its K
