@@ -22,6 +22,7 @@ class ServerConfig:
     slots: bool = True
     props: bool = False
     slot_save_path: str | None = None
+    media_path: str | None = None  # file:// media URLs are read under it (None: refused)
     embeddings: bool = False
     pooling: str | None = None  # None: the model's own pooling type (mean when it has none)
     embd_normalize: int = 2

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from llamacli.core.multimodal.limits import MediaLimits
 from llamacli.http.errors import bad_request
+from llamacli.http.media_fetch import download, is_remote, read_media_file
 
 if TYPE_CHECKING:
     from llamacli.core.multimodal.media import Media
@@ -18,11 +19,15 @@ if TYPE_CHECKING:
     from llamacli.core.multimodal.prompt import MediaSpan
 
 
-def url_media(url: str, limits: MediaLimits) -> Media:
-    """An image_url or input_audio `data`: a data: URI or raw base64 (remote and file URLs are
-    refused: this server fetches nothing on a client's behalf)."""
-    if url.startswith(("http://", "https://", "file://")):
-        raise bad_request("media URLs: only data: URIs and base64 data are accepted here, not remote or file URLs")
+def url_media(url: str, limits: MediaLimits, media_path: str | None = None) -> Media:
+    """An image_url or input_audio `data`: an http(s) URL (downloaded), a file:// URL (read
+    under --media-path), a data: URI or raw base64, as llama-server's handle_media."""
+    from llamacli.core.multimodal.media import decode_media
+
+    if is_remote(url):
+        return decode_media(download(url, limits.max_bytes), limits)
+    if url.startswith("file://"):
+        return decode_media(read_media_file(url, media_path, limits.max_bytes), limits)
     return b64_media(url, limits)
 
 
@@ -41,11 +46,13 @@ def b64_media(b64: str, limits: MediaLimits) -> Media:
 
 
 def tokens_with_media(
-    prompt: str, urls: Sequence[str], encoders: Encoders | None, tokenizer: Any, limits: MediaLimits
+    prompt: str, urls: Sequence[str], encoders: Encoders | None, tokenizer: Any, limits: MediaLimits,
+    media_path: str | None = None,
 ) -> tuple[list[int], tuple[MediaSpan, ...]]:
-    """A rendered chat prompt's tokens and media: each URL (in order) takes the next marker."""
+    """A rendered chat prompt's tokens and media: each URL (in order) takes the next marker
+    (file:// URLs read under `media_path`)."""
     if not urls or encoders is None:
         return list(tokenizer.tokenize(prompt, True, True)), ()
     from llamacli.core.multimodal.prompt import prompt_with_media
 
-    return prompt_with_media(prompt, [url_media(u, limits) for u in urls], encoders, tokenizer)
+    return prompt_with_media(prompt, [url_media(u, limits, media_path) for u in urls], encoders, tokenizer)

@@ -205,7 +205,7 @@ def completion_json(
         "truncated": final.truncated,
         "stop_type": stop_type(final),
         "stopping_word": final.stopping_word,
-        "tokens_cached": final.tokens_cached,
+        "tokens_cached": final.n_ctx_tokens,  # llama-server: the slot's tokens at the end (reuse: timings.cache_n)
         "timings": final.timings.to_dict(),
     }
     if params.n_probs > 0 and not stream:

@@ -190,7 +190,7 @@ TOOL_CALL: Schema = {
 IMAGE_URL_PART: Schema = {
     "type": "object",
     "properties": {"type": {"const": "image_url"}, "image_url": {
-        "type": "object", "properties": {"url": {"type": "string", "description": "a data: URI or base64 (needs -mm)"}},
+        "type": "object", "properties": {"url": {"type": "string", "description": "a data: URI, base64, an http(s) URL or file://NAME under --media-path (needs -mm)"}},
         "required": ["url"]}},
     "required": ["type", "image_url"],
 }

@@ -42,7 +42,8 @@ async def _setup(
         setup = oai.chat_setup(model.template, msgs, fields, grammar, model.tokenizer, kwargs,
                                oai.PromptOptions(continue_final=st.config.prefill_assistant), reasoning_format)
         check_text(len(setup.prompt), limit, "prompt")
-        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits)
+        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits,
+                                             st.config.media_path)
 
     return await st.blocking(build)
 

@@ -16,6 +16,7 @@ from llamacli.http.context import current_state, request_json
 from llamacli.http.errors import bad_request, not_supported
 from llamacli.http.state import ServerState
 from llamacli.http.limits import check_count, check_text
+from llamacli.http.media import url_media
 from llamacli.http.params import Body, check_token_ids
 from llamacli.http.sse import data, json_response
 from llamacli.http.stream import Done, Events, Failed, Frames, Piece, Ping
@@ -154,14 +155,18 @@ async def apply_template() -> Response:
     _, model = st.require()
     req = await request_json()
     rm.APPLY_TEMPLATE.parse(req)
-    msgs = oai.chat_messages(req)
+    # media parts become <__media__> markers, their data read as a chat request would (llama-server)
+    msgs, urls = oai.take_media(oai.chat_messages(req, st.modalities))
     kwargs = oai.chat_template_kwargs(req, st.config.chat_template_kwargs)
     tools = Body(req).list("tools", None)
     opts = oai.prompt_options(req, st.config.prefill_assistant)
-    prompt = await st.blocking(
-        lambda: oai.render_chat(model.template, msgs, tools, kwargs, opts)
-    )
-    return json_response({"prompt": prompt})
+
+    def render() -> str:
+        for url in urls:
+            url_media(url, st.media_limits, st.config.media_path)
+        return oai.render_chat(model.template, msgs, tools, kwargs, opts)
+
+    return json_response({"prompt": await st.blocking(render)})
 
 
 # ---- embeddings --------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ async def _chat_setup(
     def build() -> tuple[ChatSetup, list[int], tuple[MediaSpan, ...]]:
         setup = oai.chat_setup(model.template, msgs, req, grammar, model.tokenizer, kwargs, opts, reasoning_format)
         check_text(len(setup.prompt), limit, "prompt")
-        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits)
+        return setup, *tokens_with_media(setup.prompt, urls, st.mtmd, model.tokenizer, st.media_limits,
+                                             st.config.media_path)
 
     return await st.blocking(build)
 

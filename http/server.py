@@ -195,9 +195,6 @@ async def _serve(
             errors.append(e)
             _call_soon(loop, stop.set)
             return
-        # before the server says it is ready: the build holds the GIL for ~1.5 s (262k vocabulary),
-        # which would stall the first requests' event loop
-        _warm_grammar(info.tokenizer)
         if not _call_soon(loop, lambda: _ready(state, engine, info, log, urls)):
             engine.stop(cancel=True)
 
@@ -234,20 +231,6 @@ def _ready(state: ServerState, engine: ServingEngine, info: ModelInfo, log: Call
     state.set_ready(engine, info)
     log(f"model loaded: {info.file_name} ({engine.config.n_parallel} slots, n_ctx {engine.config.n_ctx}); "
         f"ready at {urls[0]}")
-
-
-def _warm_grammar(tokenizer: Any) -> None:
-    """Build llguidance's tokenizer now, so that the first constrained request (grammar,
-    json_schema, tools) does not pay for it (about 1.5 s for a 262k vocabulary). A request that
-    comes first waits for the same build (it is locked and cached per tokenizer)."""
-    try:
-        from llamacli.core.text.grammar import llg_tokenizer
-    except ImportError:  # pragma: no cover - a build without the grammar engine
-        return
-    try:
-        llg_tokenizer(tokenizer)
-    except Exception as e:  # noqa: BLE001 - a constrained request reports it properly later
-        print(f"warning: could not prepare the grammar engine: {type(e).__name__}: {e}", file=sys.stderr)
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> bool:

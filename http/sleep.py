@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
-import gc
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +26,7 @@ from quart import g
 from llamacli.core.model.loaded import ModelInfo
 from llamacli.http.state import ServerState, ServingEngine
 from llamacli.http.errors import ApiError
+from llamacli.http.heap import return_freed_memory
 
 # GET endpoints that do not count as tasks (llama-server's list, plus the UI's own files)
 EXEMPT_PATHS = frozenset({"/health", "/v1/health", "/props", "/models", "/v1/models", "/metrics"})
@@ -172,10 +170,4 @@ def _release(box: list[Any]) -> None:
     engine = box.pop()
     engine.stop(cancel=True)
     del engine
-    gc.collect()
-    name = ctypes.util.find_library("c")
-    if name:
-        try:
-            ctypes.CDLL(name).malloc_trim(0)
-        except (OSError, AttributeError):  # not glibc
-            pass
+    return_freed_memory()

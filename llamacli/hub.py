@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx2
 
 from llamacli.core.errors import LlamaError
 
@@ -145,6 +144,7 @@ LIST_TIMEOUT = (4.0, 10.0)  # seconds: to connect, to read
 
 def _remote_files(repo: str, token: str | None) -> list[str]:
     """The files of `repo` on the hub (one request per page of 1000, none retried)."""
+    import httpx2  # here: a server given -m never loads the HTTP client (~4 MiB)
     from huggingface_hub import constants
     from huggingface_hub import get_session, hf_raise_for_status
     from huggingface_hub.utils._headers import build_hf_headers

@@ -38,7 +38,7 @@ def prepare_kernels(numerics: str, qtypes: Iterable[GGMLQuantizationType] | None
     from llamacli.core.model.kernels import warmup as kernel_warmup
 
     qtypes = None if qtypes is None else set(qtypes)
-    steps = None if model is None else [k for k in [model.one_token_step_kind()] if k]
+    steps = None if model is None else model.kernel_kinds()
     if kernel_warmup.needs_compile(qtypes, steps):
         import sys
 

@@ -24,7 +24,8 @@ def open_projector(opts: MmprojOptions, n_embd_text: int, threads: int = -1) -> 
         return None
     from llamacli.core.multimodal.load import load_encoders
 
-    return load_encoders(opts.path, n_embd_text=n_embd_text, threads=threads if threads > 0 else None)
+    return load_encoders(opts.path, n_embd_text=n_embd_text, threads=threads if threads > 0 else None,
+                         image_tokens=opts.image_tokens)
 
 
 def read_media(path: str, limits: MediaLimits, kind: str = IMAGE) -> Media:

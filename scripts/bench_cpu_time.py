@@ -1,6 +1,6 @@
 """Decode and prompt speed as CPU time, ours beside llama.cpp's: figures that hold on a busy machine.
 
-    python scripts/bench_cpu_time.py [-m MODEL] [-n 64] [-p 512] [--reps 3]
+    python scripts/bench_cpu_time.py [-m MODEL] [-n 64] [-p 512] [--reps 3] [--physical]
 
 `llama bench` times wall clocks, which on a machine shared with other work measure how each
 engine copes with losing its cores as much as its speed (llama.cpp's threads spin at their
@@ -11,6 +11,11 @@ vocabulary projection (llama.cpp skips it when no logits are asked for; ours run
 `forward_hidden`), pp = a P-token prompt into an empty cache. Best of `--reps`. llama.cpp runs
 in a child process (llama-cpp-python, `PYTHONPATH` chooses its build); the CPU our kernels use
 is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES choose another code path).
+
+`--physical` adds the physical view of decoding, on the same terms (one thread, CPU time): the
+read bandwidth of one thread (a STREAM-like loop summing 1 GiB), the bytes a decode step reads
+(every weight once, but one row of the token embedding when the output matrix is its own), and
+for each engine those bytes per CPU second of its tg step: the share of the bandwidth it uses.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
         cache.clear()
         model.forward(Batch.single(prompt[:PROMPT]), cache)
         out["tg"].append(_cpu_ms(step(model.forward), n))
-        cache.truncate(0, PROMPT)
+        cache.clear()  # a recurrent state cannot be cut back: the prompt again
+        model.forward(Batch.single(prompt[:PROMPT]), cache)
         out["tg-nologits"].append(_cpu_ms(step(model.forward_hidden), n))
         cache.clear()
         out["pp"].append(_cpu_ms(lambda i: model.forward(Batch.single(prompt[:p]), cache), 1) / p)
@@ -100,12 +106,41 @@ def reference(path: str, n: int, p: int, reps: int) -> dict[str, float]:
     return {k: min(v) for k, v in out.items()}
 
 
+def read_bandwidth(reps: int = 3) -> float:
+    """GB per CPU second of a STREAM-like read on one thread: 1 GiB of float32 summed (the sum
+    vectorised: fastmath), best of `reps`."""
+    import numba
+
+    @numba.njit(fastmath=True, cache=False)
+    def total(a: np.ndarray) -> float:  # type: ignore[misc]
+        s = np.float32(0)
+        for k in range(a.size):
+            s += a[k]
+        return float(s)
+
+    a = np.ones(1 << 28, np.float32)
+    total(a[:1024])  # compile
+    return a.nbytes / min(_cpu_ms(lambda i: total(a), 1) for _ in range(reps)) / 1e6
+
+
+def bytes_per_token(path: str) -> int:
+    """What one decode step reads: every tensor once, except the token embedding, of which it
+    reads one row (unless the output matrix is the embedding itself)."""
+    from llamacli.core.model.weights.gguf_file import GGUFFile
+
+    f = GGUFFile(path)
+    own_output = "output.weight" in f.tensors
+    return sum(t.nbytes // t.shape[0] if name == "token_embd.weight" and own_output else t.nbytes
+               for name, t in f.tensors.items())
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", "--model", default=None)
     ap.add_argument("-n", type=int, default=64, help="decode steps per measure")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens of the pp measure")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--physical", action="store_true", help="also the bytes read per step against the bandwidth")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.model is None:
@@ -128,6 +163,14 @@ def main() -> None:
         print(f"{k:28s} {mine[k]:9.2f} {r:9.2f} {r / mine[k]:10.2f}x")
     if ref is None:
         print(f"(no llama.cpp column: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'llama-cpp-python missing'})")
+    if a.physical:
+        per_token, bandwidth = bytes_per_token(a.model), read_bandwidth()
+        print(f"physical view: one thread reads {bandwidth:.1f} GB per CPU second; a decode step reads "
+              f"{per_token / 1e9:.3f} GB")
+        for name, r in (("llamacli", mine), ("llama.cpp", ref)):
+            if r is not None:
+                rate = per_token / r["tg"] / 1e6
+                print(f"  {name:10s} tg reads {rate:5.1f} GB per CPU second: {rate / bandwidth:4.0%} of the bandwidth")
 
 
 if __name__ == "__main__":

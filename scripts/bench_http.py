@@ -10,7 +10,7 @@ greedy /completion requests of --tokens tokens (ignore_eos, so every answer has 
 one after the other, with different prompts; aggregate generated tokens/s = all tokens / the
 wall time of the round. `--stream` asks for SSE and counts the token events. `--memory`:
 each server with `-np 1 -c 2048`, its resident set (VmRSS) after loading and after one
-request. Which llama-server: `--bin`; the one built here is /work/ref/build512/bin (AVX-512
+request, each read 1 s after the last answer (SETTLE_S). Which llama-server: `--bin`; the one built here is /work/ref/build512/bin (AVX-512
 VNNI); no AVX2-only llama-server is built, so the AVX2 path has no HTTP reference here. Our
 code path is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, as tests/test_qmm.py).
 """
@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SETTLE_S = 1.0  # --memory: wait after an answer (ours gives freed heap pages back as its engine goes idle)
 PROMPTS = ["The history of the printing press", "def quicksort(xs):", "Les fleurs du jardin", "Water boils at",
            "Once upon a time in a small village", "The three laws of motion are", "import json\n", "My favourite recipe"]
 
@@ -152,9 +153,11 @@ def main() -> None:
     for s in servers:
         s.start()
         try:
-            if a.memory:
+            if a.memory:  # each read 1 s after the last answer: what the idle server holds
+                time.sleep(SETTLE_S)
                 loaded = s.rss_mib()
                 s.complete(PROMPTS[0], a.tokens, a.stream)
+                time.sleep(SETTLE_S)
                 results[s.name] = [loaded, s.rss_mib()]
                 continue
             s.complete(PROMPTS[0], 4, False)  # warm-up

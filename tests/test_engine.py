@@ -341,3 +341,26 @@ def test_prompt_progress_and_timings_per_token(tiny) -> None:  # type: ignore[no
     assert ms == sorted(ms)
     assert final.tokens == [t for p in tokens for t in p.tokens]
     assert all(p.timings is None and p.progress is None for p in plain)
+
+
+def test_on_idle_runs_when_the_last_task_ends(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Engine.on_idle (the server gives freed heap pages back there) runs on the loop thread
+    once the steps have nothing left, never while a slot is busy, once per idle spell."""
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 8)
+    idle: list[tuple[str, int]] = []
+    with Engine(model, tok, EngineConfig(n_ctx=256, n_parallel=2)) as eng:
+        eng.on_idle = lambda: idle.append((threading.current_thread().name, sum(s.busy for s in eng.slots)))
+        a, b = eng.submit(Task(prompt, greedy(6))), eng.submit(Task(prompt, greedy(9)))
+        collect(a), collect(b)
+        deadline = time.monotonic() + 10
+        while not idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        n = len(idle)  # 1, or 2 if the first task ended before the second came
+        assert 1 <= n <= 2
+        collect(eng.submit(Task(prompt, greedy(3))))
+        while len(idle) < n + 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+    assert idle == [("llama-engine", 0)] * (n + 1)

@@ -11,6 +11,7 @@ import pytest
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile, read_metadata
+from tests.pages import HAVE_PAGEMAP, mapped_pages
 
 
 def write_small(path: Path, arch: str = "llama") -> Path:
@@ -113,3 +114,23 @@ def test_missing_tensor(tmp_path: Path) -> None:
     g = GGUFFile(write_small(tmp_path / "m.gguf"))
     with pytest.raises(ModelLoadError, match="missing tensor 'c.weight'"):
         g.tensor("c.weight")
+
+
+def test_header_pages_are_released_after_parsing(tmp_path: Path) -> None:
+    """The header (a vocabulary: megabytes) is copied while parsed; its mapped pages go."""
+    if not HAVE_PAGEMAP:
+        pytest.skip("no /proc/self/pagemap")
+    tokens = [f"token number {i:06d}" for i in range(20000)]  # ~0.5 MB of header
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_tensor("a.weight", np.ones((2, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    g = GGUFFile(tmp_path / "m.gguf")
+    assert list(g.metadata["tokenizer.ggml.tokens"]) == tokens
+    header = g.data_offset // 4096 * 4096
+    assert header > 100 * 4096
+    assert mapped_pages(g.data.ctypes.data, header) == 0
+    assert bytes(g.data[:4]) == b"GGUF"  # still readable: the page comes back from the page cache

@@ -136,6 +136,16 @@ def test_completion_prompt_forms(srv: LlamaServer) -> None:
     assert many[0]["content"] == many[1]["content"] == a["content"]
 
 
+def test_tokens_cached_counts_the_slots_tokens(srv: LlamaServer) -> None:
+    """`tokens_cached` is what the slot holds at the end (the prompt and every generated token
+    but the last, which is sampled and not evaluated); the reuse is `timings.cache_n`. The
+    figures are llama-server's (/work/ref build, demo model, one slot) for the same requests."""
+    code, a = srv.post("/completion", {"prompt": "The capital of France is", "n_predict": 5, "id_slot": 1})
+    assert code == 200 and (a["tokens_evaluated"], a["tokens_predicted"], a["tokens_cached"]) == (6, 5, 10)
+    code, b = srv.post("/completion", {"prompt": "Hello", "n_predict": 4, "id_slot": 1})
+    assert code == 200 and (b["tokens_evaluated"], b["tokens_cached"], b["timings"]["cache_n"]) == (2, 5, 1)
+
+
 def test_completion_stream_sse(srv: LlamaServer) -> None:
     _, plain = srv.post("/completion", {"prompt": "One, two,", "n_predict": 4, "n_probs": 2})
     assert len(plain["completion_probabilities"]) == plain["tokens_predicted"]

@@ -28,7 +28,9 @@ def _png_b64(img: np.ndarray) -> str:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     mm = write_projector(SPECS["gemma3"], tmp_path_factory.mktemp("srv_mm") / "mmproj.gguf")
-    with LlamaServer("-mm", str(mm), "-c", "256", "--no-warmup") as s:
+    media = tmp_path_factory.mktemp("media")
+    (media / "image1.png").write_bytes(base64.b64decode(_png_b64(np.load(FIXTURES / "gemma3.npz")["image1"])))
+    with LlamaServer("-mm", str(mm), "-c", "256", "--no-warmup", "--media-path", str(media)) as s:
         yield s
 
 
@@ -41,7 +43,7 @@ def test_completion_with_multimodal_data(server) -> None:  # type: ignore[no-unt
     assert out["tokens_evaluated"] == len(fx["e2e_tokens"]) + 16
     status, again = server.post("/completion", body | {"return_tokens": True})
     assert status == 200 and again["tokens"] == [int(fx["e2e_top_ids"][0])]
-    assert again["tokens_cached"] >= 25  # the second request reuses the image's cache
+    assert again["timings"]["cache_n"] >= 25  # the second request reuses the image's cache
     status, props = server.get("/props")
     assert props["modalities"] == {"vision": True, "audio": False}
 
@@ -66,6 +68,7 @@ def test_media_without_a_projector_is_llama_servers_400() -> None:
         assert status == 400
         assert out["error"]["message"] == (
             "image input is not supported - hint: if this is unexpected, you may need to provide the mmproj")
+        assert s.post("/apply-template", {"messages": msgs})[0] == 400
         assert s.get("/props")[1]["modalities"] == {"vision": False, "audio": False}
 
 def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped-def]
@@ -78,9 +81,27 @@ def test_chat_with_an_image_url_part(server) -> None:  # type: ignore[no-untyped
     status, out = server.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "temperature": 0})
     assert status == 200, out
     assert out["usage"]["prompt_tokens"] >= 16 + 9  # the image's 16 positions count
+    msgs[0]["content"][1] = {"type": "image_url", "image_url": {"url": "file://image1.png"}}  # under --media-path
+    status, by_file = server.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "temperature": 0})
+    assert status == 200, by_file
+    assert by_file["choices"][0]["message"] == out["choices"][0]["message"]
+    assert by_file["usage"]["prompt_tokens"] == out["usage"]["prompt_tokens"]
     status, out = server.post("/v1/chat/completions", {"messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]})
-    assert status == 400 and "not remote or file URLs" in out["error"]["message"]
+        {"type": "image_url", "image_url": {"url": "file://../mmproj.gguf"}}]}]})
+    assert status == 400 and out["error"]["message"] == "file path is not allowed: ../mmproj.gguf"
+
+    status, out = server.post("/apply-template", {"messages": msgs})  # llama-server: the parts as markers
+    assert status == 200 and out["prompt"].count("<__media__>") == 1 and "What is in " in out["prompt"]
+    msgs[0]["content"][1] = {"type": "image_url", "image_url": {"url": "file://missing.png"}}
+    status, out = server.post("/apply-template", {"messages": msgs})
+    assert status == 400 and out["error"]["message"] == "file does not exist or cannot be opened: missing.png"
+
+
+def test_media_path_must_be_a_directory(tmp_path: Path) -> None:
+    from tests.test_cli import llama
+
+    r = llama("serve", "--media-path", str(tmp_path / "none"), "--port", "0", "--no-warmup", timeout=120)
+    assert r.returncode != 0 and "--media-path: not a directory" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_serve_with_a_projector_of_another_width_exits_2(tmp_path: Path) -> None:

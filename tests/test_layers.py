@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 _MODEL_ROOMS = ("kernels", "weights", "state", "families")
 # What each layer may import besides itself (its own layer is always allowed).
-_KERNELS = {"core.errors"}
+_KERNELS = {"core.errors", "core.string_array"}
 _WEIGHTS = _KERNELS | {"core.model.kernels"}
 _STATE = _WEIGHTS | {"core.model.weights"}
 _PRECISION = _STATE | {"core.model.state"}
@@ -19,13 +19,14 @@ _MODEL_TOP = _FAMILIES | {"core.model.families", "core.text"}
 _MODEL = _MODEL_TOP | {"core.model"}
 ALLOWED: dict[str, set[str]] = {
     "core.errors": set(),
+    "core.string_array": set(),
     "core.model.kernels": _KERNELS,
     "core.model.weights": _WEIGHTS,
     "core.model.state": _STATE,
     "core.model.precision": _PRECISION,
     "core.model.families": _FAMILIES,
     "core.model": _MODEL_TOP,
-    "core.text": {"core.errors"},
+    "core.text": {"core.errors", "core.string_array"},
     "core.sampling": {"core.errors"},
     "core.quantize": {"core.errors", "core.model.kernels", "core.model.weights"},
     "core.quality": _MODEL | {"core.quantize"},

@@ -14,7 +14,7 @@ from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture
 from llamacli.core.multimodal.encoder import VisionEncoder
 from llamacli.core.multimodal.preprocess import ImagePrep, fit_size, letterbox, preprocess
 from llamacli.core.multimodal.resample import resize, weights
-from tests.tiny_mmproj import SPECS, ProjectorSpec, test_image, write_projector
+from tests.tiny_mmproj import QWEN_FAMILIES, SPECS, ProjectorSpec, test_image, write_projector
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mmproj"
 # Embeddings differ from mtmd's by the order of float sums in the matmuls, which the f16 GELU
@@ -28,7 +28,7 @@ def projectors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: write_projector(spec, d / f"{name}.gguf") for name, spec in SPECS.items()}
 
 
-@pytest.mark.parametrize("name", sorted(SPECS))
+@pytest.mark.parametrize("name", sorted(n for n, s in SPECS.items() if s.family not in QWEN_FAMILIES))  # qwen: its own file
 def test_embeddings_match_libmtmd(projectors: dict[str, Path], name: str) -> None:
     fx = np.load(FIXTURES / f"{name}.npz")
     path = projectors[name]

@@ -16,6 +16,8 @@ from llamacli.core.runtime.tasks import Final, Task, TaskParams
 
 
 class ShiftSpy:
+    can_shift = True
+
     def __init__(self) -> None:
         self.calls: list[tuple[int, int, int]] = []
 
@@ -37,6 +39,18 @@ def test_without_context_shift_a_full_slot_ends() -> None:
     shift_or_end(s, ShiftSpy(), None, False, 1, Metrics())  # type: ignore[arg-type]
     (final,) = list(task.results)
     assert isinstance(final, Final) and final.stop_type == "limit" and final.truncated
+
+
+def test_a_model_that_cannot_shift_ends_the_full_slot() -> None:
+    """M-RoPE (qwen2vl): llama-server turns the shift off where the cache cannot shift."""
+    s = full_slot(0)
+    task = s.task
+    assert task is not None
+    model = ShiftSpy()
+    model.can_shift = False
+    shift_or_end(s, model, None, True, 1, Metrics())  # type: ignore[arg-type]
+    (final,) = list(task.results)
+    assert model.calls == [] and isinstance(final, Final) and final.stop_type == "limit"
 
 
 def test_the_shift_keeps_bos_and_n_keep_and_drops_half_of_the_rest() -> None:

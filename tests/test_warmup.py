@@ -45,6 +45,7 @@ def test_plan_holds_what_the_types_need() -> None:
     assert _names([QT.Q4_K], ["gelu"]) == {"decode Q4_K", "decode packed Q4_K", "decode loop", "decode step gelu", "quantizer q8_k", "common"}
     assert _names([QT.Q4_K], []) == {"decode Q4_K", "decode packed Q4_K", "decode loop", "quantizer q8_k", "common"}
     assert _names([QT.F16]) == {"float", "common"}
+    assert _names([QT.F16], ["ssm"]) == {"float", "common", "recurrent"}  # a hybrid model's Mamba-2 kernels
     assert _names([QT.F32, QT.Q8_0]) == {
         "float", "decode Q8_0", "decode packed Q8_0", "decode loop", "decode step gelu", "decode step silu", "decode step moe", "quantizer q8_0", "common",
     }

@@ -1,13 +1,15 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS); variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
 MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
 with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows); gpt-oss
 (GPTOSS_MODELS, also in MOE_MODELS: F32, F16, Q8_0; the real file's metadata keys and tensor
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
-top-k edge and no early greedy step is a near-tie).
+top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
+`write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
+F32_MOE).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -82,13 +84,31 @@ LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
 # wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
 ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
 ODD_WIDTH_TOKENS = 16
+# qwen2vl: qwen2 with M-RoPE sections (8, 12, 12, 0) pairs of the 32 per 64-wide head (as Qwen2-VL's
+# (16, 24, 24, 0) of 64 per 128-wide head); F32 and Q8_0
+QWEN2VL_MODELS = (("qwen2vl", "F32"), ("qwen2vl", "Q8_0"))
+QWEN2VL_SECTIONS = (8, 12, 12, 0)
+# granitehybrid (Granite 4.0-H Micro's shape): Mamba-2 layers 0, 1 and 3, attention layer 2, the
+# Granite multipliers; F32 and Q8_0 without rope (as the released files), F32_ROPE with it (Bamba);
+# F32_MOE (Granite 4.0-H Tiny's shape): 8 experts of 256 rows, top 2, a shared FFN of 512 rows.
+# Their weight types and seeds are their own (not _WEIGHT_TYPE's places)
+GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"),
+                        ("granitehybrid", "F32_MOE"))
+_GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (QT.F32, 1519), "F32_MOE": (QT.F32, 1520)}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
-                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS))
+                                     + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
+                                     + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
-                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0}  # (seeds: a variant's place, so new ones go last)
+                **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0,
+                "F32_IDEFICS3": QT.F32}  # (seeds: a variant's place, so new ones go last)
+# llama F32 whose SPM vocabulary also holds SmolVLM's image tokens (IDEFICS3_TOKENS, after the
+# others): the text model of the idefics3 projector's libmtmd fixtures (scripts/mmproj_fixtures.py)
+IDEFICS3_MODEL = ("llama", "F32_IDEFICS3")
+IDEFICS3_TOKENS = ("\n\n", "<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>",
+                   "<|im_start|>", *(f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)))
 
 
 @dataclass(frozen=True)
@@ -126,6 +146,17 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
     if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
         return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
+    if arch == "granitehybrid":
+        if (arch, variant) not in GRANITEHYBRID_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe = variant == "F32_MOE"
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 512,
+                          tied_output=True, spm=False, n_expert=8 if moe else 0, n_expert_used=2 if moe else 0,
+                          seed=_GRANITEHYBRID[variant][1],
+                          extra={"attn_layers": (2,), "rope": variant == "F32_ROPE", "d_conv": 4, "d_state": 64,
+                                 "n_ff_shexp": 512 if moe else 0,
+                                 "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
+                                 "attention_scale": 0.0078125, "logit_scale": 2.0})
     if arch == "qwen3moe":
         if (arch, variant) not in MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -162,10 +193,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
                           n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
                           extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
+    if arch == "qwen2vl":
+        if (arch, variant) not in QWEN2VL_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return dataclasses.replace(tiny_config("qwen2", variant), arch=arch, seed=1500 + list(_WEIGHT_TYPE).index(variant),
+                                   extra={"rope_sections": QWEN2VL_SECTIONS})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
-            (arch, variant) not in LOW_BIT_MODELS):
+            (arch, variant) not in LOW_BIT_MODELS + (IDEFICS3_MODEL,)):
         raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
     seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
     if arch == "llama":
@@ -407,6 +443,8 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_rope_scaling_yarn_beta_slow(x["yarn_beta_slow"])
         w.add_rope_scaling_yarn_log_mul(x["yarn_log_mul"])
         w.add_attn_temperature_scale(x["temp_scale"])
+    if "rope_sections" in x:
+        w.add_rope_dimension_sections(list(x["rope_sections"]))
     if cfg.arch == "glm4moe":
         w.add_expert_shared_count(x["n_shared"])
         w.add_leading_dense_block_count(x["n_dense_lead"])
@@ -431,8 +469,26 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
             _add_norm(w, p + nm, rng, E)
 
 
+def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
+    """The GPT-2 byte-level BPE tokenizer keys; returns the tokens."""
+    tokens, ttypes, merges, ids = _bpe_vocab()
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(list(tokens))
+    w.add_token_types(list(ttypes))
+    w.add_token_merges(list(merges))
+    w.add_bos_token_id(ids["bos"])
+    w.add_eos_token_id(ids["eos"])
+    w.add_pad_token_id(ids["pad"])
+    w.add_add_bos_token(False)
+    return tokens
+
+
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
+    if arch == "granitehybrid":
+        qt, seed = _GRANITEHYBRID[variant]
+        return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
     path = Path(path)
@@ -472,13 +528,17 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
              "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
              **{t.name: getattr(gguf.LlamaFileType, "MOSTLY_MXFP4_MOE" if t == QT.MXFP4 else f"MOSTLY_{t.name}")
                 for t in LOW_BIT_TYPES},
-             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0}[variant]
+             "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0, "F32_IDEFICS3": gguf.LlamaFileType.ALL_F32}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     # vocabulary
     if cfg.spm:
         tokens, scores, ttypes, ids = _spm_vocab(arch)
+        if (arch, variant) == IDEFICS3_MODEL:  # "\n\n" a word piece (least preferred), the rest control tokens
+            tokens += IDEFICS3_TOKENS
+            scores += (-1000.0,) + (0.0,) * (len(IDEFICS3_TOKENS) - 1)
+            ttypes += (int(TokenType.NORMAL),) + (int(TokenType.CONTROL),) * (len(IDEFICS3_TOKENS) - 1)
         w.add_tokenizer_model("llama")
         w.add_tokenizer_pre("default")
         w.add_token_list(list(tokens))
@@ -494,16 +554,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if arch == "gemma3":
             w.add_add_space_prefix(False)
     else:
-        tokens, ttypes, merges, ids = _bpe_vocab()
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list(list(tokens))
-        w.add_token_types(list(ttypes))
-        w.add_token_merges(list(merges))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(False)
+        tokens = _add_bpe_vocab(w)
     n_vocab = len(tokens)
 
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
@@ -577,6 +628,86 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if arch == "gemma3":
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """granitehybrid: the keys and tensor names llama.cpp's converter writes for Granite 4.0-H
+    (conversion/granite.py): head_count_kv per layer (0: a Mamba-2 layer), `ssm.*`, the Granite
+    multipliers, rope.scaling.finetuned; a tied output. Mamba-2's tensors as the converter
+    stores them: ssm_a = -exp(A_log) (rates 1..16), ssm_dt.bias = softplus^-1 of dt in
+    [0.001, 0.1], ssm_conv1d (C, W), ssm_norm (1 group of d_inner)."""
+    x = cfg.extra
+    E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    d_inner, N, W, SH = 2 * E, x["d_state"], x["d_conv"], x["ssm_heads"]
+    C = d_inner + 2 * N
+    a = cfg.arch
+    w = gguf.GGUFWriter(str(path), a)
+    w.add_name(f"tiny-{a}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(E)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv([HKV if il in x["attn_layers"] else 0 for il in range(cfg.n_layer)])
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_rope_dimension_count(D)
+    w.add_rope_scaling_finetuned(x["rope"])
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_embedding_scale(x["embedding_scale"])
+    w.add_residual_scale(x["residual_scale"])
+    w.add_attention_scale(x["attention_scale"])
+    w.add_logit_scale(x["logit_scale"])
+    w.add_ssm_conv_kernel(W)
+    w.add_ssm_inner_size(d_inner)
+    w.add_ssm_state_size(N)
+    w.add_ssm_time_step_rank(SH)
+    w.add_ssm_group_count(1)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = len(_add_bpe_vocab(w))
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        if il in x["attn_layers"]:
+            _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "ssm_in.weight", rng, 2 * d_inner + 2 * N + SH, E, E ** -0.5, qtype)
+            w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
+            w.add_tensor(p + "ssm_conv1d.bias", (0.1 * rng.standard_normal(C)).astype(np.float32))
+            dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), SH))
+            w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
+            w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, (SH, 1))).astype(np.float32))
+            w.add_tensor(p + "ssm_d", (1.0 + 0.1 * rng.standard_normal((SH, 1))).astype(np.float32))
+            w.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((1, d_inner))).astype(np.float32))
+            _add_matrix(w, p + "ssm_out.weight", rng, E, d_inner, d_inner ** -0.5, qtype)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        if cfg.n_expert:
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
+                _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, cols ** -0.5, qtype)
+            S = x["n_ff_shexp"]
+            for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
+                _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
+            continue
+        for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
+            _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

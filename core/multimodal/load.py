@@ -10,14 +10,16 @@ from llamacli.core.multimodal.encoder import VisionEncoder
 from llamacli.core.multimodal.media_encoder import Encoders, MultiEncoder
 
 
-def load_encoders(path: str, n_embd_text: int | None = None, threads: int | None = None) -> Encoders:
+def load_encoders(path: str, n_embd_text: int | None = None, threads: int | None = None,
+                  image_tokens: tuple[int, int] = (-1, -1)) -> Encoders:
     """The projector file's encoders, each checked against the text model's width
-    (ModelLoadError); a file with neither tower is a ModelLoadError."""
+    (ModelLoadError); a file with neither tower is a ModelLoadError. image_tokens: the fewest and
+    most tokens of a dynamic-resolution image (-1: the family's)."""
     md = GGUFFile(path).metadata
     if md.get("general.architecture") != "clip":
         raise ModelLoadError(path, "not a projector file: general.architecture is not 'clip'")
     has_vision, has_audio = bool(md.get("clip.has_vision_encoder", False)), bool(md.get("clip.has_audio_encoder", False))
-    vision = VisionEncoder.load(path, n_embd_text, threads) if has_vision else None
+    vision = VisionEncoder.load(path, n_embd_text, threads, image_tokens) if has_vision else None
     audio = AudioEncoder.load(path, n_embd_text) if has_audio else None
     if vision is not None and audio is not None:
         return MultiEncoder(vision, audio)

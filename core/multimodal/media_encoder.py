@@ -1,6 +1,7 @@
 """What the prompt asks of a projector, for images and audio alike (mtmd's context seen from
 `mtmd_tokenize`): the text framing each medium, and the medium's embeddings as one or more
-chunks (an image: one; audio: one per 30 s window), cached by the medium's hash.
+chunks (an image: one, or its slices and overview (idefics3); audio: one per 30 s window),
+cached by the medium's hash, with the text or tokens between them (`layout`).
 
 `encoder_for(media)` picks the encoder of a medium's kind: a projector file with one tower
 refuses the other kind with llama-server's message; `MultiEncoder` holds both towers of a file
@@ -28,6 +29,19 @@ class Framing:
     begin: str
     end: str
     non_causal: bool
+
+
+@dataclass(frozen=True)
+class TokenPieces:
+    """Tokens named by their text: each the first vocabulary id whose piece (special tokens
+    rendered) is that text, as mtmd.cpp's lookup_token (idefics3's "\n\n", "<global-img>")."""
+
+    pieces: tuple[str, ...]
+
+
+# One step of a medium's place in the prompt: text (tokenized, special tokens parsed), tokens
+# looked up by their pieces, or the index of one of the medium's chunks.
+LayoutItem = str | TokenPieces | int
 
 
 def unsupported(kind: str) -> InvalidRequest:
@@ -58,9 +72,19 @@ class MediaEncoder(ABC):
             raise unsupported(media.kind)
         return self
 
+    def grid(self, media: Media) -> tuple[int, int] | None:
+        """(nx, ny): the M-RoPE layout of the medium's tokens (Qwen-VL images); None: one
+        position per token."""
+        return None
+
     @abstractmethod
     def encode_chunks(self, media: Media) -> list[np.ndarray]:
         """The medium's embeddings, one (n_tokens, n_embd) array per prompt chunk."""
+
+    def layout(self, media: Media, n_chunks: int) -> list[LayoutItem]:
+        """The medium in the prompt: its chunks between the framing's begin and end text (a
+        family with text between its chunks says otherwise: idefics3's slices)."""
+        return [self.framing.begin, *range(n_chunks), self.framing.end]
 
     def encode_cached(self, media: Media) -> Chunks:
         """encode_chunks(media), or the chunks of the medium with this id encoded lately."""

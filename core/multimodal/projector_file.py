@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -11,16 +12,24 @@ from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture
 from llamacli.core.model.families.base import md_float, md_get, md_int
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.multimodal.preprocess import BICUBIC, BILINEAR, ImagePrep
+from llamacli.core.multimodal.slicing import LANCZOS
 
 # The vision projector types this package encodes (clip.projector_type values).
-VISION_FAMILIES = ("gemma3", "mlp")
+VISION_FAMILIES = ("gemma3", "idefics3", "mlp", "qwen2vl_merger", "qwen2.5vl_merger")
+QWEN2VL, QWEN25VL = "qwen2vl_merger", "qwen2.5vl_merger"
+# clip.cpp's set_limit_image_tokens(8, 4096) for the Qwen-VL families: the pixel budget in merged tokens
+QWEN_MIN_TOKENS, QWEN_MAX_TOKENS = 8, 4096
+QWEN_WINDOW = 112  # Qwen2.5-VL's window attention: pixels per window side
 
 
 @dataclass(frozen=True)
 class VisionHParams:
     """The vision tower's shape and the family's preprocessing. n_merge: gemma3's pooling
-    kernel (patches per side of one output token); gelu: the FFN's activation (`clip.use_gelu`,
-    else GELU-quick)."""
+    kernel, idefics3's pixel-shuffle factor, Qwen2.5-VL's merger (patches per side of one output
+    token); gelu, silu: the FFN's
+    activation (`clip.use_gelu`, `clip.use_silu`, else GELU-quick); n_wa_pattern, window_size:
+    Qwen2.5-VL's window attention (every n_wa_pattern-th layer attends to all patches, the others
+    within windows of window_size pixels)."""
 
     family: str
     n_embd: int
@@ -33,6 +42,9 @@ class VisionHParams:
     n_merge: int
     gelu: bool
     prep: ImagePrep
+    silu: bool = False
+    n_wa_pattern: int = 0
+    window_size: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -60,8 +72,10 @@ def projector_type(g: GGUFFile) -> str:
     return t
 
 
-def read_vision_hparams(g: GGUFFile) -> VisionHParams:
-    """The file's vision hyperparameters; UnsupportedArchitecture for projector types not built."""
+def read_vision_hparams(g: GGUFFile, image_tokens: tuple[int, int] = (-1, -1)) -> VisionHParams:
+    """The file's vision hyperparameters; UnsupportedArchitecture for projector types not built.
+    image_tokens: the fewest and most tokens of a dynamic-resolution image, each -1 for the
+    family's (clip.cpp's custom_image_min/max_tokens)."""
     md, path = g.metadata, g.path
     if g.metadata.get("general.architecture") != "clip":
         raise ModelLoadError(path, "not a projector file: general.architecture is not 'clip'")
@@ -80,14 +94,40 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
     patch = md_int(md, path, "clip.vision.patch_size", hi=image_size)
     if image_size % patch:
         raise ModelLoadError(path, f"image_size {image_size} is not a multiple of patch_size {patch}")
+    longest = 0
     if family == "gemma3":  # clip.cpp: n_merge 4 unless the file says (tinygemma3), bilinear, black pad
         n_merge = md_int(md, path, "clip.vision.projector.scale_factor", 4)
         if (image_size // patch) % n_merge:
             raise ModelLoadError(path, f"{image_size // patch} patches per side are not a multiple of scale_factor {n_merge}")
         algo, pad = BILINEAR, (0, 0, 0)
+    elif family == "idefics3":  # SmolVLM: pixel shuffle by scale_factor (clip.cpp asserts > 1), Lanczos
+        n_merge = md_int(md, path, "clip.vision.projector.scale_factor", 1)
+        if n_merge < 2 or (image_size // patch) % n_merge:
+            raise ModelLoadError(path, f"idefics3 needs a scale_factor > 1 dividing the {image_size // patch} patches per side, has {n_merge}")
+        algo, pad = LANCZOS, (0, 0, 0)
+        longest = md_int(md, path, "clip.vision.preproc_image_size", 0, lo=0, hi=65536)
+    elif family in (QWEN2VL, QWEN25VL):  # dynamic size, bicubic, black pad; the merger is 2 x 2 (clip.cpp's graph)
+        n_merge, algo, pad = md_int(md, path, "clip.vision.spatial_merge_size", 2), BICUBIC, (0, 0, 0)
+        if n_merge != 2:
+            raise ModelLoadError(path, f"clip.vision.spatial_merge_size is {n_merge}: the Qwen-VL merger takes 2")
     else:  # LLaVA: bicubic, padded with the CLIP mean colour
         n_merge, algo, pad = 1, BICUBIC, (122, 116, 104)
-    prep = ImagePrep(image_size, algo, pad, _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std"))
+    mean, std = _triple(g, "clip.vision.image_mean"), _triple(g, "clip.vision.image_std")
+    silu = bool(md.get("clip.use_silu", False))
+    if silu and md.get("clip.use_gelu", False):
+        raise ModelLoadError(path, "both clip.use_gelu and clip.use_silu are set")
+    extra: dict[str, Any] = {}
+    if family in (QWEN2VL, QWEN25VL):
+        area = patch * patch * n_merge * n_merge  # set_limit_image_tokens(8, 4096), or the user's
+        lo, hi = (t if t > 0 else d for t, d in zip(image_tokens, (QWEN_MIN_TOKENS, QWEN_MAX_TOKENS)))
+        dynamic = (patch * n_merge, lo * area, hi * area)
+        prep = ImagePrep(image_size, algo, pad, mean, std, dynamic=dynamic)
+        # Qwen2.5-VL must say its window pattern (Qwen2-VL has none); clip.cpp reads no window
+        # size for them: 112 pixels (Qwen2.5-VL's), whatever the file says
+        n_wa = md_int(md, path, "clip.vision.n_wa_pattern", None if family == QWEN25VL else 0, lo=0)
+        extra = {"n_wa_pattern": n_wa, "window_size": QWEN_WINDOW}
+    else:
+        prep = ImagePrep(image_size, algo, pad, mean, std, longest_edge=longest)
     return VisionHParams(
         family=family,
         n_embd=n_embd,
@@ -100,4 +140,6 @@ def read_vision_hparams(g: GGUFFile) -> VisionHParams:
         n_merge=n_merge,
         gelu=bool(md.get("clip.use_gelu", False)),
         prep=prep,
+        silu=silu,
+        **extra,
     )

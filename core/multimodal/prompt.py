@@ -4,16 +4,18 @@
 
 Each `<__media__>` marker takes the next medium, framed by its family's text (gemma3:
 `<start_of_image>` ... `<end_of_image>`; qwen2a: `<|audio_bos|>` ... `<|audio_eos|>`), with one
-media chunk per piece the encoder gives (an image: one; audio: one per 30 s window). Text
+media chunk per piece the encoder gives (an image: one, or idefics3's slices and overview with
+tokens between them; audio: one per 30 s window). Text
 around the markers is tokenized piece by piece with special tokens parsed; BOS (when the vocabulary adds one) opens the first chunk and EOS
 closes the last, as mtmd adds them.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,7 +25,8 @@ from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.core.multimodal.media import Media
-from llamacli.core.multimodal.media_encoder import Encoders
+from llamacli.core.multimodal.media_encoder import Encoders, TokenPieces
+from llamacli.core.multimodal.mrope import mrope_positions
 from llamacli.core.text.tokenizer import Tokenizer
 
 
@@ -44,6 +47,7 @@ class MediaChunk:
     embd: np.ndarray
     media_id: str
     non_causal: bool
+    grid: tuple[int, int] | None = None  # (nx, ny) merge units: the image's M-RoPE layout (core/multimodal/mrope.py)
 
     @property
     def n_tokens(self) -> int:
@@ -62,6 +66,7 @@ class MediaSpan:
     embd: np.ndarray  # (n, n_embd)
     media_id: str
     non_causal: bool
+    grid: tuple[int, int] | None = None  # (nx, ny): M-RoPE layout of an image
 
     @property
     def end(self) -> int:
@@ -83,7 +88,7 @@ def flatten(chunks: Sequence[PromptChunk]) -> tuple[list[int], tuple[MediaSpan, 
         if isinstance(ch, TextChunk):
             tokens.extend(ch.tokens)
         else:
-            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal))
+            spans.append(MediaSpan(len(tokens), ch.embd, ch.media_id, ch.non_causal, ch.grid))
             tokens.extend([media_token(ch.media_id)] * ch.n_tokens)
     return tokens, tuple(spans)
 
@@ -113,6 +118,31 @@ def split_markers(prompt: str, n_media: int, marker: str = MEDIA_MARKER) -> list
 
 
 Tokenize = Callable[[str], list[int]]  # text -> ids, no BOS/EOS, special tokens parsed
+Lookup = Callable[[str], int]  # a token's piece -> its id (mtmd's lookup_token)
+
+
+def piece_lookup(tokenizer: Tokenizer) -> Lookup:
+    """mtmd.cpp's lookup_token over the tokenizer's vocabulary: the first id whose piece (special
+    tokens rendered) is the text; a piece the vocabulary lacks is an InvalidRequest (mtmd would
+    put LLAMA_TOKEN_NULL in the prompt and fail to decode it)."""
+    index = _piece_index(tokenizer)
+
+    def lookup(text: str) -> int:
+        tid = index.get(text.encode())
+        if tid is None:
+            raise InvalidRequest(f"the text model's vocabulary has no token {text!r}, which the projector's image layout needs")
+        return tid
+
+    return lookup
+
+
+@functools.lru_cache(maxsize=4)
+def _piece_index(tokenizer: Tokenizer) -> dict[bytes, int]:
+    """piece -> first id, built once per tokenizer (a walk over the whole vocabulary)."""
+    index: dict[bytes, int] = {}
+    for i in range(tokenizer.n_vocab):
+        index.setdefault(tokenizer.token_to_piece(i, special=True), i)
+    return index
 
 
 def tokenize_prompt(
@@ -122,9 +152,11 @@ def tokenize_prompt(
     tokenize: Tokenize,
     bos: int | None = None,
     eos: int | None = None,
+    lookup: Lookup | None = None,
 ) -> list[PromptChunk]:
     """The prompt as chunks; each medium goes to the encoder of its kind (InvalidRequest with
-    llama-server's message when the projector has none), whose cache may answer."""
+    llama-server's message when the projector has none), whose cache may answer, laid out as
+    its encoder says (`lookup` names the tokens a layout gives by their pieces)."""
     chunks: list[PromptChunk] = []
 
     def add_text(ids: list[int]) -> None:
@@ -141,11 +173,16 @@ def tokenize_prompt(
         add_text(tokenize(text) if text else [])
         if i < len(media):
             enc, m = encoders[i], media[i]
-            fr = enc.framing
-            add_text(tokenize(fr.begin) if fr.begin else [])
-            for c, embd in enumerate(enc.encode_cached(m)):
-                chunks.append(MediaChunk(embd, chunk_id(m.media_id, c), fr.non_causal))
-            add_text(tokenize(fr.end) if fr.end else [])
+            embds = enc.encode_cached(m)
+            for item in enc.layout(m, len(embds)):
+                if isinstance(item, int):
+                    chunks.append(MediaChunk(embds[item], chunk_id(m.media_id, item), enc.framing.non_causal, enc.grid(m)))
+                elif isinstance(item, TokenPieces):
+                    if lookup is None:
+                        raise ValueError("this projector's layout needs a token lookup")
+                    add_text([lookup(p) for p in item.pieces])
+                elif item:
+                    add_text(tokenize(item))
     if bos is not None:
         if chunks and isinstance(chunks[0], TextChunk):
             chunks[0].tokens.insert(0, bos)
@@ -165,6 +202,7 @@ def prompt_with_media(
     chunks = tokenize_prompt(
         prompt, media, encoder, lambda t: tokenizer.tokenize(t, add_special=False, parse_special=True),
         bos=v.bos if add_special and v.add_bos else None, eos=v.eos if add_special and v.add_eos else None,
+        lookup=piece_lookup(tokenizer),
     )
     return flatten(chunks)
 
@@ -173,20 +211,29 @@ def eval_chunks(
     model: DecoderModel, cache: KVCache, chunks: Sequence[PromptChunk], n_batch: int, seq: int = 0, n_past: int = 0
 ) -> np.ndarray:
     """Run the chunks into sequence `seq` from position n_past, text in batches of n_batch and
-    each image in one batch (non-causal where its family says); the last position's logits."""
+    each image in one batch (non-causal where its family says); the last position's logits.
+    An M-RoPE model (qwen2vl) gets each batch's rope positions (core/multimodal/mrope.py)."""
+    _, spans = flatten(chunks)
+    spans = tuple(replace(sp, start=sp.start + n_past) for sp in spans)
     logits = np.zeros(0, dtype=np.float32)
     pos = n_past
+
+    def run(b: Batch) -> np.ndarray:
+        if model.mrope:
+            b.rope_pos = mrope_positions(b.positions, spans)
+        return model.forward(b, cache)[-1]
+
     for ch in chunks:
         if isinstance(ch, TextChunk):
             for a in range(0, ch.n_tokens, n_batch):
                 part = ch.tokens[a : a + n_batch]
-                logits = model.forward(Batch.single(part, start_pos=pos, seq_id=seq), cache)[-1]
+                logits = run(Batch.single(part, start_pos=pos, seq_id=seq))
                 pos += len(part)
         else:
             if ch.non_causal and ch.n_tokens > n_batch:
                 raise InvalidRequest(f"the image needs {ch.n_tokens} tokens in one batch: n_batch is {n_batch}")
             for a in range(0, ch.n_tokens, n_batch):
                 e = ch.embd[a : a + n_batch]
-                logits = model.forward(Batch.of_embeddings(e, pos, seq, ch.non_causal), cache)[-1]
+                logits = run(Batch.of_embeddings(e, pos, seq, ch.non_causal))
                 pos += e.shape[0]
     return logits

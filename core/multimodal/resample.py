@@ -14,11 +14,19 @@ import numpy as np
 from numba import njit
 
 PRECISION_BITS = 32 - 8 - 2
-SUPPORT = {"bilinear": 1.0, "bicubic": 2.0}
+SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}
+
+
+def _sinc(v: float) -> float:
+    return 1.0 if v == 0.0 else math.sin(v * 3.141592653589793) / (v * 3.141592653589793)
 
 
 def _filter(algo: str, x: np.ndarray) -> np.ndarray:
-    """The filter's weight at distance x (bicubic with a = -0.5, as Pillow)."""
+    """The filter's weight at distance x (bicubic with a = -0.5, as Pillow; Lanczos with 3 lobes,
+    on [-3, 3), through the C library's sin as mtmd's)."""
+    if algo == "lanczos":
+        flat = [_sinc(v) * _sinc(v / 3.0) if -3.0 <= v < 3.0 else 0.0 for v in x.reshape(-1).tolist()]
+        return np.asarray(flat, dtype=np.float64).reshape(x.shape)
     x = np.abs(x)
     if algo == "bilinear":
         return np.where(x < 1.0, 1.0 - x, 0.0)

@@ -63,7 +63,7 @@ class VisionTower:
         self.post_ln = read_norm(ld, "v.post_ln", e) if ld.has("v.post_ln.weight") else None
         # clip.cpp swaps up and down of files from older converters for gemma3 and mlp alike
         self.layers = [read_block(ld, f"v.blk.{il}", e, hp.n_ff, legacy_ffn=True) for il in range(n_run)]
-        self.ops = BlockOps(_layer_norm, self.attention, pr.gelu if hp.gelu else _gelu_quick)
+        self.ops = BlockOps(_layer_norm, self.attention, pr.gelu if hp.gelu else gelu_quick)
 
     def patches(self, pixels: np.ndarray) -> np.ndarray:
         """(3, S, S) pixels -> (P, 3 p p): each patch's values in (channel, row, column) order,
@@ -111,7 +111,24 @@ def _layer_norm(x: np.ndarray, n: Norm, eps: float) -> np.ndarray:
     return K.layer_norm(x, n.w, n.b, eps)
 
 
-def _gelu_quick(x: np.ndarray) -> np.ndarray:
-    """ggml_gelu_quick: x * sigmoid(1.702 x)."""
-    with np.errstate(over="ignore"):
-        return x / (np.float32(1.0) + np.exp(np.float32(-1.702) * x))
+def gelu_quick(x: np.ndarray) -> np.ndarray:
+    """ggml_gelu_quick as ggml-cpu computes it (GGML_GELU_QUICK_FP16): the value at x rounded to
+    f16, from a table of f16(x * (1 / (1 + expf(-1.702 x)))) over every f16 x."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).astype(np.float16).view(np.uint16)
+    return _gelu_quick_table()[bits]
+
+
+_GELU_QUICK: list[np.ndarray] = []
+
+
+def _gelu_quick_table() -> np.ndarray:
+    """f32(f16(gelu_quick(h))) for every f16 bit pattern h (65536 entries, float32 maths as
+    ggml_gelu_quick_f32; expf correctly rounded, through float64: the table equals the one glibc's
+    expf gives, where NumPy's float32 exp changed 2 entries), built once."""
+    if not _GELU_QUICK:
+        h = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp((np.float32(-1.702) * h).astype(np.float64)).astype(np.float32)
+            g = h * (np.float32(1.0) / (np.float32(1.0) + e))
+        _GELU_QUICK.append(g.astype(np.float16).astype(np.float32))
+    return _GELU_QUICK[0]

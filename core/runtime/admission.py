@@ -90,14 +90,21 @@ def place(task: Task, slots: list[Slot], similarity: float, lora: tuple[float, .
 
 
 def start_task(
-    s: Slot, task: Task, lcp: int, order: int, cache: KVCache, tokenizer: Tokenizer, spec: Speculator | None
+    s: Slot, task: Task, lcp: int, order: int, cache: KVCache, tokenizer: Tokenizer, spec: Speculator | None,
+    n_batch: int = 512,
 ) -> None:
-    """The slot takes the task (arrival number `order`), reusing up to lcp cached tokens."""
+    """The slot takes the task (arrival number `order`), reusing up to lcp cached tokens; its
+    prompt is evaluated n_batch tokens at a time."""
     p = task.params
     n_reuse = lcp if (p.cache_prompt and task.kind == "completion") else 0
     n_reuse = min(n_reuse, len(task.prompt_tokens) - 1)  # evaluate at least one token
     n_reuse = snap_out_of_media(n_reuse, task.media)  # an image is reused whole or not at all
+    # a recurrent state keeps its whole sequence, or goes back to a context checkpoint, or to
+    # nothing (llama-server: the prompt is then processed again from its start)
+    n_reuse = cache.reusable(s.id, n_reuse)
     cache.truncate(s.id, n_reuse)
+    if task.kind == "completion":
+        cache.plan_checkpoints(s.id, len(task.prompt_tokens), n_reuse, n_batch)
     s.assign(task, n_reuse, order)  # the slot owns the task: an error below fails it
     if task.kind != "completion":
         return

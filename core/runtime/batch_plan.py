@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llamacli.core.model.state.batch import Batch
+from llamacli.core.multimodal.mrope import mrope_positions
 from llamacli.core.multimodal.prompt import MediaSpan
 from llamacli.core.runtime.scheduler import Chunk
 
@@ -85,6 +86,9 @@ def build_batch(chunks: Sequence[Chunk], feeds: Mapping[int, SlotFeed], n_batch:
     output: list[bool] = []
     logit_rows: list[int] = []
     media_rows: list[tuple[int, np.ndarray, int]] = []  # (batch row, embedding, last key position)
+    rope_rows: list[np.ndarray] = []  # each slot's (n, 4) M-RoPE positions
+    # an image with an M-RoPE grid anywhere in a slot's prompt: every row gets its (t, h, w, e)
+    mrope = any(sp.grid is not None for ch in chunks for sp in feeds[ch.slot_id].media)
     rows: list[SlotRows] = []
     n_out = 0  # output rows so far: the next slot's first hidden row
     for ch in chunks:
@@ -110,13 +114,16 @@ def build_batch(chunks: Sequence[Chunk], feeds: Mapping[int, SlotFeed], n_batch:
         tokens.extend(new)
         seq_ids.extend([ch.slot_id] * n)
         positions.extend(range(feed.n_cells, feed.n_cells + n))
+        if mrope:
+            rope_rows.append(mrope_positions(np.arange(feed.n_cells, feed.n_cells + n), feed.media))
         output.extend(out)
         n_out += n_here
     if len(tokens) > n_batch:
         raise ValueError(f"{len(tokens)} tokens in a batch of at most {n_batch}")
     decode = [r.decode for r in rows for _ in r.tokens]
     embd, see_upto = _media_inputs(media_rows, positions)
-    batch = Batch(np.array(tokens), np.array(seq_ids), np.array(positions), np.array(output), np.array(decode), embd, see_upto)
+    batch = Batch(np.array(tokens), np.array(seq_ids), np.array(positions), np.array(output), np.array(decode), embd, see_upto,
+                  np.concatenate(rope_rows) if mrope else None)
     return BatchPlan(batch, rows, np.array(logit_rows, dtype=np.int64))
 
 

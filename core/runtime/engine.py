@@ -66,6 +66,10 @@ class Engine:
             raise InvalidRequest("n_batch must be at least 1")
         self.n_ctx_slot = c.n_ctx_slot
         self.cache = model.new_cache(c.n_parallel, self.n_ctx_slot)
+        if draft_model is not None and not draft_model.new_cache(1, 1).can_roll_back:
+            raise InvalidRequest(f"a draft model must drop rejected draft tokens from its cache: "
+                                 f"{draft_model.args.arch}'s recurrent state cannot")
+        self.cache.max_checkpoints = c.ctx_checkpoints
         self.slots = [Slot(i, self.n_ctx_slot) for i in range(c.n_parallel)]
         self.metrics = Metrics()
         self._queue: deque[Task] = deque()
@@ -81,6 +85,9 @@ class Engine:
         self.spec = make_speculator(
             c.speculative, c.n_parallel, self.n_ctx_slot, c.n_batch, draft_model, tokenizer.n_vocab
         )
+        # called on the loop thread when a step leaves nothing to run (the server gives freed
+        # heap pages back there: http/heap.py)
+        self.on_idle: Callable[[], None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> "Engine":
@@ -210,6 +217,8 @@ class Engine:
                     if s.task is not None:
                         finish(s, "error", self.metrics, error=e)
             self._count_load()
+            if did and self.on_idle is not None and not self._has_work():
+                self.on_idle()
             if not did:
                 # queued work that cannot start yet (e.g. pinned to a busy slot): nap until
                 # something changes instead of spinning; 50 ms also bounds how late a
@@ -261,7 +270,7 @@ class Engine:
             s, lcp = placed
             s.lora = lora
             self._order += 1
-            start_task(s, task, lcp, self._order, self.cache, self.tokenizer, self.spec)
+            start_task(s, task, lcp, self._order, self.cache, self.tokenizer, self.spec, self.config.n_batch)
 
     def _remove_queued(self, task: Task) -> None:
         with self._cond:

@@ -18,6 +18,7 @@ class EngineConfig:
     n_batch: int = 512  # most tokens in one forward pass
     slot_prompt_similarity: float = 0.10
     context_shift: bool = False
+    ctx_checkpoints: int = 32  # --ctx-checkpoints: per slot, for a recurrent state
     kv_unified: bool = (
         False  # every slot may use all n_ctx cells (memory grows with n_parallel)
     )

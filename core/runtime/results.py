@@ -103,6 +103,7 @@ def finish(
             stopping_word=s.stop.stopped_word if s.stop is not None else "",
             truncated=s.truncated,
             tokens_cached=s.n_cached,
+            n_ctx_tokens=len(s.cached),
             timings=t,
             id_slot=s.id,
             error=error,

@@ -24,7 +24,7 @@ def shift_or_end(
     """The slot's sequence has no free cell: shift (drop half after n_keep) or stop."""
     assert s.task is not None
     s.truncated = True
-    if not context_shift:
+    if not context_shift or not model.can_shift:  # llama-server disables the shift where the cache cannot
         finish(s, "limit", metrics)
         return
     n_keep = s.task.params.n_keep

@@ -69,6 +69,7 @@ def save_slot(cache: KVCache, seq: int, tokens: list[int], path: str) -> SaveRes
     for layer in range(cache.n_layer):
         arrays[f"k{layer}"] = cache.k[layer][seq, :, :n]
         arrays[f"v{layer}"] = cache.v[layer][seq, :, :n]
+    arrays.update({f"state_{k}": v for k, v in cache.seq_state(seq).items()})  # a recurrent state
     tmp = path + ".tmp"
     try:
         # O_NOFOLLOW: a link put in the temporary file's place is refused, never written through
@@ -101,11 +102,15 @@ def restore_slot(cache: KVCache, seq: int, path: str) -> tuple[list[int], SaveRe
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise SlotFileError(f"slot file {name!r} not found")
-        tokens, ks, vs = _read(f, name, cache)
+        tokens, ks, vs, states = _read(f, name, cache)
     n = len(tokens)
     for i in range(cache.n_layer):
         if ks[i].shape != cache.k[i][seq, :, :n].shape or vs[i].shape != cache.v[i][seq, :, :n].shape:
             raise SlotFileError(f"{name!r} was saved from a different model (layer {i} shape {ks[i].shape})")
+    try:
+        cache.load_seq_state(seq, states)
+    except ValueError as e:
+        raise SlotFileError(f"{name!r} was saved from a different model ({e})") from None
     for i in range(cache.n_layer):
         cache.k[i][seq, :, :n] = ks[i]
         cache.v[i][seq, :, :n] = vs[i]
@@ -113,8 +118,8 @@ def restore_slot(cache: KVCache, seq: int, path: str) -> tuple[list[int], SaveRe
     return tokens, SaveResult(n, st.st_size, (time.perf_counter() - t0) * 1e3)
 
 
-def _read(f: Any, name: str, cache: KVCache) -> tuple[list[int], list[np.ndarray], list[np.ndarray]]:
-    """The tokens and per-layer K and V arrays of an open slot file."""
+def _read(f: Any, name: str, cache: KVCache) -> tuple[list[int], list[np.ndarray], list[np.ndarray], dict[str, np.ndarray]]:
+    """The tokens, per-layer K and V arrays and recurrent states of an open slot file."""
     try:
         with np.load(f, allow_pickle=False) as z:
             if "magic" not in z.files or str(z["magic"]) != MAGIC:
@@ -125,6 +130,7 @@ def _read(f: Any, name: str, cache: KVCache) -> tuple[list[int], list[np.ndarray
                 raise SlotFileError(f"{name!r} holds {n} tokens, more than the slot's context ({cache.n_ctx})")
             ks = [z[f"k{i}"] for i in range(cache.n_layer)]
             vs = [z[f"v{i}"] for i in range(cache.n_layer)]
+            states = {k: z[f"state_{k}"] for k in cache.state_names()}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
         raise SlotFileError(f"cannot read slot file {name!r}: {e}") from None
-    return tokens, ks, vs
+    return tokens, ks, vs, states

@@ -102,6 +102,7 @@ class Final:
     stopping_word: str = ""
     truncated: bool = False  # the context filled up (or shifted) during generation
     tokens_cached: int = 0  # prompt tokens reused from the slot's cache
+    n_ctx_tokens: int = 0  # tokens in the slot's cache when the task ended (llama-server's "tokens_cached")
     timings: Timings = field(default_factory=Timings)
     id_slot: int = -1
     error: Exception | None = None

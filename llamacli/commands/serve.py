@@ -167,6 +167,8 @@ def load_engine(
     engine and warm it up."""
     from llamacli.core.runtime.engine import Engine, Metrics
     from llamacli.core.runtime.tasks import Task, TaskParams
+    from llamacli.core.model.kernels.jit_ir import release_llvm_pages
+    from llamacli.http.heap import return_freed_memory, trim
     from llamacli.loading import open_draft, open_model
     from llamacli.media import open_projector
 
@@ -189,5 +191,8 @@ def load_engine(
             engine.run(Task([first], kind="embedding", pooling="mean"))
         engine.call(lambda: engine.erase_slot(0))
         engine.metrics = Metrics()
+    engine.on_idle = trim
+    return_freed_memory()
+    release_llvm_pages()  # the kernels are loaded: LLVM's code runs again only to compile
     log(f"loaded {rt.path} in {time.perf_counter() - t0:.1f} s")
     return engine, rt.info

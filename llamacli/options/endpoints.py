@@ -4,6 +4,7 @@ assistant message behave. They become one EndpointOptions."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -24,6 +25,8 @@ OPTIONS: list[Opt] = [*in_panel(ENDPOINTS, [
     Opt("props", bool, False, ("--props",), "Enable changing default settings via POST /props."),
     Opt("slots", bool, True, ("--slots/--no-slots",), "Expose GET /slots."),
     Opt("slot_save_path", Optional[str], None, ("--slot-save-path",), "Directory for POST /slots/ID?action=save|restore|erase."),
+    Opt("media_path", Optional[str], None, ("--media-path",),
+        "Directory for local media: file://NAME in image_url/input_audio parts is read under it (default: refused)."),
     Opt("embeddings", bool, False, ("--embedding", "--embeddings"), "Enable the embeddings endpoints."),
     Opt("pooling", Optional[str], None, ("--pooling",),
         "Embedding pooling: none, mean, cls, last, rank (default: the model's, else mean)."),
@@ -47,6 +50,7 @@ class EndpointOptions:
     props: bool
     slots: bool
     slot_save_path: str | None
+    media_path: str | None  # file:// media under it; None: refused
     embeddings: bool  # on with --rerank too
     pooling: str | None  # None: the model's; rank with --rerank
     embd_normalize: int
@@ -62,11 +66,15 @@ def build(values: dict[str, Any]) -> EndpointOptions:
     embeddings, pooling = values["embeddings"], values["pooling"]
     if pooling is not None and pooling not in POOLING_TYPES:
         raise typer.BadParameter("--pooling must be none, mean, cls, last or rank")
+    media_path = values["media_path"]
+    if media_path is not None and not os.path.isdir(media_path):
+        raise typer.BadParameter(f"--media-path: not a directory: {media_path}")
     if values["rerank"]:  # as llama-server: embeddings on, rank pooling
         embeddings, pooling = True, "rank"
     return EndpointOptions(
         aliases=_names(values["alias"]), tags=_names(values["tags"]), metrics=values["metrics"], props=values["props"],
-        slots=values["slots"], slot_save_path=values["slot_save_path"], embeddings=embeddings, pooling=pooling,
+        slots=values["slots"], slot_save_path=values["slot_save_path"], media_path=media_path,
+        embeddings=embeddings, pooling=pooling,
         embd_normalize=values["embd_normalize"], agent=values["agent"],
         ui_mcp_proxy=values["ui_mcp_proxy"] or values["agent"], ui=values["ui"],
         spm_infill=values["spm_infill"], prefill_assistant=values["prefill_assistant"],

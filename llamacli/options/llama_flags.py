@@ -91,8 +91,7 @@ FLAGS: list[Flag] = [
     F(("-nr", "--no-repack"), False, "no weight repacking"),
     F(("--check-tensors",), False, "tensors are validated while loading"),
     F(("-cram", "--cache-ram"), True, "no host-memory prompt cache beyond the slots"),
-    F(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, "no context checkpoints"),
-    F(("-cms", "--checkpoint-min-step"), True, "no context checkpoints"),
+    F(("-cms", "--checkpoint-min-step"), True, "context checkpoints are taken near a prompt's end only"),
     F(("-dt", "--defrag-thold"), True, "the KV cache never fragments (one row per slot)"),
     F(("-hfd", "-hfrd", "--spec-draft-hf", "--hf-repo-draft"), True, "no draft download: pass the draft GGUF with -md FILE"),
     F(("-lcd", "--lookup-cache-dynamic"), True, "ngram-cache counts the context only, no lookup cache files"),
@@ -141,6 +140,7 @@ FLAGS: list[Flag] = [
     F(("-sps", "--slot-prompt-similarity"), True, None),
     F(("-to", "--timeout"), True, None),
     F(("-ub", "--ubatch-size"), True, None),
+    F(("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"), True, None),
     F(("-kvu", "--kv-unified"), False, None),
     F(("-no-kvu", "--no-kv-unified"), False, None),
 ]

@@ -1,6 +1,7 @@
 """The multimodal projector options of `chat`, `complete` and `serve` (llama-server's names):
 `-mm/--mmproj FILE`, `--mmproj-auto/--no-mmproj`, `--mmproj-offload/--no-mmproj-offload` (no GPU
-here: accepted, documented, no effect), and the media limits. One `MmprojOptions`.
+here: accepted, documented, no effect), `--image-min/max-tokens` (dynamic-resolution projectors)
+and the media limits. One `MmprojOptions`.
 
 With `-hf USER/REPO`, the repository's mmproj file comes with the model (`fetch_model`, as
 llama-server's `-hf`), unless `-mm FILE` names another or `--no-mmproj` wants none.
@@ -29,6 +30,11 @@ def _positive(v: int) -> None:
         raise ValueError("must be at least 1")
 
 
+def _tokens(v: int) -> None:
+    if v != -1 and v < 1:
+        raise ValueError("must be at least 1 (or -1: the model's)")
+
+
 def _seconds(v: float) -> None:
     if not 0 < v < float("inf"):  # NaN too
         raise ValueError("must be a positive number of seconds")
@@ -48,6 +54,12 @@ OPTIONS: list[Opt] = [
         check=_positive),
     Opt("image_max_bytes", int, DEFAULT_MAX_BYTES, ("--image-max-bytes",),
         "Largest encoded image or audio file accepted, in bytes.", metavar="N", check=_positive),
+    Opt("image_min_tokens", int, -1, ("--image-min-tokens",),
+        "Fewest tokens an image takes, for dynamic-resolution projectors (Qwen-VL); -1: the model's.",
+        metavar="N", envvar="LLAMA_ARG_IMAGE_MIN_TOKENS", check=_tokens),
+    Opt("image_max_tokens", int, -1, ("--image-max-tokens",),
+        "Most tokens an image takes, for dynamic-resolution projectors (Qwen-VL); -1: the model's.",
+        metavar="N", envvar="LLAMA_ARG_IMAGE_MAX_TOKENS", check=_tokens),
     Opt("audio_max_seconds", float, AUDIO_MAX_SECONDS, ("--audio-max-seconds",),
         "Longest audio accepted, in seconds (checked on the header before decoding).", metavar="S",
         check=_seconds),
@@ -59,13 +71,15 @@ class MmprojOptions:
     path: str | None  # the projector to load (None: none, or --no-mmproj)
     limits: MediaLimits
     from_hub: bool = False  # neither -mm nor --no-mmproj: -hf brings the repository's projector
+    image_tokens: tuple[int, int] = (-1, -1)  # --image-min/max-tokens (-1: the model's)
 
 
 def build(values: dict[str, Any]) -> MmprojOptions:
     path = values["path"] if values["auto"] else None
     from_hub = values["auto"] and values["path"] is None
     image = ImageLimits(values["image_max_pixels"], values["image_max_bytes"])
-    return MmprojOptions(path, MediaLimits(image, values["audio_max_seconds"]), from_hub)
+    return MmprojOptions(path, MediaLimits(image, values["audio_max_seconds"]), from_hub,
+                         (values["image_min_tokens"], values["image_max_tokens"]))
 
 
 mmproj_options = option_group("mmproj", OPTIONS, build)

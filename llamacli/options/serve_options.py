@@ -60,10 +60,10 @@ HELP_ORDER = (
     "cors_methods", "cors_headers", "max_body_size", "max_prompts", "max_embd_inputs", "sse_ping_interval", "log_format",
     "verbose", "warmup",
     # Slots
-    "parallel", "kv_unified", "cache_prompt", "cache_reuse", "context_shift", "slot_prompt_similarity", "n_predict_max",
+    "parallel", "kv_unified", "cache_prompt", "cache_reuse", "context_shift", "ctx_checkpoints", "slot_prompt_similarity", "n_predict_max",
     "sleep_idle_seconds",
     # Endpoints
-    "alias", "tags", "metrics", "props", "slots", "slot_save_path", "embeddings", "pooling", "rerank", "embd_normalize", "ui",
+    "alias", "tags", "metrics", "props", "slots", "slot_save_path", "media_path", "embeddings", "pooling", "rerank", "embd_normalize", "ui",
     "ui_mcp_proxy", "spm_infill", "prefill_assistant",
     # Tools
     "tools", "tools_runtime", "agent", "mcp_servers_config", "mcp_servers_json",
@@ -114,7 +114,7 @@ def server_config(opts: ServeOptions, sampling: SamplingParams, speculative: Spe
         cors_origins = "localhost" if opts.tools_on else "*"
     return ServerConfig(
         aliases=api.aliases, tags=api.tags, api_keys=net.api_keys, metrics=api.metrics, slots=api.slots, props=api.props,
-        slot_save_path=api.slot_save_path, embeddings=api.embeddings, pooling=api.pooling, embd_normalize=api.embd_normalize,
+        slot_save_path=api.slot_save_path, media_path=api.media_path, embeddings=api.embeddings, pooling=api.pooling, embd_normalize=api.embd_normalize,
         ui=api.ui, cors_origins=cors_origins, cors_methods=net.cors_methods, cors_headers=net.cors_headers,
         ui_mcp_proxy=api.ui_mcp_proxy, sampling=sampling, n_predict=slot.n_predict, n_keep=slot.keep,
         cache_prompt=slot.cache_prompt, spm_infill=api.spm_infill, prefill_assistant=api.prefill_assistant,
@@ -141,6 +141,7 @@ def engine_config(opts: ServeOptions, n_ctx_train: int, speculative: SpecOptions
     return EngineConfig(
         n_ctx=s.ctx_size if s.ctx_size > 0 else n_ctx_train, n_parallel=s.n_parallel, n_batch=s.ubatch_size,
         slot_prompt_similarity=s.slot_prompt_similarity, context_shift=s.context_shift, kv_unified=s.kv_unified,
+        ctx_checkpoints=s.ctx_checkpoints,
         speculative=speculative.config, n_predict_max=s.n_predict_max, grammar_limits=opts.bounds.grammar,
         sampling_limits=opts.bounds.sampling,
     )

@@ -23,6 +23,9 @@ OPTIONS: list[Opt] = [
         "Cap on any request's tokens to generate (-1: none; generation always stops when the slot's context is full, "
         "unless --context-shift).", check=at_least(-1)),
     Opt("context_shift", bool, False, ("--context-shift/--no-context-shift",), "Shift the context instead of stopping when it fills."),
+    Opt("ctx_checkpoints", int, 32, ("-ctxcp", "--ctx-checkpoints", "--swa-checkpoints"),
+        "Most context checkpoints per slot: copies of a hybrid model's recurrent state that a later prompt can go "
+        "back to.", check=at_least(0)),
     Opt("cache_prompt", bool, True, ("--cache-prompt/--no-cache-prompt",), "Reuse cached prompt prefixes across requests."),
     Opt("cache_reuse", int, 0, ("--cache-reuse",), "Accepted; prefixes are reused, chunks after a difference are not."),
     Opt("kv_unified", Optional[bool], None, ("-kvu/-no-kvu", "--kv-unified/--no-kv-unified"),
@@ -44,6 +47,7 @@ class SlotOptions:
     keep: int
     n_predict_max: int
     context_shift: bool
+    ctx_checkpoints: int
     cache_prompt: bool
     slot_prompt_similarity: float
     sleep_idle_seconds: float
@@ -59,5 +63,6 @@ def build(values: dict[str, Any]) -> SlotOptions:
         kv_unified=(parallel < 0) if kv_unified is None else kv_unified,
         batch_size=values["batch_size"], ubatch_size=values["ubatch_size"], n_predict=values["n_predict"], keep=values["keep"],
         n_predict_max=values["n_predict_max"], context_shift=values["context_shift"], cache_prompt=values["cache_prompt"],
+        ctx_checkpoints=values["ctx_checkpoints"],
         slot_prompt_similarity=values["slot_prompt_similarity"], sleep_idle_seconds=values["sleep_idle_seconds"],
     )

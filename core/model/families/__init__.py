@@ -7,13 +7,16 @@ from llamacli.core.model.families.bert import BertModel, NomicBertModel
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
+from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.llama import LlamaModel
 from llamacli.core.model.families.mistral3 import Mistral3Model
 from llamacli.core.model.families.phi3 import Phi3Model
 from llamacli.core.model.families.qwen2 import Qwen2Model
+from llamacli.core.model.families.qwen2vl import Qwen2VLModel
 from llamacli.core.model.families.qwen3 import Qwen3Model
 from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
 
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
-    m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model, Glm4MoeModel, BertModel, NomicBertModel)
+    m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
+                        Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel)
 }

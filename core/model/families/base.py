@@ -19,6 +19,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.families.mamba2 import Mamba2Weights
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
@@ -157,10 +158,10 @@ def swa_pattern(md: dict[str, Any], path: str, key: str, n_layer: int, default: 
 @dataclass
 class LayerWeights:
     attn_norm: np.ndarray
-    wq: Linear
-    wk: Linear
-    wv: Linear
-    wo: Linear
+    wq: Linear | None  # the attention's; None on a recurrent layer (hybrid families: `mixer`)
+    wk: Linear | None
+    wv: Linear | None
+    wo: Linear | None
     ffn_norm: np.ndarray
     w_gate: Linear | None = None  # the dense FFN (None where the layer has experts instead)
     w_up: Linear | None = None
@@ -173,6 +174,7 @@ class LayerWeights:
     attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
+    mixer: Mamba2Weights | None = None  # a recurrent layer's mixer in place of attention
 
 
 @dataclass
@@ -253,6 +255,8 @@ class DecoderModel:
     causal = True
     has_lm_head = True  # encoders have none: they only serve embeddings
     n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
+    can_shift = True  # a full sequence may shift its cache (M-RoPE may not: llama.cpp's get_can_shift)
+    mrope = False  # media tokens take M-RoPE positions (Batch.rope_pos; core/multimodal/mrope.py)
 
     def check_input(self, n_tokens: int, n_batch: int) -> None:
         """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""
@@ -295,12 +299,7 @@ class DecoderModel:
             wo=ld.linear(p + "attn_output", a.n_head * a.head_dim_v, a.n_embd),
             ffn_norm=ld.vector(p + self.ffn_norm_name + ".weight"),
         )
-        if a.moe is not None and il >= a.n_dense_lead:
-            lw.moe = load_moe(ld, p, a.n_embd, a.moe)
-        else:
-            lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
-            lw.w_up = ld.linear(p + "ffn_up", a.n_embd, a.n_ff)
-            lw.w_down = ld.linear(p + "ffn_down", a.n_ff, a.n_embd)
+        self._load_ffn(ld, il, lw)
         if self.has_qk_norm:
             lw.q_norm = ld.vector(p + "attn_q_norm.weight")
             lw.k_norm = ld.vector(p + "attn_k_norm.weight")
@@ -311,13 +310,25 @@ class DecoderModel:
             lw.post_ffn_norm = ld.vector(p + "post_ffw_norm.weight")
         return lw
 
+    def _load_ffn(self, ld: WeightLoader, il: int, lw: LayerWeights) -> None:
+        """Layer il's feed-forward weights into lw: the experts, or the dense gated FFN."""
+        a = self.args
+        p = f"blk.{il}."
+        if a.moe is not None and il >= a.n_dense_lead:
+            lw.moe = load_moe(ld, p, a.n_embd, a.moe)
+        else:
+            lw.w_gate = ld.linear(p + "ffn_gate", a.n_embd, a.n_ff)
+            lw.w_up = ld.linear(p + "ffn_up", a.n_embd, a.n_ff)
+            lw.w_down = ld.linear(p + "ffn_down", a.n_ff, a.n_embd)
+
     def _fuse_layers(self) -> None:
         """After loading (f32 numerics): fuse Q/K/V and gate/up into one matmul each. The ggml
         numerics keep the GGUF blocks and share the activation's quantization instead."""
         if self.precision.quantized_weights:
             return
         for lw in self.layers:
-            lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
+            if lw.wq is not None and lw.wk is not None and lw.wv is not None:
+                lw.qkv = fuse_f32([lw.wq, lw.wk, lw.wv])
             if lw.w_gate is not None and lw.w_up is not None:
                 lw.gate_up = fuse_f32([lw.w_gate, lw.w_up])
 
@@ -330,6 +341,10 @@ class DecoderModel:
         """(global, sliding-window) rope for a cache of n_ctx cells per sequence (Phi-3's
         LongRoPE picks its frequency factors by the context size)."""
         return self._rope, self._rope_swa
+
+    def rope_angles(self, batch: Batch, rope: K.RopeConfig) -> tuple[np.ndarray, np.ndarray]:
+        """cos and sin (T, n_dims/2) of the batch's tokens under `rope` (M-RoPE: qwen2vl)."""
+        return K.rope_cos_sin(batch.positions, rope)
 
     def embed(self, tokens: np.ndarray) -> np.ndarray:
         """(T,) token ids -> (T, n_embd)."""
@@ -387,8 +402,8 @@ class DecoderModel:
         groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
         rope, rope_swa = self.ropes(cache.n_ctx)
-        cs_global = K.rope_cos_sin(batch.positions, rope)
-        cs_swa = cs_global if rope_swa is rope else K.rope_cos_sin(batch.positions, rope_swa)
+        cs_global = self.rope_angles(batch, rope)
+        cs_swa = cs_global if rope_swa is rope else self.rope_angles(batch, rope_swa)
         x = self.embed_batch(batch)  # (T, n_embd)
         step = self._one_token_step(batch)
         if step is not None:
@@ -428,6 +443,11 @@ class DecoderModel:
         step = self._planned_step()
         return None if step is None else step.kind
 
+    def kernel_kinds(self) -> list[str]:
+        """The model-specific kernels the warmup compiles (core/model/kernels/warmup.py): the
+        kind of its one-token step, if any."""
+        return [k for k in [self.one_token_step_kind()] if k]
+
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         """Context shift: drop cells [n_keep, n_keep + n_discard) of a sequence and move the
         rest down, rotating their keys back by n_discard positions (as llama.cpp's K-shift)."""
@@ -464,6 +484,7 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = h.shape[0]
+        assert lw.wq is not None and lw.wk is not None and lw.wv is not None and lw.wo is not None
         q, k, v = pr.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
         q = q.reshape(T, a.n_head, a.head_dim)
         k = k.reshape(T, a.n_head_kv, a.head_dim)

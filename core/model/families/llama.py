@@ -14,14 +14,16 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
 
 
-def common_args(g: GGUFFile, neox: bool) -> ModelArgs:
-    """ModelArgs from the keys every llama-like architecture shares (`{arch}.*`)."""
+def common_args(g: GGUFFile, neox: bool, n_head_kv: int | None = None) -> ModelArgs:
+    """ModelArgs from the keys every llama-like architecture shares (`{arch}.*`); n_head_kv:
+    the family's own reading of `attention.head_count_kv` (hybrids: a per-layer array)."""
     md: dict[str, Any] = g.metadata
     a = g.architecture
     p = g.path
     n_embd = md_int(md, p, f"{a}.embedding_length")
     n_head = md_int(md, p, f"{a}.attention.head_count")
-    n_head_kv = md_int(md, p, f"{a}.attention.head_count_kv", n_head)
+    if n_head_kv is None:
+        n_head_kv = md_int(md, p, f"{a}.attention.head_count_kv", n_head)
     head_dim = md_int(md, p, f"{a}.attention.key_length", max(n_embd // n_head, 1))
     head_dim_v = md_int(md, p, f"{a}.attention.value_length", head_dim)
     n_rot = md_int(md, p, f"{a}.rope.dimension_count", head_dim)

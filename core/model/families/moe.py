@@ -55,6 +55,7 @@ class MoEArgs:
     #                          (LLAMA_EXPERT_GATING_FUNC_TYPE_*)
     probs_bias: bool = False  # `exp_probs_b.bias` (n_expert,) added to the probs for the choice only
     n_shared: int = 0  # expert_shared_count: a dense FFN of n_shared * n_ff_exp rows beside the experts
+    n_ff_shared: int = 0  # the shared FFN's rows where the family gives them (expert_shared_feed_forward_length)
 
 
 @dataclass
@@ -79,7 +80,7 @@ def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeigh
     if m.probs_bias:
         mw.probs_bias = ld.vector(prefix + "exp_probs_b.bias", m.n_expert)
     if m.n_shared:
-        n_ff = m.n_shared * m.n_ff_exp
+        n_ff = m.n_ff_shared or m.n_shared * m.n_ff_exp
         mw.shared = (ld.linear(prefix + "ffn_gate_shexp", n_embd, n_ff), ld.linear(prefix + "ffn_up_shexp", n_embd, n_ff),
                      ld.linear(prefix + "ffn_down_shexp", n_ff, n_embd))
     return mw

@@ -30,6 +30,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels import ssm
 from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, experts, layer, packed, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
@@ -119,6 +120,19 @@ def _common() -> None:
     K.rms_norm(np.ones((1, 16), dtype=np.float32), np.ones(16, dtype=np.float32), 1e-6)
     cos, sin = np.ones((1, 8), dtype=np.float32), np.zeros((1, 8), dtype=np.float32)
     K.apply_rope(np.ones((1, 1, 16), dtype=np.float32), cos, sin, 16, True, fma=True)
+
+
+def _recurrent() -> None:
+    """Mamba-2's convolution and scan (kernels/ssm.py), for the models that have them."""
+    x = np.ones((1, 4), dtype=np.float32)
+    ssm.ssm_conv(x, np.zeros(1, dtype=np.int64), np.ones((4, 4), dtype=np.float32), np.zeros((1, 4, 3), dtype=np.float32))
+    ones = np.ones((1, 1, 4), dtype=np.float32)
+    ssm.ssm_scan(ones, np.ones((1, 1), dtype=np.float32), -np.ones(1, dtype=np.float32), ones, ones,
+                 np.zeros(1, dtype=np.int64), np.zeros((1, 1, 4, 4), dtype=np.float32))
+
+
+#: the kind a model names (DecoderModel.kernel_kinds) for the recurrent kernels
+RECURRENT = "ssm"
 
 
 def _decode_step(kind: str) -> None:
@@ -223,6 +237,8 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[s
         jobs.append(Job("float", partial(_matmuls, floats[0], (1,)), partial(_in_cache, block_dots.mm_float), 2.5))
     common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
     jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
+    if RECURRENT in (steps or ()):  # only where a model names them
+        jobs.append(Job("recurrent", _recurrent, partial(_in_cache, ssm._conv_rows, ssm._scan_heads), 1.5))
     return sorted(jobs, key=lambda j: -j.cost)
 
 

@@ -18,6 +18,9 @@ class Batch:
     placeholders; the other rows are ignored), as llama_batch.embd; `see_upto` (T,): the last
     key position each token attends to (its own position: causal; the end of its image: the
     non-causal attention mtmd asks for gemma3's image tokens). None: causal everywhere.
+    `rope_pos` (T, 4): M-RoPE positions (t, h, w, e) of each token (qwen2vl: image tokens turn
+    by their row and column; after an image the rope position runs behind the cache cell); None:
+    each token's position in every component.
     """
 
     tokens: np.ndarray  # int64 (T,)
@@ -27,6 +30,7 @@ class Batch:
     decode: np.ndarray | None  # bool (T,): one-token generation steps (engine batches)
     embd: np.ndarray | None  # float32 (T, n_embd): embeddings fed instead of negative token ids
     see_upto: np.ndarray | None  # int64 (T,): the last key position each token sees
+    rope_pos: np.ndarray | None  # int64 (T, 4): M-RoPE positions (t, h, w, e)
 
     def __init__(
         self,
@@ -37,6 +41,7 @@ class Batch:
         decode: np.ndarray | None = None,
         embd: np.ndarray | None = None,
         see_upto: npt.ArrayLike | None = None,
+        rope_pos: npt.ArrayLike | None = None,
     ) -> None:
         self.tokens = np.asarray(tokens, dtype=np.int64).reshape(-1)
         self.seq_ids = np.asarray(seq_ids, dtype=np.int64).reshape(-1)
@@ -44,7 +49,10 @@ class Batch:
         self.decode = decode
         self.embd = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)
         self.see_upto = None if see_upto is None else np.asarray(see_upto, dtype=np.int64).reshape(-1)
+        self.rope_pos = None if rope_pos is None else np.asarray(rope_pos, dtype=np.int64)
         n = self.tokens.shape[0]
+        if self.rope_pos is not None and self.rope_pos.shape != (n, 4):
+            raise ValueError("rope_pos must have four positions per token")
         if self.embd is not None and (self.embd.ndim != 2 or self.embd.shape[0] != n):
             raise ValueError("embd must have one row per token")
         if self.see_upto is not None and self.see_upto.shape[0] != n:

@@ -6,7 +6,17 @@ truncating to a prefix (prompt reuse) is just lowering its length.
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
+
+
+def lazy_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """A float32 array of zeros in its own anonymous mapping: its pages are mapped as they are
+    written, 4 KiB at a time. (np.zeros advises huge pages for 4 MiB or more: the first cell
+    written would bring in 2 MiB of each layer's K and V, 72 MiB for the demo model at -c 8192.)"""
+    n = int(np.prod(shape))
+    return np.frombuffer(mmap.mmap(-1, max(4 * n, 1)), np.float32, count=n).reshape(shape)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -21,7 +31,8 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 class KVCache:
     """k[layer], v[layer]: float32 arrays (n_seq, Hkv, n_ctx, D).
 
-    np.zeros maps untouched pages lazily, so a large n_ctx costs memory only as it fills.
+    Their pages are mapped as cells are written (`lazy_zeros`): a large n_ctx costs memory only
+    as it fills.
     `lengths[s]` counts the valid cells of sequence s.
     """
 
@@ -29,8 +40,8 @@ class KVCache:
         self.n_layer = n_layer
         self.n_seq = n_seq
         self.n_ctx = n_ctx
-        self.k = [np.zeros((n_seq, n_head_kv, n_ctx, head_dim), dtype=np.float32) for _ in range(n_layer)]
-        self.v = [np.zeros((n_seq, n_head_kv, n_ctx, head_dim_v), dtype=np.float32) for _ in range(n_layer)]
+        self.k = [lazy_zeros((n_seq, n_head_kv, n_ctx, head_dim)) for _ in range(n_layer)]
+        self.v = [lazy_zeros((n_seq, n_head_kv, n_ctx, head_dim_v)) for _ in range(n_layer)]
         self.lengths = np.zeros(n_seq, dtype=np.int64)
 
     def write(self, layer: int, seq_ids: np.ndarray, positions: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -55,6 +66,32 @@ class KVCache:
             self.k[layer][:, :, k_start:k_end][seq_ids],
             self.v[layer][:, :, k_start:k_end][seq_ids],
         )
+
+    can_roll_back = True  # truncate() may cut a sequence back to any prefix
+    max_checkpoints = 0  # context checkpoints kept per sequence (where a state needs them)
+
+    def reusable(self, seq: int, n: int) -> int:
+        """How many of the first n cached cells of a sequence a new prompt may keep (all of
+        them here; a recurrent state keeps its whole sequence or nothing: state/recurrent.py)."""
+        return n
+
+    def plan_checkpoints(self, seq: int, n_prompt: int, n_reuse: int, n_batch: int) -> None:
+        """Where to copy a sequence's state while its prompt is evaluated (a recurrent state's
+        context checkpoints: state/recurrent.py); K/V cells need none."""
+
+    def check_batch(self, seq_ids: np.ndarray, positions: np.ndarray) -> None:
+        """Raise ValueError where a batch cannot extend this cache (any batch can, here)."""
+
+    def seq_state(self, seq: int) -> dict[str, np.ndarray]:
+        """A sequence's state beyond its K/V cells, by name (a recurrent state), for slot files."""
+        return {}
+
+    def state_names(self) -> list[str]:
+        """The names `seq_state` gives."""
+        return []
+
+    def load_seq_state(self, seq: int, arrays: dict[str, np.ndarray]) -> None:
+        """Set a sequence's state beyond its K/V cells from `seq_state`'s arrays."""
 
     def truncate(self, seq_id: int, n: int) -> None:
         """Keep only the first n cells of a sequence (the common prefix of a new prompt)."""

@@ -15,6 +15,7 @@ Every problem with the file raises `ModelLoadError(path, what is wrong)`.
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import struct
@@ -25,12 +26,14 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from llamacli.core.errors import ModelLoadError
+from llamacli.core.string_array import StringArray, utf8_string_array
 
 GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 KEY_SPLIT_NO = "split.no"
 KEY_SPLIT_COUNT = "split.count"
 KEY_SPLIT_TENSORS = "split.tensors.count"
+STRING_ARRAY_MIN = 1024  # string arrays this long are read as a StringArray (vocabularies, merges)
 _SPLIT_NAME = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 
@@ -106,23 +109,27 @@ class _Cursor:
         self.pos += n
         return raw.decode("utf-8", errors="replace")
 
-    def string_array(self, count: int) -> list[str]:
+    def string_array(self, count: int) -> list[str] | StringArray:
+        """A short array as a list; a long one (a vocabulary, merges) as one UTF-8 buffer
+        (core/string_array.py: no Python object per string). Both decode with "replace"."""
         # Each element: uint64 length + bytes. A tight loop over unpack_from is the fast path.
-        out: list[str] = []
+        data = bytearray()
+        start = np.zeros(count + 1, np.int64)
         buf, pos, end = self.buf, self.pos, len(self.buf)
         unpack = struct.Struct(self.endian + "Q").unpack_from
-        append = out.append
-        for _ in range(count):
+        for i in range(count):
             if pos + 8 > end:
                 raise ModelLoadError(self.path, "truncated file inside a string array")
             (n,) = unpack(buf, pos)
             pos += 8
             if pos + n > end:
                 raise ModelLoadError(self.path, "truncated file inside a string array")
-            append(str(buf[pos : pos + n], "utf-8", "replace"))
+            data += buf[pos : pos + n]
+            start[i + 1] = len(data)
             pos += n
         self.pos = pos
-        return out
+        strings = utf8_string_array(np.frombuffer(data, np.uint8), start)
+        return strings if count >= STRING_ARRAY_MIN else list(strings)
 
     def numeric_array(self, vtype: int, count: int) -> np.ndarray:
         dt = np.dtype(_SCALARS[vtype][1]).newbyteorder(self.endian)
@@ -176,6 +183,7 @@ class GGUFFile:
         self.metadata: dict[str, Any] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self._parse()
+        release_pages(self.data, 0, self.data_offset)  # the header is parsed (and copied) by now
         self.maps: list[np.memmap] = [self.data]  # the mapping of each part
         self.paths: list[str] = [self.path]
         n_split = int(self.metadata.get(KEY_SPLIT_COUNT, 0) or 0)
@@ -304,6 +312,19 @@ class GGUFFile:
         if not isinstance(arch, str):
             raise ModelLoadError(self.path, "no general.architecture key")
         return arch
+
+
+def release_pages(m: np.memmap, start: int, end: int) -> None:
+    """Drop the pages of mapping `m` that lie wholly inside bytes [start, end) from this process
+    (madvise DONTNEED: a file's pages come back from the page cache when read again)."""
+    mm = getattr(m, "_mmap", None)  # np.memmap's mmap.mmap (the whole part)
+    page = mmap.PAGESIZE
+    a, b = -(-start // page) * page, end // page * page
+    if mm is not None and hasattr(mm, "madvise") and b > a:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, a, b - a)
+        except (OSError, ValueError):
+            pass  # only memory the kernel would have reclaimed anyway
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:

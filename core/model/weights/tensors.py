@@ -20,7 +20,6 @@ by row; the vocabulary projection stays (n_vocab, n_embd).
 
 from __future__ import annotations
 
-import mmap
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
-from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.weights.gguf_file import GGUFFile, release_pages
 from llamacli.core.model.kernels.qmm import QuantMatrix, supports
 from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 from llamacli.core.model.kernels.dequant import dequantize, dequantize_rows
@@ -161,17 +160,9 @@ class WeightLoader:
         self.futures.append(self.pool.submit(work))
 
     def _release(self, name: str) -> None:
-        """Drop the mapped pages that lie wholly inside tensor `name` from this process
-        (madvise DONTNEED: a file's pages come back from the page cache when read again)."""
+        """Drop the mapped pages that lie wholly inside tensor `name` from this process."""
         t = self.gguf.tensor(name)
-        mm = getattr(self.gguf.mapping(name), "_mmap", None)  # np.memmap's mmap.mmap (the whole part)
-        page = mmap.PAGESIZE
-        start, end = -(-t.offset // page) * page, (t.offset + t.nbytes) // page * page
-        if mm is not None and hasattr(mm, "madvise") and end > start:
-            try:
-                mm.madvise(mmap.MADV_DONTNEED, start, end - start)
-            except (OSError, ValueError):
-                pass  # only memory the kernel would have reclaimed anyway
+        release_pages(self.gguf.mapping(name), t.offset, t.offset + t.nbytes)
 
     def _deq(self, name: str) -> np.ndarray:
         t = self.gguf.tensor(name)

@@ -30,6 +30,7 @@ ARCH_DEFAULTS: dict[str, str] = {
     "chatglm": "chatglm4",
     "granite": "granite",
     "granitemoe": "granite",
+    "granitehybrid": "granite-4.0",  # Granite 4.0-H: the granite-4.0 turns (files without a template)
     "llama4": "llama4",
 }
 

@@ -21,6 +21,7 @@ from llamacli.core.text.tokenizer.merge import (
     split_ids,
     warm,
 )
+from llamacli.core.text.tokenizer.token_index import token_table
 from llamacli.core.text.tokenizer.pretokenize import PreTokenizer
 from llamacli.core.text.tokenizer.unicode import BYTE_TO_CHAR, decode_utf8, encode_utf8, utf8_ends
 from llamacli.core.text.tokenizer.vocab import Vocab
@@ -51,7 +52,7 @@ class BpeEncoder:
 
     def __init__(self, vocab: Vocab, pre: PreTokenizer) -> None:
         self._pre = pre
-        self._tokens = KeyTable.of_tokens(vocab.tokens)
+        self._tokens = token_table(vocab.token_to_id, vocab.tokens)
         self._pairs = KeyTable.of_merges(vocab.merges or [])
         self._flags = BPE | (IGNORE_MERGES if vocab.ignore_merges else 0)
         self._flags |= NEWLINE_WORDS if vocab.pre_type == "GEMMA4" else 0

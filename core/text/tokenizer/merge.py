@@ -38,6 +38,7 @@ from numba import njit
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from llamacli.core.string_array import StringArray
 from llamacli.core.text.tokenizer.unicode import encode_utf8, utf8_ends
 
 _FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -437,8 +438,16 @@ class KeyTable:
         return cls((data, start, alen, slots, max_len))
 
 
+def find_key(table: KeyTable, key: bytes) -> int:
+    """The value of a one-part key (a token's UTF-8) from Python, -1 when absent."""
+    buf = np.frombuffer(key, np.uint8)
+    return int(_find(table.arrays, buf, 0, 0, len(buf)))
+
+
 def _concat(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The keys' UTF-8, concatenated, and where each starts (n + 1 offsets)."""
+    if isinstance(keys, StringArray):  # already so: the same arrays
+        return keys.data, keys.start
     joined = "".join(keys)
     start = np.zeros(len(keys) + 1, np.int64)
     start[1:] = utf8_ends(joined, keys)

@@ -22,6 +22,7 @@ from llamacli.core.text.tokenizer.merge import (
     spm_order,
     warm,
 )
+from llamacli.core.text.tokenizer.token_index import token_table
 from llamacli.core.text.tokenizer.vocab import Vocab
 
 SPACE = "\u2581"
@@ -43,7 +44,7 @@ class SpmEncoder:
     """Tokenizes one raw fragment (already space-escaped UTF-8) with the SPM merge."""
 
     def __init__(self, vocab: Vocab) -> None:
-        self._tokens = KeyTable.of_tokens(vocab.tokens)
+        self._tokens = token_table(vocab.token_to_id, vocab.tokens)
         self._no_pairs = KeyTable.of_merges([])
         self._order = spm_order(vocab.scores)
         self._byte_ids = _byte_token_ids(vocab)

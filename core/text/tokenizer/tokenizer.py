@@ -64,7 +64,7 @@ class Tokenizer:
         self.vocab = vocab
         self._encoder = encoder
         self._partitioner = SpecialPartitioner(vocab)
-        self._pieces: list[bytes | None] = [None] * vocab.n_tokens
+        self._pieces: dict[int, bytes] = {}  # the tokens detokenized so far (a list of all: 2 MiB)
 
     # -- tokenize -------------------------------------------------------------------------
 
@@ -126,7 +126,7 @@ class Tokenizer:
             raise TokenizerError(f"token id {token_id} is out of range (vocabulary of {v.n_tokens})")
         if not special and v.attrs[token_id] & _SPECIAL:
             return b""
-        piece = self._pieces[token_id]
+        piece = self._pieces.get(token_id)
         if piece is None:
             piece = self._pieces[token_id] = self._make_piece(token_id)
         return piece

@@ -9,14 +9,16 @@ first; we take the one listed first below. Every candidate is in the EOG set eit
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from llamacli.core.errors import TokenizerError
+from llamacli.core.string_array import StringArray
 from llamacli.core.text.tokenizer import pretypes
+from llamacli.core.text.tokenizer.token_index import TokenIndex
 
 # llama_token_type (GGUF tokenizer.ggml.token_type values)
 TYPE_UNDEFINED, TYPE_NORMAL, TYPE_UNKNOWN, TYPE_CONTROL, TYPE_USER_DEFINED, TYPE_UNUSED, TYPE_BYTE = range(7)
@@ -103,12 +105,12 @@ class Vocab:
     kind: str  # "spm", "bpe", "wpm" or "ugm"
     pre: str  # tokenizer.ggml.pre as llama.cpp uses it ("" when absent)
     pre_type: str  # llama.cpp LLAMA_VOCAB_PRE_TYPE_* name without the prefix
-    tokens: list[str]
+    tokens: Sequence[str]  # a StringArray when loaded (core/string_array.py)
     scores: np.ndarray  # float32 [n_tokens]
     types: np.ndarray  # int32 [n_tokens], GGUF token types
     attrs: np.ndarray  # int32 [n_tokens], llama_token_attr bits
-    token_to_id: dict[str, int]
-    merges: list[str] | None = None
+    token_to_id: Mapping[str, int]  # a TokenIndex when loaded (token_index.py)
+    merges: Sequence[str] | None = None
     bos: int | None = None
     eos: int | None = None
     eot: int | None = None
@@ -167,7 +169,7 @@ def _load(md: Mapping[str, Any]) -> Vocab:
         raise TokenizerError("tokenizer.ggml.pre is not a string")
 
     flags: dict[str, Any] = {}
-    merges: list[str] | None = None
+    merges: Sequence[str] | None = None
     # slot name -> token id or None (Any: they are passed on as Vocab's keyword arguments)
     special: dict[str, Any] = {slot: None for slot, _ in _SPECIAL_KEYS}
     special.update(special_defaults)
@@ -197,19 +199,19 @@ def _load(md: Mapping[str, Any]) -> Vocab:
     flags["remove_extra_whitespaces"] = _opt_bool(md, _K + "remove_extra_whitespaces", False)
 
     raw_tokens = md.get(_K + "tokens")
-    if not isinstance(raw_tokens, list) or not raw_tokens:
+    if not isinstance(raw_tokens, (list, StringArray)) or not raw_tokens:
         raise TokenizerError("cannot find the token list (tokenizer.ggml.tokens) in the model")
     n = len(raw_tokens)
-    tokens = raw_tokens
-    if "" in raw_tokens:
-        tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(raw_tokens)]
+    tokens = raw_tokens if isinstance(raw_tokens, StringArray) else StringArray.of(raw_tokens)
+    if not tokens.lengths().all():
+        tokens = StringArray.of(t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens))
     scores = _array(md, "scores", n, np.float32, 0.0)
     types = _array(md, "token_type", n, np.int32, TYPE_NORMAL)
     attrs = np.where((types >= 0) & (types < len(_TYPE_TO_ATTR)), _TYPE_TO_ATTR[np.clip(types, 0, 6)], 0)
     attrs = attrs.astype(np.int32)
-    token_to_id = dict(zip(tokens, range(n)))
-    if len(token_to_id) != n:
-        raise TokenizerError(f"the vocabulary has duplicate tokens ({n - len(token_to_id)} of {n})")
+    token_to_id = TokenIndex(tokens)
+    if token_to_id.n_distinct() != n:
+        raise TokenizerError(f"the vocabulary has duplicate tokens ({n - token_to_id.n_distinct()} of {n})")
 
     for slot, value in special.items():
         if value is not None and value >= n:
@@ -262,11 +264,11 @@ def _array(md: Mapping[str, Any], name: str, n: int, dtype: type, default: float
     arr = np.asarray(v)
     if arr.ndim != 1 or len(arr) < n or arr.dtype.kind not in "iuf":
         raise TokenizerError(f"tokenizer.ggml.{name} has the wrong type or fewer than {n} entries")
-    return arr[:n].astype(dtype)
+    return arr[:n].astype(dtype, copy=False)  # the metadata's own array when it has the type
 
 
 def _detect_special(
-    special: dict[str, int | None], attrs: np.ndarray, tokens: list[str], token_to_id: dict[str, int]
+    special: dict[str, int | None], attrs: np.ndarray, tokens: Sequence[str], token_to_id: Mapping[str, int]
 ) -> None:
     for slot, texts in _BY_TEXT.items():
         if special[slot] is not None:
@@ -284,7 +286,7 @@ def _detect_special(
 
 
 def _eog_ids(
-    special: dict[str, int | None], attrs: np.ndarray, tokens: list[str], token_to_id: dict[str, int]
+    special: dict[str, int | None], attrs: np.ndarray, tokens: Sequence[str], token_to_id: Mapping[str, int]
 ) -> set[int]:
     eog: set[int] = set()
     for slot in ("fim_pad", "fim_rep", "fim_sep"):
@@ -316,7 +318,7 @@ def _eog_ids(
     return eog
 
 
-def _strip_attrs(md: Mapping[str, Any], attrs: np.ndarray, special_ids: list[int], token_to_id: dict[str, int]) -> None:
+def _strip_attrs(md: Mapping[str, Any], attrs: np.ndarray, special_ids: list[int], token_to_id: Mapping[str, int]) -> None:
     """Per-model LSTRIP/RSTRIP attributes (the end of llama_vocab::impl::load)."""
     name = str(md.get("general.name") or "").lower()
     arch = str(md.get("general.architecture") or "")

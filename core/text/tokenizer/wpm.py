@@ -29,7 +29,7 @@ def _is_chinese(cp: int) -> bool:
 
 class WpmEncoder:
     def __init__(self, vocab: Vocab) -> None:
-        self._ids = vocab.token_to_id
+        self._ids = dict(zip(vocab.tokens, range(vocab.n_tokens)))  # looked up per word piece
         self._unk = vocab.unk
         self._max_len = max(len(t.encode("utf-8")) for t in vocab.tokens)
         self._lower = vocab.normalizer_lowercase

@@ -1,0 +1,183 @@
+"""`granitehybrid` (IBM Granite 4.0-H, Bamba; llama.cpp's LLM_ARCH_GRANITE_HYBRID,
+src/models/granite-hybrid.cpp): Mamba-2 layers (families/mamba2.py) mixed with attention layers,
+each followed by a SiLU-gated FFN.
+
+- A layer is recurrent where `attention.head_count_kv` (a per-layer array) is 0.
+- Granite's multipliers: token embeddings times `embedding_scale`; each block's output (the
+  mixer's or attention's, then the FFN's) times `residual_scale` before it joins the residual
+  stream; Q.K times `attention.scale` (1/sqrt(head_dim) when absent); logits divided by
+  `logit_scale` (multiplied by its float32 reciprocal, as ggml_scale). Absent or 0: no scaling.
+- `rope.scaling.finetuned` switches rope on (the default) or off: Granite 4.0-H files say false
+  (no positional encoding in the attention layers; the Mamba layers carry the order). Rope off
+  is a rope of frequency scale 0: every angle 0, cos 1 and sin 0, Q and K unchanged.
+- Granite 4.0-H Tiny/Small (`expert_count` > 0): a mixture of experts in every layer
+  (families/moe.py: softmax router, top `expert_used_count` normalised, plus a shared FFN of
+  `expert_shared_feed_forward_length` rows), as llama.cpp's build_layer_ffn.
+
+The recurrent states live in the cache (state/recurrent.HybridCache): a prompt reuses a cached
+prefix only whole, a context shift drops attention cells and keeps the recurrent state, slot
+files carry the states (docs/models.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from llamacli.core.errors import ModelLoadError
+from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.llama import common_args
+from llamacli.core.model.families.mamba2 import Mamba2Args, load_mamba2, mamba2_mixer
+from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.kernels.warmup import RECURRENT
+from llamacli.core.model.precision import Precision
+from llamacli.core.model.state.batch import Batch
+from llamacli.core.model.state.kv_cache import KVCache
+from llamacli.core.model.state.recurrent import HybridCache
+from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.weights.tensors import WeightLoader
+
+
+def _per_layer(g: GGUFFile, key: str, n_layer: int, default: int | None = None) -> tuple[int, ...]:
+    """An integer key given once or per layer (an array of n_layer values)."""
+    md, p = g.metadata, g.path
+    v = md.get(key, default)
+    if isinstance(v, (list, np.ndarray)):
+        arr = np.asarray(v).reshape(-1)
+        if arr.shape[0] != n_layer or arr.dtype.kind not in "iu" or (arr < 0).any():
+            raise ModelLoadError(p, f"metadata key {key!r} must hold {n_layer} integers of at least 0")
+        return tuple(int(x) for x in arr)
+    return (md_int(md, p, key, default, lo=0),) * n_layer
+
+
+def read_mamba2_args(g: GGUFFile) -> Mamba2Args:
+    md, p, a = g.metadata, g.path, g.architecture
+    m = Mamba2Args(md_int(md, p, f"{a}.ssm.conv_kernel"), md_int(md, p, f"{a}.ssm.inner_size"),
+                   md_int(md, p, f"{a}.ssm.state_size"), md_int(md, p, f"{a}.ssm.time_step_rank"),
+                   md_int(md, p, f"{a}.ssm.group_count"))
+    m.check(p, a)
+    return m
+
+
+def _moe_args(g: GGUFFile, n_ff: int) -> MoEArgs | None:
+    """Granite 4.0-H Tiny/Small (`expert_count` > 0): in every layer a softmax router, the top
+    `expert_used_count` weights normalised, experts of `feed_forward_length` rows, and a shared
+    SiLU-gated FFN of `expert_shared_feed_forward_length` rows added (0: none)."""
+    md, p, a = g.metadata, g.path, g.architecture
+    n_expert = md_int(md, p, f"{a}.expert_count", 0, lo=0)
+    if not n_expert:
+        return None
+    n_used = md_int(md, p, f"{a}.expert_used_count", hi=n_expert)
+    n_ff_shexp = md_int(md, p, f"{a}.expert_shared_feed_forward_length", 0, lo=0)
+    return MoEArgs(n_expert, n_used, n_ff, norm_weights=True, gating="softmax", n_shared=1 if n_ff_shexp else 0,
+                   n_ff_shared=n_ff_shexp)
+
+
+def _scale(g: GGUFFile, key: str) -> float:
+    return md_float(g.metadata, g.path, key, 0.0, positive=False)
+
+
+class GraniteHybridModel(DecoderModel):
+    arch = "granitehybrid"
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        md, p, arch = g.metadata, g.path, g.architecture
+        n_layer = md_int(md, p, f"{arch}.block_count")
+        kv = _per_layer(g, f"{arch}.attention.head_count_kv", n_layer)
+        recurrent = tuple(n == 0 for n in kv)
+        attn_kv = {n for n in kv if n}
+        if len(attn_kv) > 1:
+            raise ModelLoadError(p, f"metadata key '{arch}.attention.head_count_kv' has different values on its "
+                                    "attention layers: not supported")
+        n_head = max(_per_layer(g, f"{arch}.attention.head_count", n_layer))
+        # a model of only recurrent layers keeps the attention sizes for its (empty) KV cells
+        a = common_args(g, neox=False, n_head_kv=attn_kv.pop() if attn_kv else max(n_head, 1))
+        rope = md.get(f"{arch}.rope.scaling.finetuned", True)
+        if not isinstance(rope, (bool, np.bool_)):
+            raise ModelLoadError(p, f"metadata key '{arch}.rope.scaling.finetuned' must be a boolean")
+        if not rope:
+            a.rope = replace(a.rope, scale=0.0, freq_factors=None)
+        emb = _scale(g, f"{arch}.embedding_scale")
+        attn = _scale(g, f"{arch}.attention.scale")
+        a = replace(a, n_head=n_head, embed_scale=emb or None, attn_scale=attn or 0.0, moe=_moe_args(g, a.n_ff))
+        a.extra.update(ssm=read_mamba2_args(g), recurrent=recurrent,
+                       residual_scale=_scale(g, f"{arch}.residual_scale"), logit_scale=_scale(g, f"{arch}.logit_scale"))
+        ssm: Mamba2Args = a.extra["ssm"]
+        if ssm.d_inner != 2 * a.n_embd:
+            raise ModelLoadError(p, f"{arch}.ssm.inner_size ({ssm.d_inner}) must be twice {arch}.embedding_length "
+                                    f"({a.n_embd}), as llama.cpp requires")
+        return a
+
+    def __init__(self, args: ModelArgs, gguf: GGUFFile, precision: Precision, loader: WeightLoader) -> None:
+        super().__init__(args, gguf, precision, loader)
+        self.fused_decode = False  # the compiled one-token step knows attention layers only
+
+    @property
+    def ssm(self) -> Mamba2Args:
+        m: Mamba2Args = self.args.extra["ssm"]
+        return m
+
+    @property
+    def recurrent(self) -> tuple[bool, ...]:
+        r: tuple[bool, ...] = self.args.extra["recurrent"]
+        return r
+
+    def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
+        if not self.recurrent[il]:
+            return super()._load_layer(ld, il)
+        a = self.args
+        p = f"blk.{il}."
+        lw = LayerWeights(attn_norm=ld.vector(p + "attn_norm.weight", a.n_embd), wq=None, wk=None, wv=None, wo=None,
+                          ffn_norm=ld.vector(p + "ffn_norm.weight", a.n_embd),
+                          mixer=load_mamba2(ld, p, a.n_embd, self.ssm))
+        self._load_ffn(ld, il, lw)
+        return lw
+
+    def new_cache(self, n_seq: int, n_ctx: int) -> HybridCache:
+        a, m = self.args, self.ssm
+        return HybridCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v, self.recurrent,
+                           (m.conv_dim, m.d_conv - 1), (m.n_head, m.head_dim, m.d_state))
+
+    def kernel_kinds(self) -> list[str]:
+        return [*super().kernel_kinds(), RECURRENT]
+
+    def _residual(self, h: np.ndarray) -> np.ndarray:
+        rs = self.args.extra["residual_scale"]
+        return h * np.float32(rs) if rs else h
+
+    def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
+        cache.check_batch(batch.seq_ids, batch.positions)
+        if isinstance(cache, HybridCache):  # a step verifying drafts: its rows' states kept
+            cache.plan_rollback(batch.seq_ids, batch.positions, batch.decode)
+        return super().forward_hidden(batch, cache)
+
+    def attention(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: KVCache,
+                  groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """The layer's mixer: Mamba-2 on a recurrent layer, attention on the others; times
+        residual_scale."""
+        if lw.mixer is None:
+            return self._residual(super().attention(il, lw, h, batch, cache, groups, cos, sin))
+        assert isinstance(cache, HybridCache)
+        return self._residual(mamba2_mixer(self.precision, lw.mixer, self.ssm, h, batch, cache, il, self.args.norm_eps))
+
+    def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
+        return self._residual(super().ffn(lw, h))
+
+    def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
+        """As llama-server's context shift on a hybrid memory: the attention layers drop cells
+        [n_keep, n_keep + n_discard) and move the rest down (the base K-shift); the recurrent
+        states, which have no cells, stay as they are and still carry the dropped tokens
+        (llama_memory_recurrent's seq_rm of a range short of the last position removes
+        nothing, its seq_add only moves the position)."""
+        n = int(cache.lengths[seq])
+        if n - n_keep - n_discard > 0:
+            super().shift_cache(cache, seq, n_keep, n_discard)
+        else:
+            cache.lengths[seq] = n_keep  # nothing after the dropped cells to move
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        out = super().logits(hidden)
+        ls = self.args.extra["logit_scale"]
+        return out * (np.float32(1.0) / np.float32(ls)) if ls else out
