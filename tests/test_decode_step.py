@@ -51,11 +51,16 @@ def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str
 
 
 @pytest.mark.parametrize("arch,variant", [("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "MXFP4"), ("glm4moe", "Q4_K")])
-def test_expert_layers_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str) -> None:
+def test_expert_layers_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """qwen3moe's layers with experts in two compiled calls each (core/model/kernels/qmm/experts.py:
-    the router, top k, weights, each routed expert's matmuls, the weighted sum): the bits of the
-    step through moe.py one operation at a time, logits and cache. glm4moe (sigmoid gating,
-    shared experts) keeps the step through its operations."""
+    the router, top k, weights, each routed expert's matmuls, the weighted sum; off by default,
+    decode_step.MOE_LAYERS): the bits of the step through moe.py one operation at a time,
+    logits and cache. glm4moe (sigmoid gating, shared experts) keeps the step through its
+    operations."""
+    from llamacli.core.model.families import decode_step
+
+    assert _model(model_dir, arch, variant).one_token_step_kind() is None  # off by default
+    monkeypatch.setattr(decode_step, "MOE_LAYERS", True)
     model = _model(model_dir, arch, variant)
     toks = fixture_tokens(arch, 24)
     one_by_one, cache_a = _decode(model, False, toks, 5)

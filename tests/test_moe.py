@@ -89,10 +89,15 @@ def test_expert_matmuls_equal_one_matmul_per_row(tmp_path: Path, numerics: str, 
                     np.testing.assert_allclose(y[t, j], alone, rtol=1e-5, atol=1e-5)
 
 
-def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Expert weights are read-only views of the mapping, and a decode step (the compiled one,
-    core/model/kernels/qmm/experts.py) reads only the experts its router picked: with every
-    other expert's blocks overwritten by NaN scales, its logits keep their bits."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+    """Expert weights are read-only views of the mapping, and a decode step (one matmul per
+    routed expert, or the compiled step of core/model/kernels/qmm/experts.py) reads only the
+    experts its router picked: with every other expert's blocks overwritten by NaN scales, its
+    logits keep their bits."""
+    from llamacli.core.model.families import decode_step
+
+    monkeypatch.setattr(decode_step, "MOE_LAYERS", compiled)
     path = write_tiny_model("qwen3moe", "Q4_K", tmp_path / "m.gguf")
     model, g, _ = load_model(path, numerics="ggml")
     for lw in model.layers:
@@ -124,9 +129,10 @@ def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytes
                 bad[e * ex.n_out : (e + 1) * ex.n_out, :4] = 0xFF  # d and dmin: fp16 NaN
             bad.flags.writeable = False
             ex.whole = qmm.QuantMatrix(bad, ex.qtype, ex.n_in)
+            ex.q = [qmm.QuantMatrix(bad[e * ex.n_out : (e + 1) * ex.n_out], ex.qtype, ex.n_in) for e in range(8)]
     model.fused_decode = True
     got = model.forward(Batch.single([toks[-1]], start_pos=10), cache)
-    assert model._decode_step is not None
+    assert (model._decode_step is not None) == compiled
     np.testing.assert_array_equal(got, want)
 
 

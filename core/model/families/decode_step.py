@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from llamacli.core.model.families.moe import MoEArgs, MoEWeights
 
 _NONE = np.zeros(0, dtype=np.float32)  # an absent norm or bias
+# Layers with experts in the compiled step (core/model/kernels/qmm/experts.py: moe_up, moe_down):
+# off. Same bits, and faster in isolation, but on the 30B-A3B-shaped file a one-thread decode
+# step measured 70 ms of CPU time with it against 51-54 ms through moe.py's operations, in
+# alternating runs (docs/benchmarks.md); tests turn it on to keep its bits checked.
+MOE_LAYERS = False
 
 
 def _vec(a: np.ndarray | None) -> np.ndarray:
@@ -92,7 +97,7 @@ class DecodeStep:
             or kind.attention is not DecoderModel.attention
             or kind.ffn is not DecoderModel.ffn
             or a.activation not in ("gelu", "silu")
-            or (a.moe is not None and not _moe_fits(a.moe, a.activation, model.layers))
+            or (a.moe is not None and not (MOE_LAYERS and _moe_fits(a.moe, a.activation, model.layers)))
             or any(lw.attn_sinks is not None for lw in model.layers)  # sinks: the base attention's
             or (a.attn_temp is not None and a.scale_q)  # one Q factor per step: the temperature's
         ):
