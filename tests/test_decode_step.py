@@ -50,6 +50,27 @@ def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str
     assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
 
 
+@pytest.mark.parametrize("arch,variant", [("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "MXFP4"), ("glm4moe", "Q4_K")])
+def test_expert_layers_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """qwen3moe's layers with experts in two compiled calls each (core/model/kernels/qmm/experts.py:
+    the router, top k, weights, each routed expert's matmuls, the weighted sum; off by default,
+    decode_step.MOE_LAYERS): the bits of the step through moe.py one operation at a time,
+    logits and cache. glm4moe (sigmoid gating, shared experts) keeps the step through its
+    operations."""
+    from llamacli.core.model.families import decode_step
+
+    assert _model(model_dir, arch, variant).one_token_step_kind() is None  # off by default
+    monkeypatch.setattr(decode_step, "MOE_LAYERS", True)
+    model = _model(model_dir, arch, variant)
+    toks = fixture_tokens(arch, 24)
+    one_by_one, cache_a = _decode(model, False, toks, 5)
+    fused, cache_b = _decode(model, True, toks, 5)
+    assert (model._decode_step is not None) == (arch == "qwen3moe")
+    assert model.one_token_step_kind() == ("moe" if arch == "qwen3moe" else None)  # what warmup compiles
+    assert np.array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+
+
 def test_overridden_block_keeps_its_own_code(model_dir: Path) -> None:
     """A family that overrides the attention or FFN block gets no fused step."""
     model = _model(model_dir, "llama", "Q8_0")

@@ -89,42 +89,51 @@ def test_expert_matmuls_equal_one_matmul_per_row(tmp_path: Path, numerics: str, 
                     np.testing.assert_allclose(y[t, j], alone, rtol=1e-5, atol=1e-5)
 
 
-def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Expert weights are read-only views of the mapping, one per expert, and a decode step
-    multiplies exactly the experts its router picked."""
+@pytest.mark.parametrize("compiled", [False, True])
+def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compiled: bool) -> None:
+    """Expert weights are read-only views of the mapping, and a decode step (one matmul per
+    routed expert, or the compiled step of core/model/kernels/qmm/experts.py) reads only the
+    experts its router picked: with every other expert's blocks overwritten by NaN scales, its
+    logits keep their bits."""
+    from llamacli.core.model.families import decode_step
+
+    monkeypatch.setattr(decode_step, "MOE_LAYERS", compiled)
     path = write_tiny_model("qwen3moe", "Q4_K", tmp_path / "m.gguf")
     model, g, _ = load_model(path, numerics="ggml")
     for lw in model.layers:
-        assert lw.moe is not None and lw.moe.up.q is not None
-        assert len(lw.moe.up.q) == 8
+        assert lw.moe is not None and lw.moe.up.q is not None and lw.moe.up.whole is not None
+        assert len(lw.moe.up.q) == 8 and lw.moe.up.whole.data.shape == (8 * 256, 144)
         for q in lw.moe.up.q:
             assert q.data.shape == (256, 144) and np.shares_memory(q.data, g.data)
-    used: list[int] = []
     picked: list[set[int]] = []
-    real_matmul, real_route = qmm.matmul, moe.route
-    ids = {id(q): e for lw in model.layers for ex in (lw.moe.gate, lw.moe.up, lw.moe.down) for e, q in enumerate(ex.q)}  # type: ignore[union-attr,arg-type]
-
-    def spy_matmul(xa, m, out=None):  # type: ignore[no-untyped-def]
-        if id(m) in ids:
-            used.append(ids[id(m)])
-        return real_matmul(xa, m, out)
+    real_route = moe.route
 
     def spy_route(probs, m, *rest):  # type: ignore[no-untyped-def]
         sel, w = real_route(probs, m, *rest)
         picked.append(set(sel.reshape(-1).tolist()))
         return sel, w
 
-    monkeypatch.setattr(qmm, "matmul", spy_matmul)
-    monkeypatch.setattr(moe, "route", spy_route)
     cache = model.new_cache(1, 64)
     toks = fixture_tokens("qwen3moe", 10)
     model.forward(Batch.single(toks), cache)
-    used.clear()
-    picked.clear()
-    model.forward(Batch.single([toks[-1]], start_pos=10), cache)
+    monkeypatch.setattr(moe, "route", spy_route)
+    model.fused_decode = False
+    want = model.forward(Batch.single([toks[-1]], start_pos=10), cache)
     assert len(picked) == model.args.n_layer and all(len(p) == 2 for p in picked)
-    # per layer: gate, up and down of each picked expert, once each; no other expert
-    assert sorted(used) == sorted(e for p in picked for e in p for _ in range(3))
+    cache.truncate(0, 10)
+    for lw, p in zip(model.layers, picked):
+        for ex in (lw.moe.gate, lw.moe.up, lw.moe.down):  # type: ignore[union-attr]
+            assert ex.whole is not None
+            bad = np.array(ex.whole.data)
+            for e in set(range(8)) - p:
+                bad[e * ex.n_out : (e + 1) * ex.n_out, :4] = 0xFF  # d and dmin: fp16 NaN
+            bad.flags.writeable = False
+            ex.whole = qmm.QuantMatrix(bad, ex.qtype, ex.n_in)
+            ex.q = [qmm.QuantMatrix(bad[e * ex.n_out : (e + 1) * ex.n_out], ex.qtype, ex.n_in) for e in range(8)]
+    model.fused_decode = True
+    got = model.forward(Batch.single([toks[-1]], start_pos=10), cache)
+    assert (model._decode_step is not None) == compiled
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("arch,variant", MOE_MODELS)
@@ -166,3 +175,16 @@ def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(moe, "route", spy)
     model.forward(Batch.single(fixture_tokens("qwen3moe"), all_logits=True), model.new_cache(1, 64))
     assert edges >= 4
+
+
+def test_a_model_with_experts_keeps_its_matrices_in_the_mapped_file(tmp_path: Path) -> None:
+    """No packed (anonymous) copies at load for a model with experts: its resident memory is the
+    file's pages a step reads (issue 25's memory target), where a dense model of the same type
+    packs its matrices (core/model/weights/tensors.py)."""
+    model, g, stats = load_model(write_tiny_model("qwen3moe", "Q4_K", tmp_path / "m.gguf"), numerics="ggml")
+    assert stats.packed_bytes == 0
+    for lw in model.layers:
+        assert lw.wq.q is not None and lw.wq.q.packed is None and np.shares_memory(lw.wq.q.data, g.data)
+    assert model.output.q is not None and model.output.q.packed is None
+    _, _, dense = load_model(write_tiny_model("qwen3", "Q4_K", tmp_path / "d.gguf"), numerics="ggml")
+    assert dense.packed_bytes > 0

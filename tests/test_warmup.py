@@ -31,13 +31,13 @@ def test_plan_holds_what_the_types_need() -> None:
     assert _names([QT.Q4_K, QT.Q6_K, QT.Q5_0, QT.Q8_0]) == {
         "decode Q4_K", "decode Q6_K", "decode Q5_0", "decode Q8_0", "decode packed Q4_K", "decode packed Q6_K", "decode packed Q5_0",
         "decode packed Q8_0", "decode loop",
-        "decode step gelu", "decode step silu", "quantizer q8_0", "quantizer q8_k", "common",
+        "decode step gelu", "decode step silu", "decode step moe", "quantizer q8_0", "quantizer q8_k", "common",
     }
     assert _names([QT.Q4_K]) == {
-        "decode Q4_K", "decode packed Q4_K", "decode loop", "decode step gelu", "decode step silu", "quantizer q8_k", "common",
+        "decode Q4_K", "decode packed Q4_K", "decode loop", "decode step gelu", "decode step silu", "decode step moe", "quantizer q8_k", "common",
     }
     assert _names([QT.Q4_K, QT.Q3_K]) == {  # Q3_K has no 16-row kernel: batches take the token-tiled one
-        "decode Q4_K", "decode packed Q4_K", "decode Q3_K", "decode loop", "decode step gelu", "decode step silu", "prefill Q3_K",
+        "decode Q4_K", "decode packed Q4_K", "decode Q3_K", "decode loop", "decode step gelu", "decode step silu", "decode step moe", "prefill Q3_K",
         "prefill loop",
         "quantizer q8_k", "common",
     }
@@ -47,7 +47,7 @@ def test_plan_holds_what_the_types_need() -> None:
     assert _names([QT.F16]) == {"float", "common"}
     assert _names([QT.F16], ["ssm"]) == {"float", "common", "recurrent"}  # a hybrid model's Mamba-2 kernels
     assert _names([QT.F32, QT.Q8_0]) == {
-        "float", "decode Q8_0", "decode packed Q8_0", "decode loop", "decode step gelu", "decode step silu", "quantizer q8_0", "common",
+        "float", "decode Q8_0", "decode packed Q8_0", "decode loop", "decode step gelu", "decode step silu", "decode step moe", "quantizer q8_0", "common",
     }
     every = _names(None)
     assert {f"decode {qt.name}" for qt in W.QUANT_FORMATS} <= every and {"prefill Q2_K", "prefill IQ4_XS", "float"} <= every

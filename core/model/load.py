@@ -65,7 +65,8 @@ def load_model(
         )
     args = cls.read_args(g)
     args.check(g.path)
-    loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights)
+    # a model with experts reads a small part of its file per step: no packed copies (tensors.py)
+    loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights, pack=args.moe is None)
     try:
         model = cls(args, g, precision, loader)
     finally:

@@ -438,9 +438,10 @@ class DecoderModel:
 
     def one_token_step_kind(self) -> str | None:
         """The kind of compiled one-token step this model runs ("gelu" or "silu", the FFN's
-        gate: core/model/kernels/warmup.py compiles it), or None where it runs none."""
+        gate; "moe" with experts: core/model/kernels/warmup.py compiles it), or None where it
+        runs none."""
         step = self._planned_step()
-        return None if step is None else "gelu" if step.gelu else "silu"
+        return None if step is None else step.kind
 
     def kernel_kinds(self) -> list[str]:
         """The model-specific kernels the warmup compiles (core/model/kernels/warmup.py): the

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from llamacli.core.model.kernels import ops as K
+from llamacli.core.model.kernels.qmm import experts as X
 from llamacli.core.model.kernels.qmm import layer as L
 from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.matrix import DecodeCall, QuantMatrix, decode_weights, plan_decode_calls, supports_decode_plan
+from llamacli.core.model.kernels.qmm.weight_types import FLOAT_FORMATS
 from llamacli.core.model.precision import _gelu_f16_table
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
@@ -27,8 +29,14 @@ from llamacli.core.model.weights.tensors import Linear
 
 if TYPE_CHECKING:
     from llamacli.core.model.families.base import DecoderModel, LayerWeights
+    from llamacli.core.model.families.moe import MoEArgs, MoEWeights
 
 _NONE = np.zeros(0, dtype=np.float32)  # an absent norm or bias
+# Layers with experts in the compiled step (core/model/kernels/qmm/experts.py: moe_up, moe_down):
+# off. Same bits, and faster in isolation, but on the 30B-A3B-shaped file a one-thread decode
+# step measured 70 ms of CPU time with it against 51-54 ms through moe.py's operations, in
+# alternating runs (docs/benchmarks.md); tests turn it on to keep its bits checked.
+MOE_LAYERS = False
 
 
 def _vec(a: np.ndarray | None) -> np.ndarray:
@@ -48,6 +56,20 @@ class _LayerPlan:
     ints: np.ndarray  # layer.N_HEAD .. ROPE_NEOX (SEQ, POS, K_START filled per step)
     swa: bool  # rotated with the sliding-window layers' rope
     window: int | None
+    moe: _MoEPlan | None = None  # a layer with experts: `up` and `down` are unused
+
+
+@dataclass
+class _MoEPlan:
+    """A mixture-of-experts layer's arguments to experts.moe_up / moe_down."""
+
+    router: np.ndarray  # (n_expert, row bytes) float weights
+    router_type: int  # weight_types.FLOAT_FORMATS
+    router_b: np.ndarray  # (n_expert,) or empty
+    ints: np.ndarray  # experts.N_USED ..
+    scale: np.float32  # expert_weights_scale
+    up: tuple[DecodeCall, ...]  # the gate and up expert tensors, as whole matrices
+    down: tuple[DecodeCall, ...]
 
 
 class DecodeStep:
@@ -75,12 +97,13 @@ class DecodeStep:
             or kind.attention is not DecoderModel.attention
             or kind.ffn is not DecoderModel.ffn
             or a.activation not in ("gelu", "silu")
-            or any(lw.moe is not None for lw in model.layers)  # experts: the base FFN's mul_mat_id path
+            or (a.moe is not None and not (MOE_LAYERS and _moe_fits(a.moe, a.activation, model.layers)))
             or any(lw.attn_sinks is not None for lw in model.layers)  # sinks: the base attention's
             or (a.attn_temp is not None and a.scale_q)  # one Q factor per step: the temperature's
         ):
             return None
         mats = [lin.q for lw in model.layers for lin in _linears(lw)]
+        mats += [ex.whole for lw in model.layers if lw.moe is not None for ex in (lw.moe.gate, lw.moe.up, lw.moe.down)]
         if any(m is None or not supports_decode_plan(m) for m in mats):
             return None
         if len({decode_weights(m).flags.writeable for m in mats if m is not None}) != 1:
@@ -88,6 +111,11 @@ class DecodeStep:
         layers = [_plan_layer(model, il, lw) for il, lw in enumerate(model.layers)]
         q_scale, attn_scale = (a.attn_scale, 1.0) if a.scale_q else (0.0, a.attn_scale)
         return cls(layers, a.norm_eps, q_scale, attn_scale, a.attn_softcap or 0.0, a.activation == "gelu")
+
+    @property
+    def kind(self) -> str:
+        """What warmup compiles for it (base.one_token_step_kind)."""
+        return "moe" if any(lp.moe is not None for lp in self.layers) else "gelu" if self.gelu else "silu"
 
     def run(self, model: DecoderModel, x: np.ndarray, batch: Batch, cache: KVCache,
             cs_global: tuple[np.ndarray, np.ndarray], cs_swa: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
@@ -107,7 +135,9 @@ class DecodeStep:
                 ints[il, L.K_START] = 0 if lp.window is None else max(0, pos - lp.window + 1)
                 cos, sin = cs_swa if lp.swa else cs_global
                 args = (lp.norms, lp.biases, lp.qkv, lp.o, lp.up)
-                if self.gelu:
+                if lp.moe is not None:
+                    ok = self._moe_layer(model, x, lp, lp.moe, ints[il], q_scale, cos, sin, cache.k[il], cache.v[il], serial, want)
+                elif self.gelu:
                     ok = L.decode_layer(x, *args, lp.down, ints[il], self.eps, q_scale, self.attn_scale, self.cap,
                                         cos, sin, cache.k[il], cache.v[il], self.table, serial, want)
                 else:
@@ -120,12 +150,57 @@ class DecodeStep:
             threads.forget()
         return x
 
+    def _moe_layer(self, model: DecoderModel, x: np.ndarray, lp: _LayerPlan, mp: _MoEPlan, ints: np.ndarray,
+                   q_scale: np.float32, cos: np.ndarray, sin: np.ndarray, kc: np.ndarray, vc: np.ndarray,
+                   serial: int, want: int) -> bool:
+        """A layer with experts (experts.py): its attention, router and gate/up in one call, the
+        SiLU gate in NumPy (as moe_ffn), the down matrices and weighted sum in another."""
+        ok, sel, w, g, u = X.moe_up(x, lp.norms, lp.biases, lp.qkv, lp.o, ints, self.eps, q_scale, self.attn_scale,
+                                    self.cap, cos, sin, kc, vc, mp.router, mp.router_type, mp.router_b, mp.ints,
+                                    mp.scale, mp.up, serial, want)
+        return bool(ok) and bool(X.moe_down(x, model.precision.silu(g) * u, sel, w, mp.down, lp.norms, self.eps, mp.ints,
+                                            serial, want))
+
 
 def _linears(lw: LayerWeights) -> list[Linear]:
-    """The layer's seven matrices (a layer with experts has no dense FFN: plan() refuses it)."""
-    ffn = [lw.w_gate, lw.w_up, lw.w_down]
+    """The layer's matrices: attention's four, then the dense FFN's three (none with experts)."""
+    ffn = [] if lw.moe is not None else [lw.w_gate, lw.w_up, lw.w_down]
     assert all(lin is not None for lin in ffn)
     return [lw.wq, lw.wk, lw.wv, lw.wo, *ffn]  # type: ignore[list-item]
+
+
+def _moe_fits(m: MoEArgs, activation: str, layers: list[LayerWeights]) -> bool:
+    """Whether the layers with experts run in experts.py's calls: qwen3moe's block (soft max
+    gating, SiLU experts without biases, no selection bias, no shared experts), a float router,
+    quantized experts."""
+    if m.gating != "softmax" or m.probs_bias or m.n_shared or activation != "silu":
+        return False
+    for lw in layers:
+        mw = lw.moe
+        if mw is None:
+            continue
+        exs = (mw.gate, mw.up, mw.down)
+        if (mw.gate_inp.q is None or mw.gate_inp.qtype not in FLOAT_FORMATS
+                or any(ex.whole is None or ex.b is not None or not supports_decode_plan(ex.whole) for ex in exs)):
+            return False
+    return True
+
+
+def _moe_plan(m: MoEArgs, mw: MoEWeights) -> _MoEPlan:
+    assert mw.gate_inp.q is not None and mw.gate.whole is not None and mw.up.whole is not None and mw.down.whole is not None
+    ints = np.zeros(5, dtype=np.int64)
+    ints[[X.N_USED, X.N_FF_EXP, X.NORM_WEIGHTS]] = [m.n_expert_used, m.n_ff_exp, int(m.norm_weights)]
+    ints[X.STEP_UP] = X.task_rows(m.n_ff_exp, m.n_expert_used, 2)
+    ints[X.STEP_DOWN] = X.task_rows(mw.down.n_out, m.n_expert_used, 1)
+    return _MoEPlan(
+        router=mw.gate_inp.q.data,
+        router_type=FLOAT_FORMATS[mw.gate_inp.qtype],
+        router_b=_vec(mw.gate_inp.b),
+        ints=ints,
+        scale=np.float32(m.weights_scale),
+        up=plan_decode_calls([mw.gate.whole, mw.up.whole], 2),
+        down=plan_decode_calls([mw.down.whole], 1),
+    )
 
 
 def _q(lin: Linear) -> QuantMatrix:
@@ -137,13 +212,16 @@ def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
     a = model.args
     swa = a.swa_layers[il]
     rope = model._rope_swa if swa else model._rope
-    wq, wk, wv, wo, w_gate, w_up, w_down = _linears(lw)
+    lins = _linears(lw)
+    wq, wk, wv, wo = lins[:4]
+    # a layer with experts: its attention's matrices stand in for the dense FFN's (never run)
+    w_gate, w_up, w_down = lins[4:] if lw.moe is None else (wq, wq, wo)
     ints = np.zeros(10, dtype=np.int64)
     ints[[L.N_HEAD, L.N_HEAD_KV, L.HEAD_DIM, L.HEAD_DIM_V, L.N_FF, L.ROPE_HALF, L.ROPE_NEOX]] = [
         a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v, w_gate.n_out, rope.n_dims // 2, int(rope.neox)]
     return _LayerPlan(
         norms=tuple(_vec(v) for v in (lw.attn_norm, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.ffn_norm, lw.post_ffn_norm)),
-        biases=tuple(_vec(lin.b) for lin in _linears(lw)),
+        biases=tuple(_vec(lin.b) for lin in lins) + (_NONE,) * (7 - len(lins)),
         qkv=plan_decode_calls([_q(wq), _q(wk), _q(wv)], 3),
         o=plan_decode_calls([_q(wo)], 1),
         up=plan_decode_calls([_q(w_gate), _q(w_up)], 2),
@@ -151,4 +229,5 @@ def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
         ints=ints,
         swa=swa,
         window=a.layer_window(il),
+        moe=None if lw.moe is None else _moe_plan(model.args.moe, lw.moe),  # type: ignore[arg-type]
     )

@@ -31,7 +31,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels import ssm
-from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, float_gemm, layer, packed, prefill, tables
+from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, experts, float_gemm, layer, packed, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_0, ACT_Q8_K, FLOAT_FORMATS, QUANT_FORMATS
@@ -167,8 +167,45 @@ def _decode_step(kind: str) -> None:
         layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
 
 
-# The compiled functions of each kind of one-token step (`_decode_step`).
-STEPS: dict[str, tuple[Any, ...]] = {"gelu": (layer.decode_layer,), "silu": (layer.attention_block, layer.ffn_out)}
+def _moe_step() -> None:
+    """The one-token layer with experts in two calls (core/model/kernels/qmm/experts.py: moe_up,
+    moe_down) on a tiny layer of 2 read-only Q8_0 experts and attention matrices and an F32
+    router (read-only bytes, as the mapped file's); the SiLU step of its dense layers; a batch's
+    expert loop."""
+    _decode_step("silu")
+    e = 32
+    none = np.zeros(0, dtype=np.float32)
+
+    def mat(n: int) -> QuantMatrix:
+        return QuantMatrix(_readonly(np.zeros((n, e // 32 * 34), dtype=np.uint8)), QT.Q8_0, e)
+
+    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
+    qkv, o = plan_decode_calls([mat(e)] * 3, 3), plan_decode_calls([mat(e)], 1)
+    up, down = plan_decode_calls([mat(2 * e)] * 2, 2), plan_decode_calls([mat(2 * e)], 1)
+    ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)
+    mints = np.array([1, e, 1, 16, 16], dtype=np.int64)  # experts.N_USED ..
+    kv = np.zeros((1, 1, 1, e), dtype=np.float32)
+    x = np.ones((1, e), dtype=np.float32)
+    rope = (np.ones((1, e // 2), dtype=np.float32), np.zeros((1, e // 2), dtype=np.float32))
+    f, router = np.float32, _readonly(np.zeros((2, 4 * e), dtype=np.uint8))
+    ok, sel, w, g, u = experts.moe_up(x, norms, (none,) * 7, qkv, o, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, router,
+                                      FLOAT_FORMATS[QT.F32], none, mints, f(0), up, 1 << 62, 1)
+    experts.moe_down(x, g * u, sel, w, down, norms, f(1e-6), mints, 1 << 62, 1)
+    _experts_loop()
+
+
+def _experts_loop() -> None:
+    """A batch's expert matmuls in one loop (experts.mul_mat_id), for both activation types."""
+    for qt in (QT.Q8_0, QT.Q4_K):
+        k = 256 if qt == QT.Q4_K else 32
+        m = QuantMatrix(_readonly(np.zeros((32, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)), qt, k)
+        xa = prepare(np.ones((2, k), dtype=np.float32), qt)
+        experts.mul_mat_id(xa, np.array([0, 1]), np.array([0, 1]), [m], 16)  # type: ignore[arg-type]
+
+
+# The compiled functions of each kind of one-token step (`_decode_step`, `_moe_step`).
+STEPS: dict[str, tuple[Any, ...]] = {"gelu": (layer.decode_layer,), "silu": (layer.attention_block, layer.ffn_out),
+                                     "moe": (layer.attention_block, layer.ffn_out, experts.moe_up, experts.moe_down, experts.mm_ids)}
 
 
 ALL_TYPES: tuple[GGMLQuantizationType, ...] = tuple(QUANT_FORMATS) + tuple(FLOAT_FORMATS)
@@ -190,7 +227,7 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[s
     ]
     if quant:
         jobs.append(Job("decode loop", _decode_loop, partial(_in_cache, decode.mm_decode_many), 1.0))
-        jobs += [Job(f"decode step {k}", partial(_decode_step, k), partial(_in_cache, *STEPS[k]), 5.0)
+        jobs += [Job(f"decode step {k}", partial(_moe_step) if k == "moe" else partial(_decode_step, k), partial(_in_cache, *STEPS[k]), 5.0)
                  for k in (STEPS if steps is None else [k for k in STEPS if k in set(steps)])]
     tiled = [f for f in quant if f.kind not in ROWS16_KINDS]
     jobs += [Job(f"prefill {f.qtype.name}", partial(prefill.type_function, f.kind), partial(prefill.cached, f.kind), 1.5) for f in tiled]

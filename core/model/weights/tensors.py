@@ -8,7 +8,10 @@ the same bytes. Matrices of the 32-value types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ar
 load, their rows interleaved by eights for the kernels (core/model/kernels/qmm/packed.py: the
 same bytes regrouped, and the same results, faster); the file's pages of a packed tensor are
 then handed back (a later read of them, an embedding row, maps its page again), so it is
-resident once.
+resident once. A model with experts packs nothing (`pack`): its packed copies would be
+anonymous memory on top of a file that a step reads only a small part of (the 30B-A3B shape's
+attention and vocabulary projection: ~0.8 GB), where its resident memory should follow the
+pages it reads.
 
 `f32` numerics (the plain-maths reference): matrices are dequantized to float32 at load and
 multiplied with BLAS. They are held as (in, out) C-contiguous so that `x @ w` streams them row
@@ -87,6 +90,7 @@ class ExpertLinear:
     w: np.ndarray | None = None
     name: str = ""
     b: np.ndarray | None = None  # (n_expert, n_out): the experts' biases (gpt-oss), float32
+    whole: QuantMatrix | None = None  # all experts' rows (n_expert * n_out, row bytes), a view (ggml numerics)
 
 
 @dataclass
@@ -126,11 +130,13 @@ class WeightLoader:
     """Reads one file's weights for a numerics mode. `quantized`: keep GGUF bytes (ggml mode);
     otherwise dequantize to float32 in a small thread pool (NumPy releases the GIL).
 
-    Methods may return objects filled in by `finish()`, so that tensors decode in parallel."""
+    Methods may return objects filled in by `finish()`, so that tensors decode in parallel.
+    `pack`: give matrices their packed form (module docstring)."""
 
-    def __init__(self, gguf: GGUFFile, threads: int = 2, quantized: bool = True) -> None:
+    def __init__(self, gguf: GGUFFile, threads: int = 2, quantized: bool = True, pack: bool = True) -> None:
         self.gguf = gguf
         self.quantized = quantized
+        self.pack = pack
         self.pool = ThreadPoolExecutor(max_workers=max(1, threads))
         self.futures: list[Future[None]] = []
         self.loaded_names: set[str] = set()
@@ -143,6 +149,8 @@ class WeightLoader:
 
     def _pack(self, name: str, m: QuantMatrix) -> None:
         """Queue m's packed form (matrix.pack_matrix), then hand the tensor's file pages back."""
+        if not self.pack:
+            return
 
         def work() -> None:
             if pack_matrix(m):
@@ -253,6 +261,7 @@ class WeightLoader:
         if self.quantized:
             whole = self._matrix(name, n_expert * n_out)  # (n_expert * n_out, row bytes), a view
             ex.q = [QuantMatrix(whole.data[e * n_out : (e + 1) * n_out], t.qtype, n_in) for e in range(n_expert)]
+            ex.whole = whole
             return ex
         ex.w = np.empty((n_expert, n_in, n_out), dtype=np.float32)
 

@@ -76,36 +76,38 @@ def _rms(x, w, eps):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _quantize(h, act, nsub, sub16):  # type: ignore[no-untyped-def]
-    """quantize_acts(h, act) for h (1, K), and matrix._sub_sums: codes, d, Q8_1 sums (or (0, 0)),
-    code sums per sub-block (1, nb, nsub) (Q8_K: sums of sub16 groups of 16; the others: nsub
+    """quantize_acts(h, act) for h (T, K), and matrix._sub_sums: codes, d, Q8_1 sums (or (0, 0)),
+    code sums per sub-block (T, nb, nsub) (Q8_K: sums of sub16 groups of 16; the others: nsub
     1, each block's sum) or (0, 0, 0) for nsub 0."""
-    k = h.shape[1]
-    codes = np.empty((1, k), dtype=np.int8)
+    t, k = h.shape
+    codes = np.empty((t, k), dtype=np.int8)
     xb = np.zeros((0, 0, 0), dtype=np.int32)
     if act == ACT_Q8_K:
-        d = np.empty((1, k // 256), dtype=np.float32)
-        bsums = np.empty((1, k // 16), dtype=np.int32)
+        d = np.empty((t, k // 256), dtype=np.float32)
+        bsums = np.empty((t, k // 16), dtype=np.int32)
         _q8_k(h, codes, d, bsums)
         if nsub > 0:
             nb = k // 256
-            xb = np.zeros((1, nb, nsub), dtype=np.int32)
-            for b in range(nb):
-                for j in range(nsub):
-                    acc = np.int32(0)
-                    for g in range(sub16):
-                        acc += bsums[0, (b * nsub + j) * sub16 + g]
-                    xb[0, b, j] = acc
+            xb = np.zeros((t, nb, nsub), dtype=np.int32)
+            for r in range(t):
+                for b in range(nb):
+                    for j in range(nsub):
+                        acc = np.int32(0)
+                        for g in range(sub16):
+                            acc += bsums[r, (b * nsub + j) * sub16 + g]
+                        xb[r, b, j] = acc
         return codes, d, np.zeros((0, 0), dtype=np.float32), xb
-    d = np.empty((1, k // 32), dtype=np.float32)
-    s = np.empty((1, k // 32), dtype=np.float32) if act == ACT_Q8_1 else np.zeros((0, 0), dtype=np.float32)
+    d = np.empty((t, k // 32), dtype=np.float32)
+    s = np.empty((t, k // 32), dtype=np.float32) if act == ACT_Q8_1 else np.zeros((0, 0), dtype=np.float32)
     _q8_0(h, codes, d, s, act == ACT_Q8_1)
     if nsub > 0:  # packed Q4_0 / Q5_0: the codes' sum per block (matrix._sub_sums)
-        xb = np.zeros((1, k // 32, 1), dtype=np.int32)
-        for b in range(k // 32):
-            acc = np.int32(0)
-            for i in range(32):
-                acc += np.int32(codes[0, 32 * b + i])
-            xb[0, b, 0] = acc
+        xb = np.zeros((t, k // 32, 1), dtype=np.int32)
+        for r in range(t):
+            for b in range(k // 32):
+                acc = np.int32(0)
+                for i in range(32):
+                    acc += np.int32(codes[r, 32 * b + i])
+                xb[r, b, 0] = acc
     return codes, d, s, xb
 
 
@@ -139,13 +141,13 @@ def _add_block(x, y, post_norm, eps):  # type: ignore[no-untyped-def]
         x[0, j] = x[0, j] + y[0, j]
 
 
-@njit(cache=True, nogil=True, inline="always")  # inlined into decode_layer: compiled once there
-def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
-                    cos, sin, kc, vc, serial, want):
-    """The layer up to its FFN's activation: x += post_norm(wo(attention(...))) in place, and
-    (gate, up) (1, F) of ffn_norm(x). kc, vc: the layer's cache (n_seq, Hkv, n_ctx, D) where the
-    token's K, V are written at (SEQ, POS); its keys K_START..POS are attended; q_scale > 0:
-    Q is multiplied by it before attention (and attn_scale is then 1). Returns (ok, gate, up)."""
+@njit(cache=True, nogil=True, inline="always")  # inlined into its callers: compiled once there
+def attend(x, norms, biases, qkv_calls, o_calls, ints, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,  # type: ignore[no-untyped-def]
+           serial, want):
+    """The layer's attention: x += post_norm(wo(attention(attn_norm(x)))) in place. kc, vc: the
+    layer's cache (n_seq, Hkv, n_ctx, D) where the token's K, V are written at (SEQ, POS); its
+    keys K_START..POS are attended; q_scale > 0: Q is multiplied by it before attention (and
+    attn_scale is then 1). False when a work item failed."""
     H, Hkv, D, Dv = ints[N_HEAD], ints[N_HEAD_KV], ints[HEAD_DIM], ints[HEAD_DIM_V]
     seq, pos, k_start = ints[SEQ], ints[POS], ints[K_START]
     f32 = np.float32
@@ -154,7 +156,7 @@ def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q
     k = np.empty((1, Hkv * D), dtype=f32)
     v = np.empty((1, Hkv * Dv), dtype=f32)
     if not _project(h, qkv_calls, (q, k, v), (biases[BQ], biases[BK], biases[BV]), serial, want):
-        return False, q, q
+        return False
     q3 = q.reshape((1, H, D))
     k3 = k.reshape((1, Hkv, D))
     if norms[Q_NORM].shape[0] > 0:
@@ -177,13 +179,24 @@ def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q
             np.zeros((1, 1, n_keys), dtype=f32), attn_scale, cap, np.zeros(0, dtype=f32), out)
     o = np.empty((1, x.shape[1]), dtype=f32)
     if not _project(out.reshape((1, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
-        return False, q, q
+        return False
     _add_block(x, o, norms[POST_ATTN_NORM], eps)
-    h = _rms(x, norms[FFN_NORM], eps)
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")  # inlined into decode_layer: compiled once there
+def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
+                    cos, sin, kc, vc, serial, want):
+    """The layer up to its FFN's activation: `attend`, then (gate, up) (1, F) of ffn_norm(x).
+    Returns (ok, gate, up)."""
+    f32 = np.float32
     g = np.empty((1, ints[N_FF]), dtype=f32)
     u = np.empty((1, ints[N_FF]), dtype=f32)
+    if not attend(x, norms, biases, qkv_calls, o_calls, ints, eps, q_scale, attn_scale, cap, cos, sin, kc, vc, serial, want):
+        return False, g, u
+    h = _rms(x, norms[FFN_NORM], eps)
     if not _project(h, up_calls, (g, u), (biases[BGATE], biases[BUP]), serial, want):
-        return False, q, q
+        return False, g, u
     return True, g, u
 
 
