@@ -28,6 +28,7 @@ ROWS_PER_TASK = 16  # weight rows per parallel work item
 # Bound per type when `prefill_rows` is compiled (per_type.TypeCode.globals); these
 # module-level values are never compiled.
 QK = NSUB = MIN_TERM = 0
+XPER = 1  # kernel blocks per activation scale (weight_types.QFormat.xper)
 unpack_row: Any = None
 
 # w (N, row bytes), x16 (K * tp,), xd (nb, tp), xs (nb, tp) or empty, xb (nb, nsub, tp) or
@@ -69,7 +70,7 @@ def prefill_rows(w_p, w_n, w_k, x16_p, x16_n, xd_p, xd_nb, xd_tp, xs_p, xs_nb, x
                     tile_dot64(wsc, b * QK, QK // 2, x16, (b * (QK // 2) * tp + t0) * 2, tp, isum)
                 d = ds[b]
                 dmin = dms[b]
-                xdb = xd[b, t0 : t0 + tile]
+                xdb = xd[b // XPER, t0 : t0 + tile]
                 if MIN_TERM == 2:
                     msum[:] = 0
                     for j in range(NSUB):
