@@ -15,13 +15,13 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
 
-from llamacli.core.model.kernels import ggml_types  # noqa: F401  (QT.Q2_0)
+from llamacli.core.model.kernels.ggml_types import Q2_0
 from llamacli.core.model.kernels.dequant import dequantize
 from llamacli.core.model.kernels.qmm.unpack_split import UE4M3_HALF
 
 LOW_BIT_TYPES = (QT.MXFP4, QT.TQ1_0, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ1_S, QT.IQ1_M)
 # ggml types 40-42, whose blocks hold several kernel blocks (core/model/kernels/qmm/unpack_split.py)
-SPLIT_TYPES = (QT.NVFP4, QT.Q1_0, QT.Q2_0)
+SPLIT_TYPES = (QT.NVFP4, QT.Q1_0, Q2_0)
 RANDOM_BLOCK_TYPES = LOW_BIT_TYPES + SPLIT_TYPES
 _UE4M3 = np.flatnonzero(UE4M3_HALF[:127] > 0)  # the positive UE4M3 bytes, increasing values
 _D_AT = {QT.TQ1_0: 52, QT.TQ2_0: 64}  # the fp16 d's byte offset (0 for the IQ types)
@@ -60,6 +60,9 @@ def random_blocks(t: QT, n_out: int, n_in: int, std: float, rng: np.random.Gener
     if t == QT.TQ2_0:  # codes 0..2 only, as ggml's quantizer writes (3, i.e. +2, would bias every row)
         fields = rng.integers(0, 3, size=(n, 64, 4), dtype=np.uint8)
         blocks[:, :64] = (fields << np.array([0, 2, 4, 6], dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
+    if t == Q2_0:  # codes 0..2 (-1, 0, +1) with a few 3s (+2): all 3s' mean +1/2 would bias every row
+        fields = np.minimum(rng.integers(0, 3, size=(n, 16, 4), dtype=np.uint8) + (rng.random((n, 16, 4)) < 0.05), 3)
+        blocks[:, 2:] = (fields.astype(np.uint8) << np.array([0, 2, 4, 6], dtype=np.uint8)).sum(axis=2, dtype=np.uint8)
     set_scale(t, blocks, np.ones(n, dtype=np.float32))  # unit scale: the codes' own spread
     rms = np.sqrt((dequantize(blocks, t, (n, qk)).astype(np.float64) ** 2).mean(axis=1))
     set_scale(t, blocks, (std / np.maximum(rms, 1e-3) * rng.uniform(0.5, 1.5, n)).astype(np.float32))
