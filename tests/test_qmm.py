@@ -15,6 +15,8 @@ from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS
 from llamacli.core.quantize.convert import encode
 from llamacli.core.model.kernels.dequant import dequantize
 from tests.lowbit_blocks import LOW_BIT_TYPES, RANDOM_BLOCK_TYPES, SPLIT_TYPES, random_blocks
+from llamacli.core.model.kernels.grids import KVALUES_FP4 as KV_FP4
+from llamacli.core.model.kernels.qmm.unpack_split import UE4M3_HALF
 
 QT = GGMLQuantizationType
 
@@ -428,3 +430,43 @@ def test_split_types_match_ggml_mul_mat(qtype: QT) -> None:
         ref = z[f"{qtype.name}.y{rows}"]
         y = matmul(prepare(x[:rows], qtype), m)
         np.testing.assert_allclose(y, ref, rtol=0, atol=np.abs(ref).max() * (x.shape[1] // 16) * 2.0**-24)
+
+
+def _ggml_generic_dot(qtype: QT, w_row: np.ndarray, codes: np.ndarray, xd: np.ndarray) -> np.float32:
+    """ggml-cpu/quants.c's ggml_vec_dot_{nvfp4,q1_0,q2_0}_q8_0_generic in float32 scalars: the
+    weight codes and scales from dequantize (value = scale * code), the Q8_0 activation's."""
+    f32 = np.float32
+    qk = GGML_QUANT_SIZES[qtype][0]
+    vals = dequantize(w_row, qtype, (codes.size,))
+    sumf = f32(0)
+    for i in range(codes.size // qk):
+        if qtype == QT.NVFP4:  # sumf += dy * d * (sumi_lo + sumi_hi), per 16 values
+            for s in range(4):
+                d = UE4M3_HALF[w_row[36 * i + s]]
+                q = np.array([KV_FP4[v & 15] for v in w_row[36 * i + 4 + 8 * s: 36 * i + 12 + 8 * s]]
+                             + [KV_FP4[v >> 4] for v in w_row[36 * i + 4 + 8 * s: 36 * i + 12 + 8 * s]])
+                o = qk * i + 16 * s
+                isum = int((q.astype(np.int64) * codes[o : o + 16]).sum())
+                sumf = f32(sumf + f32(f32(xd[o // 32] * d) * f32(isum)))
+        else:  # sumi += d1 * sumi_block over the Q8_0 blocks; sumf += d0 * sumi
+            d0 = f32(np.frombuffer(w_row[18 * i : 18 * i + 2].tobytes(), dtype=np.float16)[0])
+            sumi = f32(0)
+            for k in range(qk // 32):
+                o = qk * i + 32 * k
+                q = np.rint(vals[o : o + 32] / d0).astype(np.int64) if d0 != 0 else np.zeros(32, np.int64)
+                sumi = f32(sumi + f32(xd[o // 32] * f32(int((q * codes[o : o + 32]).sum()))))
+            sumf = f32(sumf + f32(d0 * sumi))
+    return sumf
+
+
+@pytest.mark.parametrize("qtype", SPLIT_TYPES, ids=lambda t: t.name)
+def test_split_types_sum_in_ggml_generic_order(qtype: QT) -> None:
+    """The scale terms of NVFP4, Q1_0, Q2_0 in ggml's generic order, bit for bit, in the
+    one-row and the token-tiled kernels (Q1_0/Q2_0: the weight scale after the block's sum)."""
+    m = _matrix(qtype, 5, 512, seed=21)
+    x = np.random.default_rng(22).standard_normal((40, 512)).astype(np.float32)
+    xa = prepare(x, qtype)
+    for y, rows in ((matmul(prepare(x[:1], qtype), m), 1), (matmul(xa, m), 40)):
+        for t in (0, rows - 1):
+            for r in range(5):
+                assert y[t, r] == _ggml_generic_dot(qtype, m.data[r], xa.codes[t].astype(np.int64), xa.d[t]), (rows, t, r)

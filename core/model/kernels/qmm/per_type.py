@@ -2,7 +2,7 @@
 
 A kernel whose inner loop depends on the weight type (its unpacker, its 16-row kernel, its
 block size and min term) is written once as a plain Python function, a *template* reading
-those as module globals (`QK`, `XPER`, `NSUB`, `MIN_TERM`, `BLOCK`, `ROWS16`, `LEGACY`, `unpack_row`,
+those as module globals (`QK`, `XPER`, `OUTER`, `NSUB`, `MIN_TERM`, `BLOCK`, `ROWS16`, `LEGACY`, `unpack_row`,
 `rows16`, `legacy_dot`, `packed_dot`). `type_function(template, layout, kind)` compiles it for one type: a
 copy of the function whose globals are the type's (numba prunes the branches of the other
 types before typing them, the constants being known), as a C function (`numba.cfunc`) with a
@@ -57,7 +57,7 @@ class TypeCode:
     def globals(self) -> dict[str, Any]:
         f = self.fmt
         return dict(
-            QK=f.qk, XPER=f.xper, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
+            QK=f.qk, XPER=f.xper, OUTER=f.split if f.outer else 0, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
             LEGACY=self.legacy_dot is not None, unpack_row=self.unpack, rows16=self.rows16, legacy_dot=self.legacy_dot,
             packed_dot=self.packed_dot, Q8_LANES=f.kind == U.Q8_0,
         )
