@@ -39,6 +39,12 @@ _E, _M = (_B >> 3) & 15, _B & 7
 UE4M3_HALF = (np.where(_E == 0, _M * 2.0**-9, (1 + _M / 8) * 2.0 ** (_E - 7)) * 0.5).astype(np.float32)
 UE4M3_HALF[0] = UE4M3_HALF[0x7F] = 0.0
 
+# every byte's codes as int16 lanes of int64 words: Q2_0's 4 (value 4i + l: bits 2l, minus 1),
+# Q1_0's 8 (value 8i + l: +1 where bit l is set, else -1) as two words
+_BYTE = np.arange(256)[:, None]
+Q2_WORDS = (((_BYTE >> (2 * np.arange(4))) & 3) - 1).astype(np.int16).view(np.int64).reshape(256)
+Q1_WORDS = (2 * ((_BYTE >> np.arange(8)) & 1) - 1).astype(np.int16).view(np.int64).reshape(256, 2)
+
 # kernel blocks per ggml block, and the ggml block's bytes
 SPLIT: dict[int, tuple[int, int]] = {U.NVFP4: (4, 36), U.Q1_0: (4, 18), U.Q2_0: (2, 18)}
 
@@ -57,21 +63,24 @@ def unpack_nvfp4(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
 
 @njit(**_JIT)
 def unpack_q1_0(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
+    words = codes.view(np.int64)  # (4 codes a word: codes is whole blocks of 32)
     for b in range(nb):
         o, c = (b // 4) * 18, b * 32
         q = o + 2 + 4 * (b % 4)
-        for j in range(32):
-            codes[c + j] = 2 * ((np.int64(w[q + j // 8]) >> (j % 8)) & 1) - 1
+        for i in range(4):
+            words[c // 4 + 2 * i] = Q1_WORDS[w[q + i], 0]
+            words[c // 4 + 2 * i + 1] = Q1_WORDS[w[q + i], 1]
         ds[b] = f16_at(w, o)
 
 
 @njit(**_JIT)
 def unpack_q2_0(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
+    words = codes.view(np.int64)
     for b in range(nb):
         o, c = (b // 2) * 18, b * 32
         q = o + 2 + 8 * (b % 2)
-        for j in range(32):
-            codes[c + j] = ((np.int64(w[q + j // 4]) >> (2 * (j % 4))) & 3) - 1
+        for i in range(8):
+            words[c // 4 + i] = Q2_WORDS[w[q + i]]
         ds[b] = f16_at(w, o)
 
 
