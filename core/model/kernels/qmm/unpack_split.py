@@ -44,6 +44,8 @@ UE4M3_HALF[0] = UE4M3_HALF[0x7F] = 0.0
 _BYTE = np.arange(256)[:, None]
 Q2_WORDS = (((_BYTE >> (2 * np.arange(4))) & 3) - 1).astype(np.int16).view(np.int64).reshape(256)
 Q1_WORDS = (2 * ((_BYTE >> np.arange(8)) & 1) - 1).astype(np.int16).view(np.int64).reshape(256, 2)
+# NVFP4: every byte's two codes, kvalues_fp4 of its low and its high nibble
+FP4_LO, FP4_HI = KVALUES_FP4[np.arange(256) & 15].astype(np.int16), KVALUES_FP4[np.arange(256) >> 4].astype(np.int16)
 
 # kernel blocks per ggml block, and the ggml block's bytes
 SPLIT: dict[int, tuple[int, int]] = {U.NVFP4: (4, 36), U.Q1_0: (4, 18), U.Q2_0: (2, 18)}
@@ -51,14 +53,15 @@ SPLIT: dict[int, tuple[int, int]] = {U.NVFP4: (4, 36), U.Q1_0: (4, 18), U.Q2_0: 
 
 @njit(**_JIT)
 def unpack_nvfp4(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def]
-    for b in range(nb):
-        o, s, c = (b // 4) * 36, b % 4, b * 16
-        q = o + 4 + 8 * s
-        for j in range(8):
-            v = np.int64(w[q + j])
-            codes[c + j] = KVALUES_FP4[v & 15]
-            codes[c + j + 8] = KVALUES_FP4[v >> 4]
-        ds[b] = UE4M3_HALF[w[o + s]]
+    for g in range(nb // 4):  # ggml block g: kernel blocks 4g .. 4g + 3
+        o = g * 36
+        for s in range(4):
+            q, c = o + 4 + 8 * s, (4 * g + s) * 16
+            for j in range(8):
+                v = w[q + j]
+                codes[c + j] = FP4_LO[v]
+                codes[c + j + 8] = FP4_HI[v]
+            ds[4 * g + s] = UE4M3_HALF[w[o + s]]
 
 
 @njit(**_JIT)
