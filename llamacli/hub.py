@@ -100,7 +100,7 @@ def other_parts(name: str) -> list[str]:
 
 
 _QUANT_NAME = re.compile(
-    r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|TQ\d_\d)(?![A-Za-z0-9])", re.IGNORECASE
+    r"(?<![A-Za-z0-9])((?:UD-)?I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32|MXFP4(?:_MOE)?|NVFP4|TQ\d_\d)(?![A-Za-z0-9])", re.IGNORECASE
 )
 
 
@@ -394,13 +394,20 @@ class CachedModel:
     source: str = "hub"  # "hub" (the Hugging Face cache), "demo" (the demo model), "local" (opened with -m)
 
 
+# llama.h file types newer than gguf-py's LlamaFileType
+_NEWER_FILE_TYPES = {41: "Q2_0"}
+
+
 def file_type_name(ft: Any) -> str:
     from gguf import LlamaFileType
 
     try:
         return LlamaFileType(int(ft)).name.removeprefix("MOSTLY_").removeprefix("ALL_")
     except (TypeError, ValueError):
-        return "?"
+        try:
+            return _NEWER_FILE_TYPES.get(int(ft), "?")
+        except (TypeError, ValueError):
+            return "?"
 
 
 def _described(repo: str, file: str, path: str | os.PathLike[str], size: int, source: str) -> CachedModel:

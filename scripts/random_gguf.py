@@ -14,7 +14,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.lowbit_blocks import LOW_BIT_TYPES, set_scale  # noqa: E402
+from tests.lowbit_blocks import RANDOM_BLOCK_TYPES, set_scale  # noqa: E402
 
 QT = GGMLQuantizationType
 
@@ -37,7 +37,7 @@ def random_blocks(rng: np.random.Generator, qt: QT, rows: int, cols: int) -> np.
         blocks[..., 208:210] = half[:2]
     elif qt == QT.Q8_0:  # d | 32 int8
         blocks[..., 0:2] = half[:2]
-    elif qt in LOW_BIT_TYPES:  # (where each stores its scale: tests/lowbit_blocks.py)
+    elif qt in RANDOM_BLOCK_TYPES:  # (where each stores its scale: tests/lowbit_blocks.py)
         flat = blocks.reshape(-1, size)
         set_scale(qt, flat, np.full(flat.shape[0], 2e-3, dtype=np.float32))
     return blocks.reshape(rows, -1)

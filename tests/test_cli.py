@@ -79,8 +79,8 @@ def test_unsupported_architecture_or_type_is_one_line_exit_2(tmp_path: Path) -> 
     src = write_tiny_model("qwen3moe", "F32", tmp_path / "moe.gguf")
     cases = {
         "'grok'": rewrite_gguf(src, tmp_path / "arch.gguf", arch="grok"),
-        "NVFP4": rewrite_gguf(src, tmp_path / "type.gguf",
-                                retype=("blk.1.ffn_down_exps.weight", gguf.GGMLQuantizationType.NVFP4)),
+        "Q8_1": rewrite_gguf(src, tmp_path / "type.gguf",
+                                retype=("blk.1.ffn_down_exps.weight", gguf.GGMLQuantizationType.Q8_1)),
     }
     for what, bad in cases.items():
         for cmd in (["complete", "-p", "hi", "-n", "1"], ["serve", "--port", "0", "--no-warmup"]):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from gguf import GGML_QUANT_SIZES
 from gguf import GGMLQuantizationType as QT
+from gguf.quants import _type_traits as gguf_dequantizers
 from gguf.quants import dequantize as gguf_dequantize
 
 from llamacli.core.model.kernels import dequant
@@ -24,7 +25,7 @@ LOW_BIT = {QT.MXFP4, QT.TQ1_0, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3
 @pytest.fixture(scope="module")
 def ggml_dequant() -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
-    for f in ("dequant.npz", "dequant_lowbit.npz"):
+    for f in ("dequant.npz", "dequant_lowbit.npz", "split.npz"):
         with np.load(FIXTURES / f) as data:
             out.update({k: data[k] for k in data.files})
     return out
@@ -65,6 +66,7 @@ def test_typed_f16_input_as_gguf_gives_it() -> None:
 
 f32 = np.float32
 KVALUES = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113]
+KVALUES_FP4 = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12]
 
 
 def _h(b: np.ndarray, off: int) -> np.float32:
@@ -177,6 +179,19 @@ def naive_block(qtype: QT, b: np.ndarray) -> list[np.float32]:
             dl = d * f32(ls - 32)
             q = qs[16 * ib : 16 * ib + 16]
             y += [dl * f32(KVALUES[int(v) & 0xF]) for v in q] + [dl * f32(KVALUES[int(v) >> 4]) for v in q]
+    elif qtype == QT.NVFP4:  # ggml_ue4m3_to_fp32 (ggml-impl.h), kvalues_mxfp4
+        for s in range(4):
+            x, e, mt = int(b[s]), (int(b[s]) >> 3) & 0xF, int(b[s]) & 7
+            raw = f32(0) if x in (0, 0x7F) else f32(np.ldexp(f32(mt), -9)) if e == 0 else f32(np.ldexp(f32(1) + f32(mt) / f32(8), e - 7))
+            d = raw * f32(0.5)
+            q = b[4 + 8 * s : 12 + 8 * s]
+            y += [f32(KVALUES_FP4[int(v) & 0x0F]) * d for v in q] + [f32(KVALUES_FP4[int(v) >> 4]) * d for v in q]
+    elif qtype == QT.Q1_0:
+        d = _h(b, 0)
+        y = [d if (int(b[2 + j // 8]) >> (j % 8)) & 1 else -d for j in range(128)]
+    elif qtype == QT.Q2_0:
+        d = _h(b, 0)
+        y = [f32(((int(b[2 + j // 4]) >> ((j % 4) * 2)) & 3) - 1) * d for j in range(64)]
     else:
         raise AssertionError(qtype)
     return y
@@ -190,7 +205,7 @@ def random_blocks(qtype: QT, n: int, seed: int) -> np.ndarray:
     offsets = {
         QT.Q4_1: (0, 2), QT.Q5_1: (0, 2), QT.Q2_K: (80, 82), QT.Q3_K: (108,),
         QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,), QT.TQ1_0: (52,), QT.TQ2_0: (64,),
-        QT.MXFP4: (), QT.IQ1_M: (),  # (an E8M0 byte; fp16 bits in the scales' top nibbles)
+        QT.MXFP4: (), QT.IQ1_M: (), QT.NVFP4: (),  # (an E8M0 byte; fp16 bits in the scales' top nibbles)
     }.get(qtype, (0,))
     for off in offsets:
         raw[:, off : off + 2] = (rng.standard_normal((n, 1)) * 0.05).astype(np.float16).view(np.uint8)
@@ -205,7 +220,8 @@ def test_matches_naive_c_transcription(qtype: QT) -> None:
     np.testing.assert_array_equal(bits(dequantize(raw, qtype, (3 * bs,))), bits(expected))
 
 
-@pytest.mark.parametrize("qtype", sorted(SUPPORTED_TYPES, key=int), ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", sorted((t for t in SUPPORTED_TYPES if t in gguf_dequantizers or GGML_QUANT_SIZES[t][0] == 1), key=int),
+                         ids=lambda t: t.name)  # (gguf-py has no Q1_0, no Q2_0)
 def test_matches_gguf_py(qtype: QT) -> None:
     bs, ts = GGML_QUANT_SIZES[qtype]
     if bs == 1:
@@ -231,13 +247,14 @@ def test_block_info() -> None:
     assert block_info(QT.Q8_0) == (32, 34)
     assert block_info(QT.F16) == (1, 2)
     assert block_info(QT.IQ2_XXS) == (256, 66)
-    with pytest.raises(UnsupportedTensorType, match="NVFP4"):
-        block_info(QT.NVFP4)
+    assert block_info(QT.NVFP4) == (64, 36) and block_info(QT.Q1_0) == (128, 18) and block_info(QT.Q2_0) == (64, 18)
+    with pytest.raises(UnsupportedTensorType, match="Q8_1"):
+        block_info(QT.Q8_1)
 
 
 def test_unsupported_type_is_named() -> None:
-    with pytest.raises(UnsupportedTensorType, match="NVFP4") as err:
-        dequantize(np.zeros(36, np.uint8), QT.NVFP4, (64,), name="blk.0.ffn_up.weight")
+    with pytest.raises(UnsupportedTensorType, match="Q8_1") as err:
+        dequantize(np.zeros(36, np.uint8), QT.Q8_1, (32,), name="blk.0.ffn_up.weight")
     assert "blk.0.ffn_up.weight" in str(err.value)
     with pytest.raises(UnsupportedTensorType, match="99"):
         dequantize(np.zeros(4, np.uint8), 99, (1,))

@@ -134,3 +134,19 @@ def test_header_pages_are_released_after_parsing(tmp_path: Path) -> None:
     assert header > 100 * 4096
     assert mapped_pages(g.data.ctypes.data, header) == 0
     assert bytes(g.data[:4]) == b"GGUF"  # still readable: the page comes back from the page cache
+
+
+def test_reads_q2_0_tensors_which_gguf_py_does_not_know(tmp_path: Path) -> None:
+    """ggml type 42 (Q2_0: 64 values in 18 bytes), newer than gguf-py: read with its block size."""
+    from llamacli.core.model.kernels.ggml_types import Q2_0
+
+    raw = np.random.default_rng(0).integers(0, 256, size=(3, 2 * 18), dtype=np.uint8)
+    w = gguf.GGUFWriter(str(tmp_path / "q2.gguf"), "llama")
+    w.add_tensor("q.weight", raw, raw_dtype=Q2_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    t = GGUFFile(tmp_path / "q2.gguf").tensor("q.weight")
+    assert (int(t.qtype), t.qtype.name, t.shape, t.nbytes) == (42, "Q2_0", (3, 128), raw.nbytes)
+    np.testing.assert_array_equal(np.frombuffer(GGUFFile(tmp_path / "q2.gguf").raw("q.weight"), np.uint8), raw.reshape(-1))

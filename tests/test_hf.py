@@ -436,3 +436,12 @@ def test_a_split_model_comes_with_all_its_parts(hub: FakeHub, tmp_path: Path) ->
     r2 = llama("tokenize", "-m", str(whole), "-p", "hello world", "--ids")
     assert r.returncode == 0 and r.stdout == r2.stdout, r.stderr
     assert all(len(hub.gets(f"big-Q8_0-0000{i}-of-00003.gguf")) == 1 for i in (1, 2, 3))
+
+
+def test_file_type_names_include_ggml_types_40_to_42() -> None:
+    """`llama list`'s type column for NVFP4, Q1_0 and Q2_0 files (llama.h ftypes 39-41; gguf-py
+    knows the first two)."""
+    from llamacli.hub import file_type_name
+
+    assert [file_type_name(ft) for ft in (39, 40, 41, 99, None)] == ["NVFP4", "Q1_0", "Q2_0", "?", "?"]
+    assert [quant_of(f"m-{q}.gguf") for q in ("nvfp4", "Q1_0", "Q2_0")] == ["NVFP4", "Q1_0", "Q2_0"]

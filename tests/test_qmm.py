@@ -14,12 +14,14 @@ from llamacli.core.model.kernels.qmm import threads
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS
 from llamacli.core.quantize.convert import encode
 from llamacli.core.model.kernels.dequant import dequantize
-from tests.lowbit_blocks import LOW_BIT_TYPES, random_blocks
+from tests.lowbit_blocks import LOW_BIT_TYPES, RANDOM_BLOCK_TYPES, SPLIT_TYPES, random_blocks
+from llamacli.core.model.kernels.grids import KVALUES_FP4 as KV_FP4
+from llamacli.core.model.kernels.qmm.unpack_split import UE4M3_HALF
 
 QT = GGMLQuantizationType
 
 TYPES = [QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q2_K, QT.Q3_K,
-         QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS, *LOW_BIT_TYPES]
+         QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.IQ4_NL, QT.IQ4_XS, *LOW_BIT_TYPES, *SPLIT_TYPES]
 
 
 def _matrix(qtype: QT, n_out: int, n_in: int, seed: int = 0) -> QuantMatrix:
@@ -29,7 +31,7 @@ def _matrix(qtype: QT, n_out: int, n_in: int, seed: int = 0) -> QuantMatrix:
         blocks = rng.integers(0, 256, size=(n_out, n_in // qk, size), dtype=np.uint8)
         blocks[:, :, 0:2] = np.array([0.01], dtype=np.float16).view(np.uint8)
         return QuantMatrix(blocks.reshape(n_out, -1), qtype, n_in)
-    if qtype in LOW_BIT_TYPES:  # nor for these: random codes, block scales for a spread of 0.05
+    if qtype in RANDOM_BLOCK_TYPES:  # nor for these: random codes, block scales for a spread of 0.05
         return QuantMatrix(random_blocks(qtype, n_out, n_in, 0.05, rng), qtype, n_in)
     w = rng.standard_normal((n_out, n_in)).astype(np.float32) * 0.05
     raw = encode(w, qtype)
@@ -77,7 +79,8 @@ def test_matches_float64_reference(qtype: QT, rows: int) -> None:
 # tokens) and types whose batches take the token-tiled kernel (Q2_K, IQ4_XS, F16)
 @pytest.mark.parametrize(
     "qtype",
-    [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q2_K, QT.IQ4_XS, QT.F16, *LOW_BIT_TYPES],
+    [QT.Q8_0, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.Q2_K, QT.IQ4_XS, QT.F16, *LOW_BIT_TYPES,
+     *SPLIT_TYPES],
     ids=lambda t: t.name,
 )
 def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
@@ -179,7 +182,8 @@ threads.set_threads(int(sys.argv[3]))
 out = []
 from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16,
-           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ2_XS, T.QT.IQ3_XXS, T.QT.IQ3_S, T.QT.IQ1_S, T.QT.IQ1_M):
+           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ2_XS, T.QT.IQ3_XXS, T.QT.IQ3_S, T.QT.IQ1_S, T.QT.IQ1_M,
+           *T.SPLIT_TYPES):
     k = T._k_for(qt)
     ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]
     pack_matrix(ms[1])  # the 32-value types, Q4_K, Q6_K: rows interleaved by eights (packed.py)
@@ -411,3 +415,58 @@ def test_planned_decode_calls_equal_matmuls(types: tuple[QT, ...], n_calls: int)
     for i, m in enumerate(ms):
         y = matmul(prepare(x, m.qtype), m)
         assert np.array_equal(outs[i], y + bias if i == 1 else y)
+
+
+@pytest.mark.parametrize("qtype", SPLIT_TYPES, ids=lambda t: t.name)
+def test_split_types_match_ggml_mul_mat(qtype: QT) -> None:
+    """NVFP4, Q1_0, Q2_0 against libggml-cpu's own ggml_mul_mat (tests/fixtures/quants/split.npz,
+    one thread, AVX-512 build): the same integer block dots and scale products; ggml sums the
+    terms lane by lane in its registers, we in one fixed order (core/model/kernels/qmm/block_dots.py),
+    so the last bits may differ: within (K / 16) float32 roundings of the largest output."""
+    z = np.load(Path(__file__).parent / "fixtures" / "quants" / "split.npz")
+    w, x = z[f"{qtype.name}.w"], z[f"{qtype.name}.x"]
+    m = QuantMatrix(w, qtype, x.shape[1])
+    for rows in (1, 5):
+        ref = z[f"{qtype.name}.y{rows}"]
+        y = matmul(prepare(x[:rows], qtype), m)
+        np.testing.assert_allclose(y, ref, rtol=0, atol=np.abs(ref).max() * (x.shape[1] // 16) * 2.0**-24)
+
+
+def _ggml_generic_dot(qtype: QT, w_row: np.ndarray, codes: np.ndarray, xd: np.ndarray) -> np.float32:
+    """ggml-cpu/quants.c's ggml_vec_dot_{nvfp4,q1_0,q2_0}_q8_0_generic in float32 scalars: the
+    weight codes and scales from dequantize (value = scale * code), the Q8_0 activation's."""
+    f32 = np.float32
+    qk = GGML_QUANT_SIZES[qtype][0]
+    vals = dequantize(w_row, qtype, (codes.size,))
+    sumf = f32(0)
+    for i in range(codes.size // qk):
+        if qtype == QT.NVFP4:  # sumf += dy * d * (sumi_lo + sumi_hi), per 16 values
+            for s in range(4):
+                d = UE4M3_HALF[w_row[36 * i + s]]
+                q = np.array([KV_FP4[v & 15] for v in w_row[36 * i + 4 + 8 * s: 36 * i + 12 + 8 * s]]
+                             + [KV_FP4[v >> 4] for v in w_row[36 * i + 4 + 8 * s: 36 * i + 12 + 8 * s]])
+                o = qk * i + 16 * s
+                isum = int((q.astype(np.int64) * codes[o : o + 16]).sum())
+                sumf = f32(sumf + f32(f32(xd[o // 32] * d) * f32(isum)))
+        else:  # sumi += d1 * sumi_block over the Q8_0 blocks; sumf += d0 * sumi
+            d0 = f32(np.frombuffer(w_row[18 * i : 18 * i + 2].tobytes(), dtype=np.float16)[0])
+            sumi = f32(0)
+            for k in range(qk // 32):
+                o = qk * i + 32 * k
+                q = np.rint(vals[o : o + 32] / d0).astype(np.int64) if d0 != 0 else np.zeros(32, np.int64)
+                sumi = f32(sumi + f32(xd[o // 32] * f32(int((q * codes[o : o + 32]).sum()))))
+            sumf = f32(sumf + f32(d0 * sumi))
+    return sumf
+
+
+@pytest.mark.parametrize("qtype", SPLIT_TYPES, ids=lambda t: t.name)
+def test_split_types_sum_in_ggml_generic_order(qtype: QT) -> None:
+    """The scale terms of NVFP4, Q1_0, Q2_0 in ggml's generic order, bit for bit, in the
+    one-row and the token-tiled kernels (Q1_0/Q2_0: the weight scale after the block's sum)."""
+    m = _matrix(qtype, 5, 512, seed=21)
+    x = np.random.default_rng(22).standard_normal((40, 512)).astype(np.float32)
+    xa = prepare(x, qtype)
+    for y, rows in ((matmul(prepare(x[:1], qtype), m), 1), (matmul(xa, m), 40)):
+        for t in (0, rows - 1):
+            for r in range(5):
+                assert y[t, r] == _ggml_generic_dot(qtype, m.data[r], xa.codes[t].astype(np.int64), xa.d[t]), (rows, t, r)

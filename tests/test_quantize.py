@@ -330,3 +330,12 @@ def test_scale_overflow_refused(inputs: dict[str, Path], tmp_path: Path) -> None
         with pytest.raises(QuantizeError, match="blk.0.attn_q.weight.*validation failed"):
             quantize_model(str(big), str(tmp_path / "o.gguf"), QuantizeOptions(parse_file_type(t)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.gguf"]
+
+
+def test_guessed_file_type_of_ggml_types_40_to_42() -> None:
+    """llama_model_loader's guess names NVFP4, Q1_0 and Q2_0 files (llama.h ftypes 39-41)."""
+    from llamacli.core.model.kernels.ggml_types import Q2_0
+    from llamacli.core.quantize.job import guess_file_type
+
+    assert [guess_file_type([t, t, QT.F32]) for t in (QT.NVFP4, QT.Q1_0, Q2_0)] == [39, 40, 41]
+    assert guess_file_type([QT.Q8_1]) == 0

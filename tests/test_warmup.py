@@ -123,3 +123,17 @@ def test_a_killed_cold_start_leaves_the_next_less_to_compile(tmp_path: Path) -> 
     total = {j.name for j in W.plan([QT.Q4_K, QT.Q6_K, QT.Q8_0])}
     assert compiled and compiled < total
     assert not compiled & survived
+
+
+def test_warmup_matmuls_span_whole_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each type's warm-up matmul is at least one ggml block wide (Q1_0: 128 values; at 32 its
+    rows held no bytes and the kernels read past them)."""
+    from gguf import GGML_QUANT_SIZES
+
+    seen: list[tuple[GGMLQuantizationType, int, int]] = []
+    monkeypatch.setattr(W, "matmul", lambda xa, m: seen.append((m.qtype, m.n_in, m.data.shape[1])))
+    for qt in W.QUANT_FORMATS:
+        W._matmuls(qt, (1,))
+    for qt, n_in, row_bytes in seen:
+        qk, size = GGML_QUANT_SIZES[qt]
+        assert n_in % qk == 0 and row_bytes == n_in // qk * size > 0, qt.name

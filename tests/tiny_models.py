@@ -2,7 +2,7 @@
 
 Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
-MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks), plus ("llama", "F32_ROPE_FREQS"):
+MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks; SPLIT_MODELS: NVFP4, Q1_0, Q2_0), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
 with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router rows); gpt-oss
 (GPTOSS_MODELS, also in MOE_MODELS: F32, F16, Q8_0; the real file's metadata keys and tensor
@@ -47,7 +47,7 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import TokenType
 
-from tests.lowbit_blocks import LOW_BIT_TYPES, random_blocks
+from tests.lowbit_blocks import LOW_BIT_TYPES, RANDOM_BLOCK_TYPES, SPLIT_TYPES, random_blocks
 
 ARCHES = ("llama", "qwen2", "qwen3", "gemma3")
 VARIANTS = ("F32", "F16", "Q8_0", "Q4_K")
@@ -80,6 +80,8 @@ _SEEDS = {("mistral3", "F32"): 1326, ("mistral3", "F16"): 1306, ("mistral3", "Q4
           ("glm4moe", "F32"): 1427, ("glm4moe", "Q8_0"): 1454, ("glm4moe", "Q4_K"): 1456}
 # llama with every matrix in one of the low-bit types (random valid blocks, tests/lowbit_blocks.py)
 LOW_BIT_MODELS = tuple(("llama", t.name) for t in LOW_BIT_TYPES)
+# llama in ggml types 40-42 (random valid blocks, tests/lowbit_blocks.py SPLIT_TYPES)
+SPLIT_MODELS = tuple(("llama", t.name) for t in SPLIT_TYPES)
 # Q8_0 at a row length that is not a multiple of 256 (gpt-oss: 2880): qwen3's Q8_0 model 160
 # wide, its first 16 fixture tokens; not in ALL_MODELS (its own test in test_parity_tiny.py)
 ODD_WIDTH_MODELS = (("qwen3", "Q8_0_W160"),)
@@ -97,13 +99,14 @@ GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("g
 _GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (QT.F32, 1519), "F32_MOE": (QT.F32, 1520)}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
-                                     + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS))
+                                     + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
                 **{t.name: t for t in LOW_BIT_TYPES}, "Q8_0_W160": QT.Q8_0,
-                "F32_IDEFICS3": QT.F32}  # (seeds: a variant's place, so new ones go last)
+                "F32_IDEFICS3": QT.F32,
+                **{t.name: t for t in SPLIT_TYPES}}  # (seeds: a variant's place, so new ones go last)
 # llama F32 whose SPM vocabulary also holds SmolVLM's image tokens (IDEFICS3_TOKENS, after the
 # others): the text model of the idefics3 projector's libmtmd fixtures (scripts/mmproj_fixtures.py)
 IDEFICS3_MODEL = ("llama", "F32_IDEFICS3")
@@ -201,7 +204,7 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
-            (arch, variant) not in LOW_BIT_MODELS + (IDEFICS3_MODEL,)):
+            (arch, variant) not in LOW_BIT_MODELS + SPLIT_MODELS + (IDEFICS3_MODEL,)):
         raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
     seed = ARCHES.index(arch) * 100 + list(_WEIGHT_TYPE).index(variant)
     if arch == "llama":
@@ -388,7 +391,7 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
     if qtype == QT.Q4_K:
         w.add_tensor(name, _random_q4_k(rng, n_out, n_in, std), raw_dtype=QT.Q4_K)
         return
-    if qtype in LOW_BIT_TYPES:
+    if qtype in RANDOM_BLOCK_TYPES:
         w.add_tensor(name, random_blocks(qtype, n_out, n_in, std, rng), raw_dtype=qtype)
         return
     _add_values(w, name, (rng.standard_normal((n_out, n_in)) * std).astype(np.float32), qtype)
@@ -397,7 +400,7 @@ def _add_matrix(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_out: 
 def _add_experts(w: gguf.GGUFWriter, name: str, rng: np.random.Generator, n_expert: int, n_out: int, n_in: int,
                  std: float, qtype: QT) -> None:
     """A 3-D expert tensor, GGUF ne = [n_in, n_out, n_expert] (numpy (n_expert, n_out, n_in))."""
-    if qtype == QT.Q4_K or qtype in LOW_BIT_TYPES:
+    if qtype == QT.Q4_K or qtype in RANDOM_BLOCK_TYPES:
         rows = n_expert * n_out
         raw = _random_q4_k(rng, rows, n_in, std) if qtype == QT.Q4_K else random_blocks(qtype, rows, n_in, std, rng)
         w.add_tensor(name, raw.reshape(n_expert, n_out, -1), raw_dtype=qtype)
@@ -528,6 +531,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
              "F32_LONGROPE": gguf.LlamaFileType.ALL_F32, "F32_SPLIT": gguf.LlamaFileType.ALL_F32,
              **{t.name: getattr(gguf.LlamaFileType, "MOSTLY_MXFP4_MOE" if t == QT.MXFP4 else f"MOSTLY_{t.name}")
                 for t in LOW_BIT_TYPES},
+             # (llama.h LLAMA_FTYPE_MOSTLY_NVFP4, _Q1_0, _Q2_0; gguf-py lacks the last)
+             **{t.name: {QT.NVFP4: 39, QT.Q1_0: 40}.get(t, 41) for t in SPLIT_TYPES},
              "Q8_0_W160": gguf.LlamaFileType.MOSTLY_Q8_0, "F32_IDEFICS3": gguf.LlamaFileType.ALL_F32}[variant]
     w.add_file_type(int(ftype))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)

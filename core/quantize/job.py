@@ -27,6 +27,7 @@ from gguf import GGMLQuantizationType as QT
 from llamacli.core.errors import LlamaError, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile, split_path
 from llamacli.core.model.kernels.dequant import SUPPORTED_TYPES, dequantize_into
+from llamacli.core.model.kernels.ggml_types import Q2_0
 
 from .convert import ENCODERS, reencode, row_nbytes
 from .ftypes import FileType
@@ -158,7 +159,7 @@ def guess_file_type(types: list[QT]) -> int:
     by_type = {QT.F32: 0, QT.F16: 1, QT.BF16: 32, QT.Q4_0: 2, QT.Q4_1: 3, QT.Q5_0: 8, QT.Q5_1: 9, QT.Q8_0: 7,
                QT.Q2_K: 10, QT.Q3_K: 12, QT.Q4_K: 15, QT.Q5_K: 17, QT.Q6_K: 18, QT.TQ1_0: 36, QT.TQ2_0: 37,
                QT.IQ2_XXS: 19, QT.IQ2_XS: 20, QT.IQ2_S: 28, QT.IQ3_XXS: 23, QT.IQ1_S: 24, QT.IQ1_M: 31,
-               QT.IQ4_NL: 25, QT.IQ4_XS: 30, QT.IQ3_S: 26}
+               QT.IQ4_NL: 25, QT.IQ4_XS: 30, QT.IQ3_S: 26, QT.NVFP4: 39, QT.Q1_0: 40, Q2_0: 41}
     return by_type.get(best, 0)
 
 

@@ -2,9 +2,9 @@
 
 Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
 IQ4_NL, IQ4_XS, and the low-bit types MXFP4, TQ1_0, TQ2_0, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S,
-IQ3_XXS, IQ3_S. Block layouts and formulas follow ggml/src/ggml-common.h and the
+IQ3_XXS, IQ3_S, NVFP4, Q1_0, Q2_0. Block layouts and formulas follow ggml/src/ggml-common.h and the
 `dequantize_row_*` functions of ggml/src/ggml-quants.c. The low-bit types decode through the
-matmul's own unpackers (core/model/kernels/qmm/unpack_lowbit.py: integer codes times an exact
+matmul's own unpackers (core/model/kernels/qmm/unpack_lowbit.py, unpack_split.py: integer codes times an exact
 block scale), so that what is multiplied is what is tested against ggml here.
 
 Why the results are bit-exact: in every type, the value is `scale * q` or `scale * q - min`
@@ -30,6 +30,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
+from llamacli.core.model.kernels.ggml_types import Q2_0
 
 QT = GGMLQuantizationType
 
@@ -292,21 +293,24 @@ def _via_unpack(qtype: GGMLQuantizationType) -> Kernel:
     powers of two) is exact in any association, and so is this one product."""
 
     def kernel(blocks: np.ndarray, out: np.ndarray) -> None:
-        from llamacli.core.model.kernels.qmm.unpack_lowbit import UNPACKERS  # (numba: loaded when used)
+        from llamacli.core.model.kernels.qmm.per_type import TYPE_CODES  # (numba: loaded when used)
         from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS
 
         fmt = QUANT_FORMATS[qtype]
-        n = blocks.shape[0]
+        n = blocks.shape[0] * fmt.split  # the kernel's blocks
         codes = np.empty(n * fmt.qk, dtype=np.int16)
         ds = np.empty(n, dtype=np.float32)
         unused_i, unused_f = np.empty((n, fmt.nsub), dtype=np.int32), np.empty(n, dtype=np.float32)
-        UNPACKERS[fmt.kind](np.ascontiguousarray(blocks).reshape(-1), n, codes, unused_i, unused_i, ds, unused_f)
-        np.multiply(codes.reshape(n, fmt.qk), ds[:, None], out=out)
+        TYPE_CODES[fmt.kind].unpack(np.ascontiguousarray(blocks).reshape(-1), n, codes, unused_i, unused_i, ds, unused_f)
+        np.multiply(codes.reshape(n, fmt.qk), ds[:, None], out=out.reshape(n, fmt.qk))
 
     return kernel
 
 
-_LOW_BIT = (QT.MXFP4, QT.TQ1_0, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ1_S, QT.IQ1_M)
+_LOW_BIT = (
+    QT.MXFP4, QT.TQ1_0, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ2_S, QT.IQ3_XXS, QT.IQ3_S, QT.IQ1_S, QT.IQ1_M, QT.NVFP4, QT.Q1_0,
+    Q2_0,
+)
 
 _KERNELS: dict[GGMLQuantizationType, Kernel] = {
     QT.F32: _dq_f32,

@@ -41,6 +41,7 @@ import numpy as np
 from gguf import GGMLQuantizationType
 
 from llamacli.core.errors import UnsupportedTensorType
+from llamacli.core.model.kernels.ggml_types import Q2_0
 
 QT = GGMLQuantizationType
 
@@ -58,6 +59,7 @@ _VEC_DOT_TYPE: dict[GGMLQuantizationType, GGMLQuantizationType | None] = {
     QT.MXFP4: QT.Q8_0,
     QT.NVFP4: QT.Q8_0,
     QT.Q1_0: QT.Q8_0,
+    Q2_0: QT.Q8_0,
     QT.Q2_K: QT.Q8_K,
     QT.Q3_K: QT.Q8_K,
     QT.Q4_K: QT.Q8_K,

@@ -83,7 +83,8 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def _matmuls(qt: GGMLQuantizationType, rows: tuple[int, ...], packed_rows: bool = False) -> None:
     """One tiny matmul of type qt for each activation row count (read-only weights, as the
     mapped file's); packed_rows: of 8 weight rows, packed where the type has a packed form."""
-    k = 256 if qt in QUANT_FORMATS and QUANT_FORMATS[qt].qk == 256 else 32
+    k = 256 if qt in QUANT_FORMATS and QUANT_FORMATS[qt].qk == 256 else max(32, GGML_QUANT_SIZES[qt][0])  # (Q1_0: 128)
+    assert k % GGML_QUANT_SIZES[qt][0] == 0
     data = np.zeros((8 if packed_rows else 2, k // GGML_QUANT_SIZES[qt][0] * GGML_QUANT_SIZES[qt][1]), dtype=np.uint8)
     m = QuantMatrix(_readonly(data), qt, k)
     if packed_rows and not pack_matrix(m):

@@ -26,6 +26,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from llamacli.core.errors import ModelLoadError
+from llamacli.core.model.kernels import ggml_types  # noqa: F401  (tensor type 42, Q2_0)
 from llamacli.core.string_array import StringArray, utf8_string_array
 
 GGUF_MAGIC = b"GGUF"

@@ -11,6 +11,10 @@ does not depend on the batch it is in, on the kernel chosen or on the thread cou
         Q8_1 min: term = term + m_w * s_x
         acc = acc + term
 
+Q1_0 and Q2_0 (one fp16 d_w over 4 or 2 Q8_0 activation blocks) keep ggml's order of the scale
+terms instead: inner = sum over the ggml block's kernel blocks of d_x * float(isum), then
+acc = acc + d_w * inner (weight_types.QFormat.outer).
+
 Q8_0 weights are the exception: they follow ggml's own order (eight FMA lanes per row,
 core/model/kernels/qmm/lanes.py), so that they give llama.cpp's bits.
 

@@ -25,7 +25,7 @@ from llamacli.core.model.kernels.qmm.block_dots import min_sum, term
 from llamacli.core.model.kernels.qmm.lanes import LANES, dot_row
 from llamacli.core.model.kernels.qmm.per_type import CLayout
 from llamacli.core.model.kernels.qmm.rows import ROWS
-from llamacli.core.model.kernels.qmm.simd import idot_w16_32, idot_w16_256
+from llamacli.core.model.kernels.qmm.simd import idot_w16_16, idot_w16_32, idot_w16_256
 from llamacli.core.model.kernels.qmm.unpack import f16_at
 
 # Activation rows per call of a 16-row kernel: their accumulators (16 floats each) and codes
@@ -37,6 +37,8 @@ _NO_SUMS = np.zeros((1, 1, 1), dtype=np.int32)
 # values are never compiled.
 ROWS16 = LEGACY = Q8_LANES = False
 QK = NSUB = ACT = MIN_TERM = BLOCK = 0
+XPER = 1  # kernel blocks per activation scale (weight_types.QFormat.xper)
+OUTER = 0  # Q1_0, Q2_0: kernel blocks per weight scale applied after their sum (QFormat.outer)
 rows16: Any = None
 legacy_dot: Any = None
 packed_dot: Any = None
@@ -111,14 +113,23 @@ def decode_rows(w_p, w_n, w_k, xc_p, xc_t, xc_k, xd_p, xd_t, xd_nb, xs_p, xs_t, 
         for t in range(t_rows):
             xt = xc[t]
             acc1 = np.float32(0.0)
+            inner = np.float32(0.0)
             for b in range(nb):
                 if QK == 256:
                     isum = idot_w16_256(codes, b * 256, xt, b * 256)
+                elif QK == 16:
+                    isum = idot_w16_16(codes, b * 16, xt, b * 16)
                 else:
                     isum = idot_w16_32(codes, b * 32, xt, b * 32)
                 msum = min_sum(mn[b], xb, t, b) if MIN_TERM == 2 else 0
                 s_x = xs[t, b] if MIN_TERM == 1 else np.float32(0.0)
-                acc1 += term(ACT, MIN_TERM, xd[t, b], ds[b], dms[b], isum, msum, s_x)
+                if OUTER:  # ggml's order: d_w * sum over the ggml block of d_x * isum
+                    inner += xd[t, b] * np.float32(isum)
+                    if b % OUTER == OUTER - 1:
+                        acc1 += ds[b] * inner
+                        inner = np.float32(0.0)
+                else:
+                    acc1 += term(ACT, MIN_TERM, xd[t, b // XPER], ds[b], dms[b], isum, msum, s_x)
             out[t, r] = acc1
     return 1
 

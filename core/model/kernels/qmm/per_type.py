@@ -2,7 +2,7 @@
 
 A kernel whose inner loop depends on the weight type (its unpacker, its 16-row kernel, its
 block size and min term) is written once as a plain Python function, a *template* reading
-those as module globals (`QK`, `NSUB`, `MIN_TERM`, `BLOCK`, `ROWS16`, `LEGACY`, `unpack_row`,
+those as module globals (`QK`, `XPER`, `OUTER`, `NSUB`, `MIN_TERM`, `BLOCK`, `ROWS16`, `LEGACY`, `unpack_row`,
 `rows16`, `legacy_dot`, `packed_dot`). `type_function(template, layout, kind)` compiles it for one type: a
 copy of the function whose globals are the type's (numba prunes the branches of the other
 types before typing them, the constants being known), as a C function (`numba.cfunc`) with a
@@ -33,6 +33,7 @@ from numba.core import types
 
 from llamacli.core.model.kernels.qmm import unpack as U
 from llamacli.core.model.kernels.qmm import unpack_lowbit as L
+from llamacli.core.model.kernels.qmm import unpack_split as S
 from llamacli.core.model.kernels.qmm.packed import PACKED_DOTS
 from llamacli.core.model.kernels.qmm.rows import (
     rows_mxfp4, rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0, rows_tq2_0,
@@ -56,7 +57,7 @@ class TypeCode:
     def globals(self) -> dict[str, Any]:
         f = self.fmt
         return dict(
-            QK=f.qk, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
+            QK=f.qk, XPER=f.xper, OUTER=f.split if f.outer else 0, NSUB=f.nsub, ACT=f.act, MIN_TERM=f.min_term, BLOCK=f.type_size, ROWS16=self.rows16 is not None,
             LEGACY=self.legacy_dot is not None, unpack_row=self.unpack, rows16=self.rows16, legacy_dot=self.legacy_dot,
             packed_dot=self.packed_dot, Q8_LANES=f.kind == U.Q8_0,
         )
@@ -67,6 +68,7 @@ _UNPACK = {
     U.IQ4_NL: U.unpack_iq4_nl, U.Q2_K: U.unpack_q2_k, U.Q3_K: U.unpack_q3_k, U.Q4_K: U.unpack_q4_k, U.Q5_K: U.unpack_q5_k,
     U.Q6_K: U.unpack_q6_k, U.IQ4_XS: U.unpack_iq4_xs,
     **L.UNPACKERS,
+    **S.UNPACKERS,
 }
 _ROWS16 = {
     U.Q4_0: rows_q4_0, U.Q4_1: rows_q4_1, U.Q5_0: rows_q5_0, U.Q5_1: rows_q5_1, U.Q8_0: rows_q8_0,

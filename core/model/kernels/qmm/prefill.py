@@ -28,6 +28,8 @@ ROWS_PER_TASK = 16  # weight rows per parallel work item
 # Bound per type when `prefill_rows` is compiled (per_type.TypeCode.globals); these
 # module-level values are never compiled.
 QK = NSUB = MIN_TERM = 0
+XPER = 1  # kernel blocks per activation scale (weight_types.QFormat.xper)
+OUTER = 0  # Q1_0, Q2_0: kernel blocks per weight scale applied after their sum (QFormat.outer)
 unpack_row: Any = None
 
 # w (N, row bytes), x16 (K * tp,), xd (nb, tp), xs (nb, tp) or empty, xb (nb, nsub, tp) or
@@ -58,6 +60,7 @@ def prefill_rows(w_p, w_n, w_k, x16_p, x16_n, xd_p, xd_nb, xd_tp, xs_p, xs_nb, x
     isum = np.empty(TILE, dtype=np.int32)
     msum = np.empty(TILE, dtype=np.int32)
     acc = np.empty(TILE, dtype=np.float32)
+    inner = np.zeros(TILE, dtype=np.float32)
     for r in range(r0, r1):
         unpack_row(w[r], nb, wsc, sc, mn, ds, dms)
         for t0 in range(0, tp, tile):
@@ -69,7 +72,7 @@ def prefill_rows(w_p, w_n, w_k, x16_p, x16_n, xd_p, xd_nb, xd_tp, xs_p, xs_nb, x
                     tile_dot64(wsc, b * QK, QK // 2, x16, (b * (QK // 2) * tp + t0) * 2, tp, isum)
                 d = ds[b]
                 dmin = dms[b]
-                xdb = xd[b, t0 : t0 + tile]
+                xdb = xd[b // XPER, t0 : t0 + tile]
                 if MIN_TERM == 2:
                     msum[:] = 0
                     for j in range(NSUB):
@@ -83,6 +86,13 @@ def prefill_rows(w_p, w_n, w_k, x16_p, x16_n, xd_p, xd_nb, xd_tp, xs_p, xs_nb, x
                     xsb = xs[b, t0 : t0 + tile]
                     for tt in range(tile):
                         acc[tt] += (xdb[tt] * d) * np.float32(isum[tt]) + dmin * xsb[tt]
+                elif OUTER:  # ggml's order: d_w * sum over the ggml block of d_x * isum
+                    for tt in range(tile):
+                        inner[tt] += xdb[tt] * np.float32(isum[tt])
+                    if b % OUTER == OUTER - 1:
+                        for tt in range(tile):
+                            acc[tt] += d * inner[tt]
+                            inner[tt] = 0.0
                 else:
                     for tt in range(tile):
                         acc[tt] += (xdb[tt] * d) * np.float32(isum[tt])

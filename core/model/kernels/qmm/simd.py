@@ -55,6 +55,7 @@ idot16 = _make_idot(16)
 idot32 = _make_idot(32)
 idot_w16_32 = _make_idot(32, 16)  # int16 weight codes (scales folded in) x int8 activations
 idot_w16_256 = _make_idot(256, 16)
+idot_w16_16 = _make_idot(16, 16)
 
 @njit(cache=True, nogil=True)
 def dot_q8_0(w, o, x, xo):  # type: ignore[no-untyped-def]

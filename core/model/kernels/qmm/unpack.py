@@ -228,3 +228,5 @@ def unpack_iq4_xs(w, nb, codes, sc, mn, ds, dms):  # type: ignore[no-untyped-def
 Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS = range(12)
 # the low-bit types (core/model/kernels/qmm/unpack_lowbit.py)
 MXFP4, TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M = range(12, 22)
+# the types whose ggml block holds several of the kernel's blocks (core/model/kernels/qmm/unpack_split.py)
+NVFP4, Q1_0, Q2_0 = range(22, 25)
