@@ -7,17 +7,10 @@ import os
 import time
 
 from tests.http_server import LlamaServer
+from tests.pages import rss_kb
 
 IDLE = 2.0
 PROMPT = {"prompt": "The capital of France is", "n_predict": 8, "temperature": 0.0, "cache_prompt": False}
-
-
-def _rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def _sleeping(srv: LlamaServer) -> bool:
@@ -32,7 +25,7 @@ def test_sleep_releases_memory_and_wakes_with_the_same_answer(demo_model: str) -
         status, first = srv.post("/completion", PROMPT)
         assert status == 200, first
         assert not _sleeping(srv)
-        awake_kb = _rss_kb(srv.proc.pid)  # a forward has touched every weight page of the file
+        awake_kb = rss_kb(srv.proc.pid)  # a forward has touched every weight page of the file
 
         # /props polled far more often than IDLE: exempt requests do not reset the timer
         t0 = time.monotonic()
@@ -45,7 +38,7 @@ def test_sleep_releases_memory_and_wakes_with_the_same_answer(demo_model: str) -
         while "model and KV cache released" not in srv.log():
             assert time.monotonic() - t0 < 30, srv.log()
             time.sleep(0.1)
-        asleep_kb = _rss_kb(srv.proc.pid)
+        asleep_kb = rss_kb(srv.proc.pid)
         # the weights are views of the mapped file: releasing the model unmaps it
         file_kb = os.path.getsize(demo_model) // 1024
         assert asleep_kb < awake_kb - file_kb // 2, (awake_kb, asleep_kb, file_kb)

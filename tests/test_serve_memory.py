@@ -5,17 +5,10 @@ first of them."""
 from __future__ import annotations
 
 from tests.http_server import LlamaServer
+from tests.pages import rss_kb
 
 PROMPT = {"prompt": "The capital of France is", "n_predict": 4, "temperature": 0.0, "cache_prompt": False}
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-def _rss_kb(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def test_grammar_tokenizer_is_built_by_the_first_constrained_request(demo_model: str) -> None:
@@ -25,11 +18,11 @@ def test_grammar_tokenizer_is_built_by_the_first_constrained_request(demo_model:
         assert srv.proc is not None
         status, body = srv.post("/completion", PROMPT)
         assert status == 200, body
-        plain_kb = _rss_kb(srv.proc.pid)
+        plain_kb = rss_kb(srv.proc.pid)
         status, body = srv.post("/completion", {**PROMPT, "n_predict": 16, "json_schema": SCHEMA})
         assert status == 200, body
         assert body["content"].startswith("{"), body
-        assert _rss_kb(srv.proc.pid) - plain_kb > 40 * 1024, (plain_kb, _rss_kb(srv.proc.pid))
+        assert rss_kb(srv.proc.pid) - plain_kb > 40 * 1024, (plain_kb, rss_kb(srv.proc.pid))
 
 
 def test_freed_heap_pages_are_given_back() -> None:
@@ -53,9 +46,9 @@ def test_freed_heap_pages_are_given_back() -> None:
     t = threading.Thread(target=fragment)
     t.start()
     t.join()
-    before = _rss_kb(os.getpid())
+    before = rss_kb(os.getpid())
     return_freed_memory()
-    assert before - _rss_kb(os.getpid()) > 50 * 1024, (before, _rss_kb(os.getpid()))
+    assert before - rss_kb(os.getpid()) > 50 * 1024, (before, rss_kb(os.getpid()))
     assert len(kept) == 100
 
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange
-from numba.core import cgutils, types
+from numba.core import types
 
-from llamacli.core.model.kernels.qmm.fsimd import pairwise_sum
+from llamacli.core.model.kernels.qmm.fsimd import fma_loop, pairwise_sum
 from llamacli.core.model.kernels.qmm.isa import features
 from llamacli.core.model.kernels.qmm.simd import kernel_intrinsic, round_f16
 
@@ -103,8 +103,6 @@ def _emit_tile(context: Any, builder: Any, ptrs: list[Any], ints: list[Any], row
     vt = ir.VectorType(f32, LANES)
     px, pw, po = ptrs
     xo_, xrs_, wo_, wrs_, nk_, oo_, ors_ = ints
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
-    zero = ir.Constant(vt, [0.0] * LANES)
     xrow = [builder.gep(px, [builder.add(xo_, builder.mul(ir.Constant(i64, r), xrs_))]) for r in range(rows)]
     wrow = [builder.gep(pw, [builder.add(wo_, builder.mul(ir.Constant(i64, v), wrs_))]) for v in range(nvec)]
 
@@ -116,35 +114,11 @@ def _emit_tile(context: Any, builder: Any, ptrs: list[Any], ints: list[Any], row
         b = builder.shl(builder.zext(u, ir.VectorType(i32, LANES)), ir.Constant(ir.VectorType(i32, LANES), [16] * LANES))
         return builder.bitcast(b, vt)
 
-    fn = builder.function
-    pre = builder.block
-    loop = fn.append_basic_block("lane_tile_loop")
-    done = fn.append_basic_block("lane_tile_done")
-    builder.cbranch(builder.icmp_signed(">", nk_, ir.Constant(i64, 0)), loop, done)
-    builder.position_at_end(loop)
-    k = builder.phi(i64)
-    k.add_incoming(ir.Constant(i64, 0), pre)
-    accs = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]
-    for row in accs:
-        for acc in row:
-            acc.add_incoming(zero, pre)
-    wv = [widen(builder.gep(wrow[v], [builder.add(k, k)])) for v in range(nvec)]
-    new = []
-    for r in range(rows):
-        xv = builder.load(builder.bitcast(builder.gep(xrow[r], [k]), vt.as_pointer()), align=4)
-        new.append([builder.call(fma, [xv, wv[v], accs[r][v]]) for v in range(nvec)])
-    k1 = builder.add(k, ir.Constant(i64, LANES))
-    k.add_incoming(k1, loop)
-    for r in range(rows):
-        for v in range(nvec):
-            accs[r][v].add_incoming(new[r][v], loop)
-    builder.cbranch(builder.icmp_signed("<", k1, nk_), loop, done)
-    builder.position_at_end(done)
-    res = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]
-    for r in range(rows):
-        for v in range(nvec):
-            res[r][v].add_incoming(zero, pre)
-            res[r][v].add_incoming(new[r][v], loop)
+    def operands(k: Any) -> tuple[list[Any], list[Any]]:  # x's rows at k, the weight rows' 16 values at k
+        xv = [builder.load(builder.bitcast(builder.gep(xrow[r], [k]), vt.as_pointer()), align=4) for r in range(rows)]
+        return xv, [widen(builder.gep(wrow[v], [builder.add(k, k)])) for v in range(nvec)]
+
+    res = fma_loop(builder, nk_, LANES, rows, nvec, operands, "lane_tile")
     for r in range(rows):
         orow = builder.gep(po, [builder.add(oo_, builder.mul(ir.Constant(i64, r), ors_))])
         for v in range(nvec):

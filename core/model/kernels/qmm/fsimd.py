@@ -25,6 +25,7 @@ larger tiles' choice, never a result's).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from llvmlite import ir
@@ -57,47 +58,23 @@ def _make_fma_tile(rows: int, nvec: int) -> Any:
             bo_, bks_ = i64_of(args[4], sargs[4]), i64_of(args[5], sargs[5])
             n_ = i64_of(args[6], sargs[6])
             co_, crs_ = i64_of(args[8], sargs[8]), i64_of(args[9], sargs[9])
-            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
-            zero = ir.Constant(vt, [0.0] * 16)
             undef = ir.Constant(vt, ir.Undefined)
             splat_mask = ir.Constant(ir.VectorType(ir.IntType(32), 16), [0] * 16)
             arow = [builder.gep(pa, [builder.add(ao_, builder.mul(ir.Constant(i64, r), ars_))]) for r in range(rows)]
             bbase = builder.gep(pb, [bo_])
 
-            fn = builder.function
-            pre = builder.block
-            loop = fn.append_basic_block("fma_tile_loop")
-            done = fn.append_basic_block("fma_tile_done")
-            builder.cbranch(builder.icmp_signed(">", n_, ir.Constant(i64, 0)), loop, done)
-            builder.position_at_end(loop)
-            k = builder.phi(i64)
-            k.add_incoming(ir.Constant(i64, 0), pre)
-            accs = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]
-            for row in accs:
-                for acc in row:
-                    acc.add_incoming(zero, pre)
-            brow = builder.gep(bbase, [builder.mul(k, bks_)])
-            bv = [
-                builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(i64, 16 * v)]), vt.as_pointer()), align=4)
-                for v in range(nvec)
-            ]
-            new = []
-            for r in range(rows):
-                s = builder.load(builder.gep(arow[r], [k]), align=4)
-                sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(ir.IntType(32), 0)), undef, splat_mask)
-                new.append([builder.call(fma, [sv, bv[v], accs[r][v]]) for v in range(nvec)])
-            k1 = builder.add(k, ir.Constant(i64, 1))
-            k.add_incoming(k1, loop)
-            for r in range(rows):
-                for v in range(nvec):
-                    accs[r][v].add_incoming(new[r][v], loop)
-            builder.cbranch(builder.icmp_signed("<", k1, n_), loop, done)
-            builder.position_at_end(done)
-            res = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]  # phis first in the block
-            for r in range(rows):
-                for v in range(nvec):
-                    res[r][v].add_incoming(zero, pre)
-                    res[r][v].add_incoming(new[r][v], loop)
+            def operands(k: Any) -> tuple[list[Any], list[Any]]:  # a[r][k] broadcast, b's row k
+                brow = builder.gep(bbase, [builder.mul(k, bks_)])
+                bv = [
+                    builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(i64, 16 * v)]), vt.as_pointer()), align=4)
+                    for v in range(nvec)
+                ]
+                av = [builder.shuffle_vector(builder.insert_element(undef, builder.load(builder.gep(arow[r], [k]), align=4),
+                                                                    ir.Constant(ir.IntType(32), 0)), undef, splat_mask)
+                      for r in range(rows)]
+                return av, bv
+
+            res = fma_loop(builder, n_, 1, rows, nvec, operands, "fma_tile")
             for r in range(rows):
                 crow = builder.gep(pc, [builder.add(co_, builder.mul(ir.Constant(i64, r), crs_))])
                 for v in range(nvec):
@@ -108,6 +85,46 @@ def _make_fma_tile(rows: int, nvec: int) -> Any:
         return sig, codegen
 
     return fma_tile
+
+
+def fma_loop(builder: Any, n: Any, step: int, rows: int, nvec: int,
+             operands: Callable[[Any], tuple[list[Any], list[Any]]], name: str) -> list[list[Any]]:
+    """Emit, at the builder's position, the loop k = 0, step, ... (< n, an i64) of
+    acc[r][v] = fma(x[r], y[v], acc[r][v]) for r < rows, v < nvec, on <16 x float>
+    accumulators starting at +0, where (x, y) = operands(k) emits the loads of step k. Returns
+    the accumulators after the loop (+0 when n <= 0): the register-blocked loop that the tiles
+    of this module and float_gemm share."""
+    i64 = ir.IntType(64)
+    vt = ir.VectorType(ir.FloatType(), 16)
+    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vt, [vt, vt, vt]), "llvm.fma.v16f32")
+    zero = ir.Constant(vt, [0.0] * 16)
+    fn = builder.function
+    pre = builder.block
+    loop = fn.append_basic_block(f"{name}_loop")
+    done = fn.append_basic_block(f"{name}_done")
+    builder.cbranch(builder.icmp_signed(">", n, ir.Constant(i64, 0)), loop, done)
+    builder.position_at_end(loop)
+    k = builder.phi(i64)
+    k.add_incoming(ir.Constant(i64, 0), pre)
+    accs = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]
+    for row in accs:
+        for acc in row:
+            acc.add_incoming(zero, pre)
+    xs, ys = operands(k)
+    new = [[builder.call(fma, [xs[r], ys[v], accs[r][v]]) for v in range(nvec)] for r in range(rows)]
+    k1 = builder.add(k, ir.Constant(i64, step))
+    k.add_incoming(k1, loop)
+    for r in range(rows):
+        for v in range(nvec):
+            accs[r][v].add_incoming(new[r][v], loop)
+    builder.cbranch(builder.icmp_signed("<", k1, n), loop, done)
+    builder.position_at_end(done)
+    res = [[builder.phi(vt) for _ in range(nvec)] for _ in range(rows)]  # phis first in the block
+    for r in range(rows):
+        for v in range(nvec):
+            res[r][v].add_incoming(zero, pre)
+            res[r][v].add_incoming(new[r][v], loop)
+    return res
 
 
 def pairwise_sum(builder: Any, v: Any) -> Any:
