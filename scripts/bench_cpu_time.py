@@ -48,8 +48,9 @@ def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
     from llamacli.core.model.load import load_model
     from llamacli.core.model.state.batch import Batch
 
-    threads.set_threads(1)
-    model, _, _ = load_model(path)
+    # One thread: load_model sets the kernels' thread count itself (every core by default).
+    model, _, _ = load_model(path, threads=1)
+    assert threads.policy()[1] == 1
     rng = np.random.default_rng(1)
     prompt = rng.integers(0, model.args.n_vocab, max(p, PROMPT + n + 1))
     cache = model.new_cache(1, len(prompt))
