@@ -10,9 +10,9 @@ greedy /completion requests of --tokens tokens (ignore_eos, so every answer has 
 one after the other, with different prompts; aggregate generated tokens/s = all tokens / the
 wall time of the round. `--stream` asks for SSE and counts the token events. `--memory`:
 each server with `-np 1 -c 2048`, its resident set (VmRSS) after loading and after one
-request, each read 1 s after the last answer (SETTLE_S). Which llama-server: `--bin`; the one built here is /work/ref/build512/bin (AVX-512
-VNNI); no AVX2-only llama-server is built, so the AVX2 path has no HTTP reference here. Our
-code path is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, as tests/test_qmm.py).
+request, each read 1 s after the last answer (SETTLE_S). Which llama-server: `--bin`, a folder that scripts/build_llama_server.sh made (avx512 or
+avx2). Our code path is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES, as
+tests/test_qmm.py): compare the AVX2 path with the avx2 build.
 """
 
 from __future__ import annotations
