@@ -75,22 +75,19 @@ class MLALayerWeights(LayerWeights):
     wq_b: Linear | None = None  # (H * (nope + rope), q_lora_rank)
     wkv_a: Linear | None = None  # (kv_lora_rank + rope, n_embd)
     kv_a_norm: np.ndarray | None = None
-    wk_b: list[Linear] | None = None  # absorbed: per head (kv_lora_rank, nope)
-    wv_b: list[Linear] | None = None  # absorbed: per head (v, kv_lora_rank)
+    wk_b: ExpertLinear | None = None  # absorbed: per head (kv_lora_rank, nope)
+    wv_b: ExpertLinear | None = None  # absorbed: per head (v, kv_lora_rank)
     wkv_b: Linear | None = None  # decompressed: (H * (nope + v), kv_lora_rank)
 
 
-def per_head(ex: ExpertLinear) -> list[Linear]:
-    """A 3-D tensor of one matrix per head (attn_k_b, attn_v_b) as one Linear per head: ggml
-    multiplies it with ggml_mul_mat broadcast over the heads, each head's product the 2-D
-    matmul's (llamafile's tinyBLAS where that takes the batch), not ggml_mul_mat_id's."""
-    return [Linear(ex.qtype, ex.n_in, ex.n_out, q=None if ex.q is None else ex.q[h],
-                   w=None if ex.w is None else ex.w[h], name=f"{ex.name}[{h}]") for h in range(ex.n_expert)]
-
-
-def heads_linear(pr: Precision, x: np.ndarray, lins: list[Linear]) -> np.ndarray:
-    """x (T, H, n_in) -> (T, H, n_out): head h through lins[h]."""
-    return np.stack([pr.linear(np.ascontiguousarray(x[:, h]), lin) for h, lin in enumerate(lins)], axis=1)
+def heads_linear(pr: Precision, x: np.ndarray, w: ExpertLinear) -> np.ndarray:
+    """x (T, H, n_in) -> (T, H, n_out): head h through its matrix w[h] (attn_k_b, attn_v_b).
+    ggml multiplies them with ggml_mul_mat broadcast over the heads, each head's product the
+    2-D matmul's; Precision.expert_linears runs each expert's (head's) rows through the same
+    kernels as a 2-D weight, so the same bits, in one call for all heads."""
+    heads = np.broadcast_to(np.arange(w.n_expert), x.shape[:2])
+    (y,) = pr.expert_linears(np.ascontiguousarray(x), [w], heads)
+    return y
 
 
 def kq_scale(rope: K.RopeConfig, rope_attn_factor: float, log_mul: float, head_k: int) -> float:
@@ -208,8 +205,8 @@ class DeepSeek2Model(DecoderModel):
         else:
             lw.wq = ld.linear(p + "attn_q", E, H * head_k)
         if m.absorbed:
-            lw.wk_b = per_head(ld.experts(p + "attn_k_b.weight", H, m.n_nope, m.kv_lora_rank))
-            lw.wv_b = per_head(ld.experts(p + "attn_v_b.weight", H, m.kv_lora_rank, m.head_dim_v))
+            lw.wk_b = ld.experts(p + "attn_k_b.weight", H, m.n_nope, m.kv_lora_rank)
+            lw.wv_b = ld.experts(p + "attn_v_b.weight", H, m.kv_lora_rank, m.head_dim_v)
         else:
             lw.wkv_b = ld.linear(p + "attn_kv_b", m.kv_lora_rank, H * (m.n_nope + m.head_dim_v))
         self._load_ffn(ld, il, lw)
