@@ -85,9 +85,12 @@ def heads_linear(pr: Precision, x: np.ndarray, w: ExpertLinear) -> np.ndarray:
     ggml multiplies them with ggml_mul_mat broadcast over the heads, each head's product the
     2-D matmul's; Precision.expert_linears runs each expert's (head's) rows through the same
     kernels as a 2-D weight, so the same bits, in one call for all heads."""
-    heads = np.broadcast_to(np.arange(w.n_expert), x.shape[:2])
-    (y,) = pr.expert_linears(np.ascontiguousarray(x), [w], heads)
-    return y
+    t, h, n_in = x.shape
+    # one (token, head) row per "token" of one slot: a one-token step also takes the batched
+    # path (all heads in one call) instead of one call per head
+    heads = np.tile(np.arange(h), t).reshape(t * h, 1)
+    (y,) = pr.expert_linears(np.ascontiguousarray(x).reshape(t * h, 1, n_in), [w], heads)
+    return y.reshape(t, h, -1)
 
 
 def kq_scale(rope: K.RopeConfig, rope_attn_factor: float, log_mul: float, head_k: int) -> float:
