@@ -103,6 +103,9 @@ def templates() -> dict[str, ChatTemplate]:
         "mistral_small32": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
         "ministral3": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
         "glm46": "GLM-4.6.jinja",
+        "deepseek_r1": "llama-cpp-deepseek-r1.jinja",
+        "deepseek_r1_qwen": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "deepseek_v31": "deepseek-ai-DeepSeek-V3.1.jinja",
     }
     return {k: ChatTemplate.from_source((folder / v).read_text(), bos_token="<s>", eos_token="</s>") for k, v in names.items()}
 
@@ -171,6 +174,11 @@ def test_detect_format_on_llama_cpp_templates(templates) -> None:  # type: ignor
         "mistral_small32": "mistral_args",  # mistral3 files: [TOOL_CALLS]name[ARGS]{...}
         "ministral3": "mistral_args",
         "glm46": "glm45",  # glm4moe: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>...
+        # deepseek2 files: <｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n``` (R1) or
+        # <｜tool▁call▁begin｜>name<｜tool▁sep｜>{...} (V3.1)
+        "deepseek_r1": "deepseek_r1",
+        "deepseek_r1_qwen": "deepseek_r1",
+        "deepseek_v31": "deepseek_v31",
     }
     assert {k: detect_format(t) for k, t in templates.items()} == want
     assert detect_format(ChatTemplate.from_source("chatml")) == "generic"  # built-in formats
@@ -224,6 +232,14 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
     ("glm45", '<tool_call>f\n<arg_key>opts</arg_key>\n<arg_value>{"x": [1, true]}</arg_value>\n</tool_call><tool_call>g\n</tool_call> ok',
      "ok", [("f", {"opts": {"x": [1, True]}}), ("g", {})]),
     ("glm45", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", []),
+    ("deepseek_r1", ('Let me check.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n'
+                     '{"city": "Paris"}\n```<｜tool▁call▁end｜>\n<｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n'
+                     '{"a": 1, "b": 2}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>'),
+     "Let me check.", [("get_weather", {"city": "Paris"}), ("add", {"a": 1, "b": 2})]),
+    ("deepseek_v31", ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>'
+                      '<｜tool▁call▁begin｜>add<｜tool▁sep｜>{"a": 1, "b": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜> done'),
+     "done", [("get_weather", {"city": "Paris"}), ("add", {"a": 1, "b": 2})]),
+    ("deepseek_v31", "2 < 3 <｜tool▁calls▁begin｜>{not a call}", "2 < 3 <｜tool▁calls▁begin｜>{not a call}", []),
 ]
 
 
@@ -305,8 +321,13 @@ CUT_OUTPUTS = [
     ("mistral_args", '[TOOL_CALLS]add[ARGS]{"a": 1, "b": 2}[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', None),
     ("generic", f'{{"tool_calls": [{_ADD}, {_WEATHER}]}}', None),
     ("generic", '{"tool_call": ' + _ADD + "}", None),
+    ("deepseek_r1", ('Ok.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{"a": 1, "b": 2}\n```'
+                     '<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{"city": "Paris"}\n```'
+                     '<｜tool▁call▁end｜><｜tool▁calls▁end｜>'), "Ok."),
+    ("deepseek_v31", ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{"a": 1, "b": 2}<｜tool▁call▁end｜>'
+                      '<｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'), None),
 ]
-_SYNTAX = ("{", "}", "[", "]", '"', "<tool", "tool_call", "TOOL_CALLS", "python_tag", "ARGS", "<|")
+_SYNTAX = ("{", "}", "[", "]", '"', "<tool", "tool_call", "TOOL_CALLS", "python_tag", "ARGS", "<|", "<｜", "```")
 
 
 @pytest.mark.parametrize("fmt, text, before", CUT_OUTPUTS)
@@ -367,6 +388,9 @@ def accepts(tok, spec: GrammarSpec | None, text: str) -> bool:  # type: ignore[n
 
 
 HERMES_OK = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+DS_V31_OK = '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{"a": 1, "b": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜>'
+DS_R1_OK = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{"a": 1, "b": 2}\n```'
+            '<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
 GLM_OK = "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"
 GRAMMAR_CASES = [
     # (format, choice, parallel, accepted, rejected)
@@ -410,6 +434,26 @@ def test_tool_grammars(demo_tok, fmt: str, choice: ToolChoice, parallel: bool, g
     assert tool_call_grammar(fmt, parse_tools(TOOLS), ToolChoice("none"), parallel, demo_tok) is None
 
 
+DS_GRAMMAR_CASES = [
+    ("deepseek_v31", ToolChoice("required"), False, [DS_V31_OK], ["Hi", DS_V31_OK.replace("add", "sub")]),
+    ("deepseek_v31", ToolChoice("auto"), True, ["Just text.", "Sure. " + DS_V31_OK], [DS_V31_OK.replace('"b": 2', '"b": "2"')]),
+    ("deepseek_r1", ToolChoice("required"), False, [DS_R1_OK], ["Hi", DS_V31_OK]),
+    ("deepseek_r1", ToolChoice("auto"), False, ["Just text.", "Sure. " + DS_R1_OK], [DS_R1_OK.replace("add", "sub")]),
+]
+
+
+@pytest.mark.parametrize("fmt, choice, parallel, good, bad", DS_GRAMMAR_CASES)
+def test_deepseek_tool_grammars(tmp_path, fmt: str, choice: ToolChoice, parallel: bool, good: list[str], bad: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """As test_tool_grammars, with a byte-level BPE vocabulary (the demo's SPM one reads DeepSeek's
+    `▁` as a space)."""
+    tok = load_tokenizer(read_metadata(str(write_tiny_model("deepseek2", "F32", tmp_path / "d.gguf"))))
+    spec = tool_call_grammar(fmt, parse_tools(TOOLS), choice, parallel, tok)
+    for text in good:
+        assert accepts(tok, spec, text), text
+    for text in bad:
+        assert not accepts(tok, spec, text), text
+
+
 def test_markers_use_control_token_ids(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from llamacli.core.model.load import load_model
 
@@ -434,6 +478,20 @@ def test_prepare_chat_native_glm45(templates, demo_tok) -> None:  # type: ignore
     assert "<tool_response>\nsunny, 21 C\n</tool_response>" in s.prompt and s.prompt.endswith("<|assistant|>")
     assert s.preserved_tokens[:2] == ("<tool_call>", "</tool_call>") and "</arg_value>" in s.preserved_tokens
     assert s.grammar is not None and s.grammar.kind == "lark" and 'hd[lazy]: TEXT "<tool_call>"' in s.grammar.source
+
+
+def test_prepare_chat_native_deepseek_r1(templates) -> None:  # type: ignore[no-untyped-def]
+    """llama.cpp's DeepSeek-R1 template (deepseek2 files): tools through the template, earlier
+    calls in its fenced syntax, its five markers kept in the output, a lazy grammar after
+    `<｜tool▁calls▁begin｜>`. (DeepSeek-V3.1's template lists no tools: the generic format.)"""
+    s = prepare_chat(templates["deepseek_r1"], CONVERSATION, tools=TOOLS)
+    assert s.format == "deepseek_r1" and s.parser().fmt == "deepseek_r1"
+    assert ("<｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜>"
+            in s.prompt)
+    assert s.preserved_tokens[:5] == ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                                      "<｜tool▁sep｜>", "<｜tool▁call▁end｜>")
+    assert s.grammar is not None and 'hd[lazy]: TEXT "<｜tool▁calls▁begin｜>"' in s.grammar.source
+    assert prepare_chat(templates["deepseek_v31"], CONVERSATION, tools=TOOLS).format == "generic"
 
 
 def test_prepare_chat_native_hermes(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]

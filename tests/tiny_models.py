@@ -101,6 +101,19 @@ ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] 
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
                                      + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
+# deepseek2 (multi-head latent attention, written by `write_deepseek2`): 3 layers (the first
+# dense), 4 heads of keys 64 + 64 rope dims and values 64, latent 128 (every row a multiple of 64
+# long, as the real files' 576, 192 and 512: ggml's f16 dot has no scalar tail; Q8_0: keys 96 + 32,
+# latent 96), 16 experts of 128 rows, top 4, 2 shared experts, YaRN 40x from 32 positions. F32, Q8_0: V2-Lite-like (plain wq, softmax
+# gating, weights unnormalised, mscale_all_dim 0.707, attn_k_b / attn_v_b: the latent cache);
+# Q8_0 with two pairs of experts of equal router rows (exact ties at the top-k edge, broken as
+# ggml's argsort breaks them); F32_KVB: the same with the older unsplit attn_kv_b (a decompressed cache); F32_V3:
+# V3-like (q through a rank-128 bottleneck, sigmoid gating with exp_probs_b, 4 expert groups of
+# which 2 are used, weights normalised and scaled by 2.5, mscale_all_dim 1)
+DEEPSEEK2_MODELS = (("deepseek2", "F32"), ("deepseek2", "Q8_0"), ("deepseek2", "F32_KVB"), ("deepseek2", "F32_V3"))
+DEEPSEEK2_TIED = ((2, 9), (5, 13))
+_DEEPSEEK2_SEEDS = {"F32": 1600, "Q8_0": 1601, "F32_KVB": 1602, "F32_V3": 1603}
+ALL_MODELS += list(DEEPSEEK2_MODELS)
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -196,6 +209,18 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           rms_eps=1e-5, qkv_bias=True, qk_norm=variant == "F32", spm=False, n_rot=32,
                           n_expert=16, n_expert_used=4, n_ff_exp=256, seed=_SEEDS[(arch, variant)],
                           extra={"n_shared": 1, "n_dense_lead": 1, "n_nextn": 1, "weights_scale": 2.5})
+    if arch == "deepseek2":
+        if (arch, variant) not in DEEPSEEK2_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        v3, q8 = variant == "F32_V3", variant == "Q8_0"
+        return TinyConfig(arch, n_layer=3, n_head=4, n_head_kv=1, head_dim=128, n_ff=512, n_ctx_train=1280,
+                          rope_base=10000.0, rms_eps=1e-6, spm=False, n_rot=32 if q8 else 64, n_expert=16, n_expert_used=4,
+                          n_ff_exp=128, tied_experts=DEEPSEEK2_TIED if q8 else (), yarn=(40.0, 32),
+                          seed=_DEEPSEEK2_SEEDS[variant],
+                          extra={"q_lora": 128 if v3 else 0, "kv_lora": 96 if q8 else 128, "head_dim_v": 64, "n_shared": 2,
+                                 "n_dense_lead": 1, "absorbed": variant != "F32_KVB", "v3": v3,
+                                 "mscale_all_dim": 1.0 if v3 else 0.707, "weights_scale": 2.5 if v3 else 1.0,
+                                 "n_group": 4 if v3 else 0, "n_group_used": 2 if v3 else 0})
     if arch == "qwen2vl":
         if (arch, variant) not in QWEN2VL_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -492,6 +517,10 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
+    if arch == "deepseek2":
+        cfg = tiny_config(arch, variant)
+        return write_deepseek2(cfg, QT.Q8_0 if variant == "Q8_0" else QT.F32, Path(path),
+                               np.random.default_rng(cfg.seed))
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
     path = Path(path)
@@ -713,6 +742,103 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
             continue
         for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
             _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """deepseek2: the keys and tensor names llama.cpp's converter writes (conversion/deepseek.py):
+    one KV head of key_length kv_lora + rope and value_length kv_lora with the per-head sizes in
+    key_length_mla / value_length_mla, attn_kv_b split into attn_k_b (H, kv_lora, nope) and
+    attn_v_b (H, v, kv_lora) (cfg.extra["absorbed"]; else the older files' attn_kv_b, rows
+    [k_nope, v] per head, head_count_kv = head_count and the per-head sizes in key_length /
+    value_length), the YaRN log multiplier as 0.1 * mscale_all_dim."""
+    x = cfg.extra
+    E, H, R = cfg.n_embd, cfg.n_head, cfg.n_rot
+    nope, V, C, QL = cfg.head_dim - R, x["head_dim_v"], x["kv_lora"], x["q_lora"]
+    a = cfg.arch
+    w = gguf.GGUFWriter(str(path), a)
+    w.add_name(f"tiny-{a}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(E)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(H)
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_rope_dimension_count(R)
+    w.add_q_lora_rank(QL)
+    w.add_kv_lora_rank(C)
+    if x["absorbed"]:
+        w.add_head_count_kv(1)
+        w.add_key_length(C + R)
+        w.add_value_length(C)
+        w.add_key_length_mla(cfg.head_dim)
+        w.add_value_length_mla(V)
+    else:
+        w.add_head_count_kv(H)
+        w.add_key_length(cfg.head_dim)
+        w.add_value_length(V)
+    if cfg.yarn:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(cfg.yarn[0])
+        w.add_rope_scaling_orig_ctx_len(cfg.yarn[1])
+        w.add_rope_scaling_yarn_log_mul(0.1 * x["mscale_all_dim"])
+    w.add_leading_dense_block_count(x["n_dense_lead"])
+    w.add_expert_count(cfg.n_expert)
+    w.add_expert_used_count(cfg.n_expert_used)
+    w.add_expert_feed_forward_length(cfg.n_ff_exp)
+    w.add_expert_shared_count(x["n_shared"])
+    w.add_expert_weights_scale(x["weights_scale"])
+    if x["v3"]:
+        w.add_expert_weights_norm(True)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        w.add_expert_group_count(x["n_group"])
+        w.add_expert_group_used_count(x["n_group_used"])
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = len(_add_bpe_vocab(w))
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    _add_matrix(w, "output.weight", rng, n_vocab, E, 0.25, qtype)
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        if QL:
+            _add_matrix(w, p + "attn_q_a.weight", rng, QL, E, E ** -0.5, qtype)
+            _add_norm(w, p + "attn_q_a_norm.weight", rng, QL)
+            _add_matrix(w, p + "attn_q_b.weight", rng, H * cfg.head_dim, QL, QL ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "attn_q.weight", rng, H * cfg.head_dim, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "attn_kv_a_mqa.weight", rng, C + R, E, E ** -0.5, qtype)
+        _add_norm(w, p + "attn_kv_a_norm.weight", rng, C)
+        kv_b = (rng.standard_normal((H, nope + V, C)) * C ** -0.5).astype(np.float32)  # rows [k_nope, v] per head
+        if x["absorbed"]:
+            _add_values(w, p + "attn_k_b.weight", np.ascontiguousarray(kv_b[:, :nope].transpose(0, 2, 1)), qtype)
+            _add_values(w, p + "attn_v_b.weight", np.ascontiguousarray(kv_b[:, nope:]), qtype)
+        else:
+            _add_values(w, p + "attn_kv_b.weight", kv_b.reshape(H * (nope + V), C), qtype)
+        _add_matrix(w, p + "attn_output.weight", rng, E, H * V, (H * V) ** -0.5, qtype)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        if il < x["n_dense_lead"]:
+            for nm, rows, cols in (("gate", cfg.n_ff, E), ("up", cfg.n_ff, E), ("down", E, cfg.n_ff)):
+                _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
+            continue
+        router = (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32)
+        for i, j in cfg.tied_experts:
+            router[j] = router[i]
+        w.add_tensor(p + "ffn_gate_inp.weight", router)
+        if x["v3"]:
+            w.add_tensor(p + "exp_probs_b.bias", (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32))
+        XF, S = cfg.n_ff_exp, cfg.n_ff_exp * x["n_shared"]
+        for nm, rows, cols in (("gate", XF, E), ("up", XF, E), ("down", E, XF)):
+            _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, 2 * cols ** -0.5, qtype)
+        for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
+            _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.families.bert import BertModel, NomicBertModel
+from llamacli.core.model.families.deepseek2 import DeepSeek2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
@@ -18,5 +19,5 @@ from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
 
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
-                        Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel)
+                        Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, DeepSeek2Model)
 }

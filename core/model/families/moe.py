@@ -6,7 +6,9 @@ the block returns their weighted sum.
     probs   = softmax(logits)                                 (ggml_soft_max; "sigmoid" gating
                                                               (glm4moe): ggml_sigmoid;
                                                               "softmax_weight" (gpt-oss): the logits)
-    sel     = the first k of argsort(probs (+ exp_probs_b), descending)   (T, k)
+    choice  = probs (+ exp_probs_b); with expert groups (DeepSeek-V3), -inf outside the
+              n_group_used groups of highest (first + second of argsort within the group)
+    sel     = the first k of argsort(choice, descending)   (T, k)
                                                               (ggml_argsort_top_k; the selection
                                                               bias only picks, it never weights)
     w       = probs[sel]; softmax(w) for "softmax_weight"; w /= max(sum(w), 2^-14) if
@@ -56,6 +58,8 @@ class MoEArgs:
     probs_bias: bool = False  # `exp_probs_b.bias` (n_expert,) added to the probs for the choice only
     n_shared: int = 0  # expert_shared_count: a dense FFN of n_shared * n_ff_exp rows beside the experts
     n_ff_shared: int = 0  # the shared FFN's rows where the family gives them (expert_shared_feed_forward_length)
+    n_group: int = 0  # expert_group_count (DeepSeek-V3): > 1, experts chosen only from the best groups
+    n_group_used: int = 0  # expert_group_used_count: how many groups
 
 
 @dataclass
@@ -100,6 +104,8 @@ def route(probs: np.ndarray, m: MoEArgs, softmax: Callable[[np.ndarray], np.ndar
     (the logits for "softmax_weight" gating, whose k weights go through `softmax`); `bias`
     (n_expert,) is added to the probs to choose the experts, not to weight them."""
     choice = probs if bias is None else probs + bias  # ggml_add, float32
+    if m.n_group > 1:
+        choice = best_groups(np.ascontiguousarray(choice, dtype=np.float32), m.n_group, m.n_group_used)
     sel = top_k_rows(np.ascontiguousarray(choice, dtype=np.float32), m.n_expert_used)
     w = np.take_along_axis(probs, sel, axis=1).astype(np.float32)
     if m.gating == "softmax_weight":
@@ -110,6 +116,22 @@ def route(probs: np.ndarray, m: MoEArgs, softmax: Callable[[np.ndarray], np.ndar
     if m.weights_scale not in (0.0, 1.0):
         w = w * np.float32(m.weights_scale)
     return sel, w
+
+
+def best_groups(choice: np.ndarray, n_group: int, n_used: int) -> np.ndarray:
+    """choice (T, n_expert) with -inf outside each token's n_used best groups of n_expert /
+    n_group consecutive experts, a group's score the sum of its two highest (llama.cpp's
+    build_moe_ffn: ggml_argsort_top_k 2, ggml_sum_rows (a float64 sum of two float32 values:
+    their float32 sum), ggml_argsort_top_k n_used)."""
+    t, n = choice.shape
+    groups = choice.reshape(t * n_group, n // n_group)
+    top2 = np.take_along_axis(groups, top_k_rows(groups, 2), axis=1)
+    scores = (top2[:, 0] + top2[:, 1]).reshape(t, n_group)
+    keep = top_k_rows(np.ascontiguousarray(scores, dtype=np.float32), n_used)  # (T, n_used)
+    out = np.full((t, n_group, n // n_group), -np.inf, dtype=np.float32)
+    rows = np.arange(t)[:, None]
+    out[rows, keep] = choice.reshape(t, n_group, -1)[rows, keep]
+    return out.reshape(t, n)
 
 
 def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activation: str = "silu") -> np.ndarray:

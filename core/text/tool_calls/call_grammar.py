@@ -147,6 +147,8 @@ def tool_call_grammar(
         return GrammarSpec.lark("\n".join(lines))
     if fmt == "glm45":
         return GrammarSpec.lark(_glm45_grammar(chosen, required, parallel, tokenizer))
+    if fmt in ("deepseek_r1", "deepseek_v31"):
+        return GrammarSpec.lark(_deepseek_grammar(chosen, required, parallel, tokenizer, fmt == "deepseek_r1"))
     raise ValueError(f"no grammar for tool-call format {fmt!r}")
 
 
@@ -168,4 +170,22 @@ def _glm45_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, token
         lines[:0] = ["start: TEXT call*" if parallel else "start: TEXT call?", f"call: {op} fn"]
     else:
         lines[:0] = ["start: (hd fn)* TEXT" if parallel else "start: TEXT | hd fn", f"hd[lazy]: TEXT {op}"]
+    return "\n".join(lines)
+
+
+def _deepseek_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None, r1: bool) -> str:
+    """`<｜tool▁calls▁begin｜>` then per call `<｜tool▁call▁begin｜>` + body + `<｜tool▁call▁end｜>`,
+    then `<｜tool▁calls▁end｜>`; body: `name<｜tool▁sep｜>{...}` (V3.1) or
+    `function<｜tool▁sep｜>name\n```json\n{...}\n```` (R1), a chosen tool's name and arguments."""
+    sb, se, cb, sep, ce = (_marker(m, tokenizer) for m in (
+        "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"))
+    bodies = [f'"function" {sep} {json.dumps(t.name, ensure_ascii=False)} "\\n```json\\n" {_json(_params(t))} "\\n```"'
+              if r1 else f"{json.dumps(t.name, ensure_ascii=False)} {sep} {_json(_params(t))}" for t in chosen]
+    lines = [f"calls: call{'+' if parallel else ''} {se}", f"call: {cb} ({' | '.join(bodies)}) {ce}"]
+    if required:
+        lines.insert(0, f"start: {sb} calls")
+    elif sb.startswith("<["):  # a control token is never text: no trigger to watch for
+        lines[:0] = [f"start: TEXT ({sb} calls)?", TEXT]
+    else:
+        lines[:0] = ["start: TEXT | hd calls", f"hd[lazy]: TEXT {sb}", TEXT]
     return "\n".join(lines)

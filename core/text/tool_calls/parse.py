@@ -16,6 +16,11 @@ Formats:
            (GLM-4.5/4.6): the arguments object is written pair by pair; a value that is JSON
            other than a string (a number, true, an object, ...) is taken as that, any other
            text as a string (the template writes strings raw and the rest as JSON)
+  deepseek_r1   `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>name\n```json\n{...}\n```
+                <｜tool▁call▁end｜>...<｜tool▁calls▁end｜>` (DeepSeek-R1, V3-0324; llama.cpp's autoparser
+                patch for these templates)
+  deepseek_v31  `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
+                <｜tool▁calls▁end｜>` (DeepSeek-V3.1); one scanner reads both
   generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
            `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
   content  no tool calls (no tools, or tool_choice none)
@@ -33,6 +38,9 @@ HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_MARK, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 PYTHON_TAG = "<|python_tag|>"
 GLM_KEY, GLM_KEY_END, GLM_VALUE, GLM_VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
+DS_CALLS, DS_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+DS_CALL, DS_SEP, DS_CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
+DS_FENCE, DS_FENCE_END = "```json", "```"
 _CALL_KEYS = frozenset(("name", "arguments", "parameters", "id", "type"))
 
 
@@ -299,6 +307,83 @@ def scan_glm45(text: str, final: bool) -> Scan:
     return out
 
 
+def _bad_name(name: str) -> bool:
+    return not name or any(c in name for c in '{}[]<>" \n')
+
+
+def _ds_call(text: str, k: int, final: bool, out: Scan) -> int | None:
+    """One DeepSeek call from k (after `<｜tool▁call▁begin｜>`) into out.calls; where reading
+    resumes after `<｜tool▁call▁end｜>`, -1 when it is no call, None when reading must wait."""
+    s = text.find(DS_SEP, k)
+    if s < 0:
+        return -1 if final or "\n" in text[k:] else None
+    name, a = text[k:s].strip(), s + len(DS_SEP)
+    fenced = name == "function"  # R1: the name on the line after the separator, JSON fenced
+    if fenced:
+        nl = text.find("\n", a)
+        if nl < 0 and not final:
+            return None
+        name, a = text[a : len(text) if nl < 0 else nl].strip(), len(text) if nl < 0 else nl
+        a = skip_ws(text, a)
+        if text.startswith(DS_FENCE, a):
+            a += len(DS_FENCE)
+        elif not final and DS_FENCE.startswith(text[a:]):
+            return None
+    if _bad_name(name):
+        return -1
+    call = RawCall(name)
+    out.calls.append(call)
+    r = parse_partial(text, a, final)
+    if r.node is None:
+        if final:
+            call.arguments, call.complete = "{}", True
+            return len(text)
+        return None
+    call.arguments, call.complete = text[r.node.start : r.node.end], r.node.complete
+    if not r.node.complete:
+        return None
+    e = skip_ws(text, r.node.end)
+    if fenced and text.startswith(DS_FENCE_END, e):
+        e = skip_ws(text, e + len(DS_FENCE_END))
+    if text.startswith(DS_CALL_END, e):
+        return e + len(DS_CALL_END)
+    waiting = DS_CALL_END.startswith(text[e:]) or (fenced and DS_FENCE_END.startswith(text[e:]))
+    return None if not final and waiting else e
+
+
+def scan_deepseek(text: str, final: bool) -> Scan:
+    out, parts, pos = Scan(), list[str](), 0
+    while (i := _next_marker(text, pos, DS_CALLS, final, parts)) >= 0:
+        k, n0 = i + len(DS_CALLS), len(out.calls)
+        while True:
+            k = skip_ws(text, k)
+            if text.startswith(DS_CALL, k):
+                n_calls = len(out.calls)
+                rest = _ds_call(text, k + len(DS_CALL), final, out)
+                if rest is None:
+                    out.content = "".join(parts)
+                    return out
+                if rest < 0:  # no call after all: the markers are text
+                    del out.calls[n_calls:]
+                    parts.append(text[i:k + len(DS_CALL)])
+                    pos = k + len(DS_CALL)
+                    break
+                k = rest
+            elif text.startswith(DS_CALLS_END, k):
+                pos = k + len(DS_CALLS_END)
+                break
+            elif not final and any(m.startswith(text[k:]) for m in (DS_CALL, DS_CALLS_END)):
+                out.content = "".join(parts)
+                return out  # a marker still being written
+            else:  # the section ends without its marker (with no call in it: the marker is text)
+                if len(out.calls) == n0:
+                    parts.append(text[i:k])
+                pos = k
+                break
+    out.content = "".join(parts)
+    return out
+
+
 def scan_generic(text: str, final: bool) -> Scan:
     out = Scan()
     start = skip_ws(text, 0)
@@ -345,6 +430,8 @@ SCANNERS = {
     "mistral": scan_mistral,
     "mistral_args": scan_mistral,
     "glm45": scan_glm45,
+    "deepseek_r1": scan_deepseek,
+    "deepseek_v31": scan_deepseek,
     "generic": scan_generic,
 }
 
