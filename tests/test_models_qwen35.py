@@ -1,4 +1,4 @@
-"""core/model/families/qwen35.py, families/delta_net.py, families/hybrid.py and
+"""core/model/families/qwen35.py (qwen35, qwen35moe), families/delta_net.py, families/hybrid.py and
 kernels/delta_net.py: what the family reads from the file, the delta rule against a plain
 reference, IMRoPE's pairs, incremental and batched decoding, and the recurrent state in the
 engine (prompt reuse and context checkpoints, slot files, speculative rollback, no context
@@ -6,6 +6,7 @@ shift). The logits against llama.cpp's are in test_parity_tiny.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -14,7 +15,8 @@ import pytest
 
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.families.delta_net import DeltaNetWeights
-from llamacli.core.model.families.qwen35 import Qwen35Model
+from llamacli.core.model.families.moe import gated_ffn, moe_ffn
+from llamacli.core.model.families.qwen35 import Qwen35Model, Qwen35MoeModel
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.delta_net import gated_delta_net
 from llamacli.core.model.load import load_model
@@ -139,11 +141,30 @@ def test_imrope_pairs_as_ggml_assigns_them() -> None:
         np.testing.assert_array_equal(sin[:, i], s[:, i])
 
 
-@pytest.mark.parametrize("variant", ["F32", "Q8_0"])
-def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, variant: str) -> None:
+def test_experts_as_qwen3_5_moe(tmp_path: Path) -> None:
+    """qwen35moe: experts in every layer, recurrent or not, softmax router, weights normalised,
+    no scale; the shared expert's output times sigmoid(h . ffn_gate_inp_shexp)."""
+    model, _, _ = load_model(write_tiny_model("qwen35moe", "F32", tmp_path / "m.gguf"))
+    assert isinstance(model, Qwen35MoeModel) and model.recurrent == (True, True, True, False)
+    m = model.args.moe
+    assert m is not None and (m.n_expert, m.n_expert_used, m.n_ff_exp, m.gating, m.norm_weights) == (8, 2, 256, "softmax", True)
+    assert m.weights_scale == 0.0 and m.shared_gate
+    for lw in model.layers:
+        assert lw.moe is not None and lw.moe.shared is not None and lw.moe.shared_gate is not None and lw.w_gate is None
+        assert lw.moe.shared[0].n_out == 512
+    mw = model.layers[0].moe
+    h = np.random.default_rng(3).standard_normal((5, 256)).astype(np.float32)
+    full = moe_ffn(model.precision, mw, h, m)
+    shared = gated_ffn(model.precision, h, *mw.shared) * (1 / (1 + np.exp(-(h @ mw.shared_gate))))[:, None]
+    routed = moe_ffn(model.precision, replace(mw, shared=None, shared_gate=None), h, m)
+    np.testing.assert_allclose(full, routed + shared, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch,variant", [(ARCH, "F32"), (ARCH, "Q8_0"), ("qwen35moe", "Q8_0")])
+def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, arch: str, variant: str) -> None:
     """ggml numerics: a prompt in chunks, then token by token, and beside another sequence in one
     forward (the two interleaved), gives the bits of one full forward."""
-    model, _, _ = load_model(write_tiny_model(ARCH, variant, tmp_path / "m.gguf"), numerics="ggml")
+    model, _, _ = load_model(write_tiny_model(arch, variant, tmp_path / "m.gguf"), numerics="ggml")
     toks = fixture_tokens(ARCH, 20)
     full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
     cache = model.new_cache(2, 64)

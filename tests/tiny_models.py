@@ -102,10 +102,14 @@ _GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (Q
 # tied output; F32 and Q8_0. Their weight types and seeds are their own
 QWEN35_MODELS = (("qwen35", "F32"), ("qwen35", "Q8_0"))
 _QWEN35 = {"F32": (QT.F32, 1600), "Q8_0": (QT.Q8_0, 1601)}
+# qwen35moe (Qwen3.5-35B-A3B's shape): qwen35 with 8 experts of 256 rows, top 2, and a shared
+# expert of 512 rows behind its sigmoid gate in every layer; F32 and Q8_0
+QWEN35MOE_MODELS = (("qwen35moe", "F32"), ("qwen35moe", "Q8_0"))
+_QWEN35MOE = {"F32": (QT.F32, 1610), "Q8_0": (QT.Q8_0, 1612)}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
                                      + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS)
-                                     + list(QWEN35_MODELS))
+                                     + list(QWEN35_MODELS) + list(QWEN35MOE_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
@@ -166,12 +170,14 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                                  "n_ff_shexp": 512 if moe else 0,
                                  "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
                                  "attention_scale": 0.0078125, "logit_scale": 2.0})
-    if arch in ("qwen35",):
-        if (arch, variant) not in QWEN35_MODELS:
+    if arch in ("qwen35", "qwen35moe"):
+        if (arch, variant) not in QWEN35_MODELS + QWEN35MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe = arch == "qwen35moe"
         return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, rope_base=10000000.0,
                           rms_eps=1e-6, tied_output=True, qk_norm=True, spm=False, n_rot=16,
-                          seed=_QWEN35[variant][1],
+                          n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
+                          seed=(_QWEN35MOE if moe else _QWEN35)[variant][1],
                           extra={"sections": (3, 3, 2, 0), "interval": 4, "d_conv": 4, "d_state": 64,
                                  "k_heads": 2, "v_heads": 4})
     if arch == "qwen3moe":
@@ -506,8 +512,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
-    if arch in ("qwen35",):
-        qt, seed = _QWEN35[variant]
+    if arch in ("qwen35", "qwen35moe"):
+        qt, seed = (_QWEN35MOE if arch == "qwen35moe" else _QWEN35)[variant]
         return write_qwen35(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
@@ -769,6 +775,11 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
     w.add_ssm_state_size(S)
     w.add_ssm_time_step_rank(HV)
     w.add_ssm_group_count(HK)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        w.add_expert_shared_feed_forward_length(F)
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     n_vocab = len(_add_bpe_vocab(w))
@@ -797,8 +808,14 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
             _add_norm(w, p + "ssm_norm.weight", rng, S)
             _add_matrix(w, p + "ssm_out.weight", rng, E, HV * S, (HV * S) ** -0.5, qtype)
         _add_norm(w, p + "post_attention_norm.weight", rng, E)
+        if cfg.n_expert:  # the router and the shared expert's gate stay F32, as llama-quantize keeps them
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            XF = cfg.n_ff_exp
+            for nm, rows, cols in (("gate", XF, E), ("up", XF, E), ("down", E, XF)):
+                _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, cols ** -0.5, qtype)
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * E ** -0.5).astype(np.float32))
         for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
-            _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
+            _add_matrix(w, p + f"ffn_{nm}{'_shexp' if cfg.n_expert else ''}.weight", rng, rows, cols, cols ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

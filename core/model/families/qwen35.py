@@ -31,6 +31,7 @@ from llamacli.core.model.families.base import AttnGroup, LayerWeights, ModelArgs
 from llamacli.core.model.families.delta_net import DeltaNetArgs, DeltaNetWeights, delta_net_mixer, load_delta_net
 from llamacli.core.model.families.hybrid import HybridModel
 from llamacli.core.model.families.llama import common_args
+from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.families.qwen2vl import rope_sections
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm.router import sigmoid_rows
@@ -136,3 +137,25 @@ class Qwen35Model(HybridModel):
 
     def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
         raise InvalidRequest(f"context shift is not supported with IMRoPE ({self.args.arch}), as in llama.cpp")
+
+
+class Qwen35MoeModel(Qwen35Model):
+    """`qwen35moe` (Qwen3.5 / Qwen3.6 MoE: 35B-A3B, 122B-A10B, 397B-A17B; llama.cpp's
+    src/models/qwen35moe.cpp): qwen35 with a mixture of experts in every layer (families/moe.py:
+    softmax router, top `expert_used_count` normalised, experts of `expert_feed_forward_length`
+    rows) plus a shared SiLU-gated FFN of `expert_shared_feed_forward_length` rows (else
+    `feed_forward_length`) whose output is scaled by sigmoid(h . ffn_gate_inp_shexp)."""
+
+    arch = "qwen35moe"
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        md, p, arch = g.metadata, g.path, g.architecture
+        a = Qwen35Model.read_args(g)
+        n_expert = md_int(md, p, f"{arch}.expert_count")
+        n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
+        n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1))
+        n_ff_shexp = md_int(md, p, f"{arch}.expert_shared_feed_forward_length", a.n_ff)
+        a.moe = MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=True, n_shared=1, n_ff_shared=n_ff_shexp,
+                        shared_gate=True)
+        return a
