@@ -103,6 +103,8 @@ def templates() -> dict[str, ChatTemplate]:
         "mistral_small32": "Mistral-Small-3.2-24B-Instruct-2506.jinja",
         "ministral3": "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
         "glm46": "GLM-4.6.jinja",
+        "qwen35": "Qwen3.5-4B.jinja",
+        "qwen3coder": "Qwen3-Coder.jinja",
     }
     return {k: ChatTemplate.from_source((folder / v).read_text(), bos_token="<s>", eos_token="</s>") for k, v in names.items()}
 
@@ -171,6 +173,8 @@ def test_detect_format_on_llama_cpp_templates(templates) -> None:  # type: ignor
         "mistral_small32": "mistral_args",  # mistral3 files: [TOOL_CALLS]name[ARGS]{...}
         "ministral3": "mistral_args",
         "glm46": "glm45",  # glm4moe: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>...
+        "qwen35": "qwen3_coder",  # <tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>...
+        "qwen3coder": "qwen3_coder",
     }
     assert {k: detect_format(t) for k, t in templates.items()} == want
     assert detect_format(ChatTemplate.from_source("chatml")) == "generic"  # built-in formats
@@ -224,6 +228,15 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
     ("glm45", '<tool_call>f\n<arg_key>opts</arg_key>\n<arg_value>{"x": [1, true]}</arg_value>\n</tool_call><tool_call>g\n</tool_call> ok',
      "ok", [("f", {"opts": {"x": [1, True]}}), ("g", {})]),
     ("glm45", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", "2 < 3, <tool_ is no tag and <tool_call>{not: a call}", []),
+    ("qwen3_coder", "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                    "</tool_call>", "Let me check.", [("get_weather", {"city": "Paris"})]),
+    ("qwen3_coder", ("<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2.5\n</parameter>\n"
+                     "</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York, \"NY\"\n"
+                     "line 2\n</parameter>\n</function>\n</tool_call>"),
+     None, [("add", {"a": 1, "b": 2.5}), ("get_weather", {"city": 'New York, "NY"\nline 2'})]),
+    ("qwen3_coder", '<tool_call>\n<function=f>\n<parameter=opts>\n{"x": [1, true]}\n</parameter>\n</function>\n</tool_call>'
+                    "<tool_call>\n<function=g>\n</function>\n</tool_call> ok", "ok", [("f", {"opts": {"x": [1, True]}}), ("g", {})]),
+    ("qwen3_coder", "#include <functional> and <tool_call>{not: a call}", "#include <functional> and <tool_call>{not: a call}", []),
 ]
 
 
@@ -368,6 +381,7 @@ def accepts(tok, spec: GrammarSpec | None, text: str) -> bool:  # type: ignore[n
 
 HERMES_OK = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
 GLM_OK = "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"
+QWEN_OK = "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"
 GRAMMAR_CASES = [
     # (format, choice, parallel, accepted, rejected)
     ("hermes", ToolChoice("required"), False, [HERMES_OK], ["Hi", HERMES_OK + "\n" + HERMES_OK,
@@ -393,6 +407,13 @@ GRAMMAR_CASES = [
     ("glm45", ToolChoice("auto"), True, ["Just text.", "Sure. " + GLM_OK + "\n" + GLM_OK + " done",
                                          "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>a <b> c</arg_value>\n</tool_call>"],
      ["x <tool_call>nope\n</tool_call>"]),
+    ("qwen3_coder", ToolChoice("required"), False, [QWEN_OK], ["Hi", QWEN_OK + QWEN_OK,
+     "<tool_call>\n<function=sub>\n</function>\n</tool_call>",
+     "<tool_call>\n<function=add>\n<parameter=c>\n1\n</parameter>\n</function>\n</tool_call>"]),
+    ("qwen3_coder", ToolChoice("auto"), True, ["Just text.", "Sure. " + QWEN_OK + "\n" + QWEN_OK + " done",
+                                               "<tool_call>\n<function=get_weather>\n<parameter=city>\na <b> c\n</parameter>\n"
+                                               "</function>\n</tool_call>"],
+     ["x <tool_call>\n<function=nope>\n</function>\n</tool_call>"]),
     ("generic", ToolChoice("auto"), False, ['{"response": "hi"}', '{"tool_call": {"name": "add", "arguments": {"a": 1, "b": 2}}}'],
      ["hi", '{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}']),
     ("generic", ToolChoice("required"), True, ['{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}'],
@@ -433,6 +454,17 @@ def test_prepare_chat_native_glm45(templates, demo_tok) -> None:  # type: ignore
     assert "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>" in s.prompt
     assert "<tool_response>\nsunny, 21 C\n</tool_response>" in s.prompt and s.prompt.endswith("<|assistant|>")
     assert s.preserved_tokens[:2] == ("<tool_call>", "</tool_call>") and "</arg_value>" in s.preserved_tokens
+    assert s.grammar is not None and s.grammar.kind == "lark" and 'hd[lazy]: TEXT "<tool_call>"' in s.grammar.source
+
+
+def test_prepare_chat_native_qwen3_coder(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]
+    """Qwen3.5's template (qwen35 files): tools through the template, earlier calls as
+    <function=...>/<parameter=...> blocks, <tool_call> kept in the output, a lazy grammar."""
+    s = prepare_chat(templates["qwen35"], CONVERSATION, tools=TOOLS, tokenizer=demo_tok)
+    assert s.format == "qwen3_coder" and s.parser().fmt == "qwen3_coder"
+    assert "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>" in s.prompt
+    assert "<tool_response>\nsunny, 21 C\n</tool_response>" in s.prompt
+    assert s.preserved_tokens[:2] == ("<tool_call>", "</tool_call>")
     assert s.grammar is not None and s.grammar.kind == "lark" and 'hd[lazy]: TEXT "<tool_call>"' in s.grammar.source
 
 

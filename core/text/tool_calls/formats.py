@@ -2,7 +2,7 @@
 
 The template renders a short conversation in which the assistant calls a probe tool; how the
 call comes out (`<tool_call>{"name": ...`, `[TOOL_CALLS][{...`, `{"name": ..., "parameters"`,
-`<tool_call>name\n<arg_key>...`)
+`<tool_call>name\n<arg_key>...`, `<tool_call>\n<function=name>`)
 names the format. Templates that render no tool calls, or some other syntax, get llama.cpp's
 generic JSON format, whose prompt and grammar work with any template.
 """
@@ -18,7 +18,7 @@ from llamacli.core.errors import LlamaError
 if TYPE_CHECKING:
     from llamacli.core.text.chat_templates import ChatTemplate
 
-FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45")
+FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45", "qwen3_coder")
 
 _PROBE = "probe_fn_7c1e"
 _PROBE_TOOLS = [
@@ -51,6 +51,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("mistral_args", re.compile(r"\[TOOL_CALLS\]\s*" + _N + r"\s*(?:\[CALL_ID\]\w+)?\s*\[ARGS\]")),
     ("llama3", re.compile(r'\{\s*"name"\s*:\s*"' + _N + r'"\s*,\s*"parameters"\s*:')),
     ("glm45", re.compile(r"<tool_call>\s*" + _N + r"\s*<arg_key>")),
+    ("qwen3_coder", re.compile(r"<tool_call>\s*<function=" + _N + ">")),
 )
 
 
@@ -84,4 +85,5 @@ def native_markers(fmt: str) -> tuple[str, ...]:
         "mistral_args": ("[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"),
         "llama3": ("<|python_tag|>",),
         "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
+        "qwen3_coder": ("<tool_call>", "</tool_call>"),
     }.get(fmt, ())

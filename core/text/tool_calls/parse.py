@@ -16,6 +16,9 @@ Formats:
            (GLM-4.5/4.6): the arguments object is written pair by pair; a value that is JSON
            other than a string (a number, true, an object, ...) is taken as that, any other
            text as a string (the template writes strings raw and the rest as JSON)
+  qwen3_coder `<tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n...</function>\n</tool_call>`
+           (Qwen3-Coder, Qwen3.5): as glm45, the arguments object is written pair by pair, a value
+           that is JSON other than a string taken as that, any other text as a string
   generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
            `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
   content  no tool calls (no tools, or tool_choice none)
@@ -33,6 +36,7 @@ HERMES_OPEN, HERMES_CLOSE = "<tool_call>", "</tool_call>"
 MISTRAL_MARK, MISTRAL_ARGS, MISTRAL_CALL_ID = "[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"
 PYTHON_TAG = "<|python_tag|>"
 GLM_KEY, GLM_KEY_END, GLM_VALUE, GLM_VALUE_END = "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"
+QWEN_FN, QWEN_FN_END, QWEN_PARAM, QWEN_PARAM_END = "<function=", "</function>", "<parameter=", "</parameter>"
 _CALL_KEYS = frozenset(("name", "arguments", "parameters", "id", "type"))
 
 
@@ -299,6 +303,54 @@ def scan_glm45(text: str, final: bool) -> Scan:
     return out
 
 
+def _qwen_args(text: str, k: int, final: bool, call: RawCall) -> int | None:
+    """The <parameter=k>...</parameter> pairs from k into call.arguments (a JSON object so far),
+    up to `</function>` and `</tool_call>`; where plain text resumes, or None while reading must
+    wait. A value loses one newline at each end (the template writes it between two)."""
+    pairs: list[str] = []
+    while True:
+        k = skip_ws(text, k)
+        if text.startswith(QWEN_FN_END, k):
+            e = skip_ws(text, k + len(QWEN_FN_END))
+            if not final and HERMES_CLOSE.startswith(text[e:]) and e + len(HERMES_CLOSE) > len(text):
+                call.arguments = "{" + ", ".join(pairs) + "}"
+                return None  # the closing tag is still coming
+            call.arguments, call.complete = "{" + ", ".join(pairs) + "}", True
+            return e + len(HERMES_CLOSE) if text.startswith(HERMES_CLOSE, e) else e
+        ke = text.find(">", k) if text.startswith(QWEN_PARAM, k) else -1
+        ve = text.find(QWEN_PARAM_END, ke) if ke >= 0 else -1
+        if ve < 0:  # a pair (or the end) still being written; or, final, what the call has
+            call.arguments = "{" + ", ".join(pairs) + ("}" if final else "")
+            return len(text) if final else None
+        raw = text[ke + 1 : ve]
+        raw = raw[1:] if raw.startswith("\n") else raw
+        raw = raw[:-1] if raw.endswith("\n") else raw
+        pairs.append(json.dumps(text[k + len(QWEN_PARAM) : ke].strip(), ensure_ascii=False) + ": " + _glm_value(raw))
+        k = ve + len(QWEN_PARAM_END)
+
+
+def scan_qwen3_coder(text: str, final: bool) -> Scan:
+    out, parts, pos = Scan(), list[str](), 0
+    while (i := _next_marker(text, pos, HERMES_OPEN, final, parts)) >= 0:
+        j = skip_ws(text, i + len(HERMES_OPEN))
+        e = text.find(">", j) if text.startswith(QWEN_FN, j) else -1
+        if e < 0 and not final and QWEN_FN.startswith(text[j : j + len(QWEN_FN)]) and "\n" not in text[j:]:
+            break  # the function's name is still being written
+        name = text[j + len(QWEN_FN) : e].strip() if e >= 0 else ""
+        if not name or any(c in name for c in '{}[]<>"\n '):
+            parts.append(HERMES_OPEN)  # not a call after all: the tag is text
+            pos = i + len(HERMES_OPEN)
+            continue
+        call = RawCall(name)
+        out.calls.append(call)
+        rest = _qwen_args(text, e + 1, final, call)
+        if rest is None:
+            break
+        pos = rest
+    out.content = "".join(parts)
+    return out
+
+
 def scan_generic(text: str, final: bool) -> Scan:
     out = Scan()
     start = skip_ws(text, 0)
@@ -345,6 +397,7 @@ SCANNERS = {
     "mistral": scan_mistral,
     "mistral_args": scan_mistral,
     "glm45": scan_glm45,
+    "qwen3_coder": scan_qwen3_coder,
     "generic": scan_generic,
 }
 
