@@ -1,4 +1,4 @@
-"""core/model/families/qwen35.py (qwen35, qwen35moe), families/delta_net.py, families/hybrid.py and
+"""core/model/families/qwen35.py (qwen35, qwen35moe, qwen3next), families/delta_net.py, families/hybrid.py and
 kernels/delta_net.py: what the family reads from the file, the delta rule against a plain
 reference, IMRoPE's pairs, incremental and batched decoding, and the recurrent state in the
 engine (prompt reuse and context checkpoints, slot files, speculative rollback, no context
@@ -16,7 +16,7 @@ import pytest
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.families.delta_net import DeltaNetWeights
 from llamacli.core.model.families.moe import gated_ffn, moe_ffn
-from llamacli.core.model.families.qwen35 import Qwen35Model, Qwen35MoeModel
+from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwen35MoeModel
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.delta_net import gated_delta_net
 from llamacli.core.model.load import load_model
@@ -27,6 +27,7 @@ from llamacli.core.runtime.slot_store import restore_slot, save_slot
 from llamacli.core.runtime.tasks import Task, TaskParams
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.text.tokenizer import load_tokenizer
+from tests.test_models_granitehybrid import logits_after_shift
 from tests.test_speculative import PROMPTS as SPEC_PROMPTS
 from tests.test_speculative import Oracle
 from tests.test_speculative import _refs as spec_refs
@@ -34,6 +35,7 @@ from tests.test_speculative import _run as spec_run
 from tests.tiny_models import fixture_tokens, rewrite_gguf, write_tiny_model
 
 ARCH = "qwen35"
+FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +102,10 @@ def test_inconsistent_delta_net_sizes_and_missing_tensors_are_clear_errors(tmp_p
         load_model(rewrite_gguf(src, tmp_path / "a.gguf", drop="blk.1.ssm_alpha.weight"))
 
 
-def test_delta_rule_against_a_float64_reference() -> None:
+@pytest.mark.parametrize("grouped", [False, True])
+def test_delta_rule_against_a_float64_reference(grouped: bool) -> None:
     """Two sequences interleaved, 4 value heads over 2 key heads (value head h reads key head
-    h % 2, as ggml broadcasts), a decay and beta per token and head."""
+    h % 2, as ggml broadcasts; grouped, Qwen3-Next: h // 2), a decay and beta per token and head."""
     rng = np.random.default_rng(7)
     T, Hk, Hv, S = 9, 2, 4, 8
     q = rng.standard_normal((T, Hk, S)).astype(np.float32)
@@ -114,12 +117,13 @@ def test_delta_rule_against_a_float64_reference() -> None:
     seq = np.array([0, 1, 0, 0, 1, 1, 0, 1, 0])
     s0 = rng.standard_normal((2, Hv, S, S)).astype(np.float32)
     st = s0.copy()
-    out = gated_delta_net(q, k, v, g, beta, seq, st)
+    out = gated_delta_net(q, k, v, g, beta, seq, st, grouped)
     ref = s0.astype(np.float64).transpose(0, 1, 3, 2)  # S[i][j]: key i, value j
     for t in range(T):
         s = seq[t]
         for h in range(Hv):
-            kk, qq = k[t, h % Hk].astype(np.float64), q[t, h % Hk].astype(np.float64)
+            hk = h // (Hv // Hk) if grouped else h % Hk
+            kk, qq = k[t, hk].astype(np.float64), q[t, hk].astype(np.float64)
             M = ref[s, h] * np.exp(float(g[t, h]))
             d = (v[t, h] - kk @ M) * beta[t, h]
             M = M + np.outer(kk, d)
@@ -160,7 +164,31 @@ def test_experts_as_qwen3_5_moe(tmp_path: Path) -> None:
     np.testing.assert_allclose(full, routed + shared, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch,variant", [(ARCH, "F32"), (ARCH, "Q8_0"), ("qwen35moe", "Q8_0")])
+def test_qwen3_next_layout(tmp_path: Path) -> None:
+    """qwen3next: NeoX rope without sections (its cache shifts), value heads grouped by key
+    head, beta and alpha in ssm_ba; the first converter's fused ssm_in (F32) or attn_qkv and
+    attn_gate (Q8_0)."""
+    for variant, fused in (("F32", True), ("Q8_0", False)):
+        model, _, _ = load_model(write_tiny_model("qwen3next", variant, tmp_path / f"{variant}.gguf"))
+        assert isinstance(model, Qwen3NextModel) and model.can_shift and "rope_sections" not in model.args.extra
+        assert model.delta_net.grouped and model.args.moe is not None and model.args.moe.shared_gate
+        mw = model.layers[0].mixer
+        assert isinstance(mw, DeltaNetWeights) and mw.ba is not None and mw.beta is None and mw.alpha is None
+        assert (mw.qkvz is not None, mw.qkv is None, mw.gate is None) == (fused, fused, fused)
+
+
+def test_qwen3_next_context_shift_gives_llama_cpps_logits(tmp_path: Path) -> None:
+    """llama-server's shift on qwen3next's memory (scripts/oracle_fixtures.py make_hybrid_shift):
+    the attention cells after n_keep + n_discard move down and rotate back, the delta-net states
+    stay; the next decodes give llama.cpp's logits. Clearing the states instead would not."""
+    z = np.load(FIXTURES / "qwen3next-F32-shift.npz")
+    model, _, _ = load_model(write_tiny_model("qwen3next", "F32", tmp_path / "m.gguf"), numerics="ggml")
+    assert np.abs(logits_after_shift(model, z, False) - z["logits"]).max() < 0.01
+    assert np.abs(logits_after_shift(model, z, True) - z["logits"]).max() > 0.1
+
+
+@pytest.mark.parametrize("arch,variant", [(ARCH, "F32"), (ARCH, "Q8_0"), ("qwen35moe", "Q8_0"), ("qwen3next", "F32"),
+                                          ("qwen3next", "Q8_0")])
 def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, arch: str, variant: str) -> None:
     """ggml numerics: a prompt in chunks, then token by token, and beside another sequence in one
     forward (the two interleaved), gives the bits of one full forward."""
@@ -232,6 +260,13 @@ def test_no_context_shift_a_full_sequence_ends(tiny) -> None:  # type: ignore[no
     with Engine(model, tok, EngineConfig(n_ctx=40, n_parallel=1, context_shift=True)) as eng:
         f = eng.run(Task(fixture_tokens(ARCH, 20), greedy(40, n_keep=4)))
     assert len(f.tokens) < 40
+
+
+def test_qwen3_next_engine_context_shift_runs_past_the_context(tmp_path: Path) -> None:
+    model, g, _ = load_model(write_tiny_model("qwen3next", "Q8_0", tmp_path / "n.gguf"), numerics="ggml")
+    with Engine(model, load_tokenizer(g.metadata), EngineConfig(n_ctx=40, n_parallel=1, context_shift=True)) as eng:
+        f = eng.run(Task(fixture_tokens(ARCH, 20), greedy(40, n_keep=4)))
+    assert f.truncated and len(f.tokens) == 40
 
 
 @pytest.mark.parametrize("good,k", [(2, 5), (0, 3)])

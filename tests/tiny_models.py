@@ -101,15 +101,26 @@ _GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (Q
 # attention layer 3 (IMRoPE over 16 of 64 dims, sections (3, 3, 2, 0) as Qwen3.5's (11, 11, 10, 0)),
 # tied output; F32 and Q8_0. Their weight types and seeds are their own
 QWEN35_MODELS = (("qwen35", "F32"), ("qwen35", "Q8_0"))
-_QWEN35 = {"F32": (QT.F32, 1600), "Q8_0": (QT.Q8_0, 1601)}
+_QWEN35 = {"F32": (QT.F32, 1600), "Q8_0": (QT.Q8_0, 1602)}
 # qwen35moe (Qwen3.5-35B-A3B's shape): qwen35 with 8 experts of 256 rows, top 2, and a shared
 # expert of 512 rows behind its sigmoid gate in every layer; F32 and Q8_0
 QWEN35MOE_MODELS = (("qwen35moe", "F32"), ("qwen35moe", "Q8_0"))
 _QWEN35MOE = {"F32": (QT.F32, 1610), "Q8_0": (QT.Q8_0, 1612)}
+# qwen3next (Qwen3-Next-80B-A3B's shape): qwen35moe's layers with NeoX rope (no sections), value
+# heads grouped by key head, ssm_ba; F32 with the first converter's fused ssm_in, Q8_0 with
+# attn_qkv and attn_gate
+QWEN3NEXT_MODELS = (("qwen3next", "F32"), ("qwen3next", "Q8_0"))
+_QWEN3NEXT = {"F32": (QT.F32, 1620), "Q8_0": (QT.Q8_0, 1622)}
+# (the Q8_0 seeds skip 1611 and 1621, whose files have a prompt position where llama.cpp's
+# logits and ours part by 0.06 and 0.35, where every earlier position agrees to the bit: our
+# delta rule sums its dot products in another order than ggml's SIMD ones, so, most likely, an
+# activation's Q8_0 rounding on an edge goes the other way, and the tiny random models carry
+# that on through their recurrent state)
+_DELTA_NET = {"qwen35": _QWEN35, "qwen35moe": _QWEN35MOE, "qwen3next": _QWEN3NEXT}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
                                      + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS)
-                                     + list(QWEN35_MODELS) + list(QWEN35MOE_MODELS))
+                                     + list(QWEN35_MODELS) + list(QWEN35MOE_MODELS) + list(QWEN3NEXT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
@@ -170,14 +181,14 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                                  "n_ff_shexp": 512 if moe else 0,
                                  "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
                                  "attention_scale": 0.0078125, "logit_scale": 2.0})
-    if arch in ("qwen35", "qwen35moe"):
-        if (arch, variant) not in QWEN35_MODELS + QWEN35MOE_MODELS:
+    if arch in _DELTA_NET:
+        if variant not in _DELTA_NET[arch]:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
-        moe = arch == "qwen35moe"
+        moe = arch != "qwen35"
         return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, rope_base=10000000.0,
                           rms_eps=1e-6, tied_output=True, qk_norm=True, spm=False, n_rot=16,
                           n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
-                          seed=(_QWEN35MOE if moe else _QWEN35)[variant][1],
+                          seed=_DELTA_NET[arch][variant][1],
                           extra={"sections": (3, 3, 2, 0), "interval": 4, "d_conv": 4, "d_state": 64,
                                  "k_heads": 2, "v_heads": 4})
     if arch == "qwen3moe":
@@ -512,8 +523,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
-    if arch in ("qwen35", "qwen35moe"):
-        qt, seed = (_QWEN35MOE if arch == "qwen35moe" else _QWEN35)[variant]
+    if arch in _DELTA_NET:
+        qt, seed = _DELTA_NET[arch][variant]
         return write_qwen35(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     cfg = tiny_config(arch, variant)
     qtype = _WEIGHT_TYPE[variant]
@@ -744,7 +755,8 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
 
 
 def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
-    """qwen35: the keys and tensor names llama.cpp's converter writes for Qwen3.5 (conversion
+    """qwen35, qwen35moe (experts, a gated shared expert) and qwen3next (no rope sections, ssm_ba,
+    F32: ssm_in): the keys and tensor names llama.cpp's converter writes for Qwen3.5 (conversion
     Qwen3_5TextModel): `ssm.*` (inner_size = value heads x state_size), full_attention_interval,
     rope.dimension_sections; a delta-net layer's attn_qkv, attn_gate (z), ssm_conv1d (C, W),
     ssm_dt.bias, ssm_a = -exp(A_log) (rates 1..16), ssm_beta, ssm_alpha, ssm_norm (one head),
@@ -766,7 +778,9 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_freq_base(cfg.rope_base)
     w.add_rope_dimension_count(cfg.n_rot)
-    w.add_rope_dimension_sections(list(x["sections"]))
+    nxt = a == "qwen3next"
+    if not nxt:
+        w.add_rope_dimension_sections(list(x["sections"]))
     w.add_key_length(D)
     w.add_value_length(D)
     w.add_full_attention_interval(x["interval"])
@@ -797,14 +811,18 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
             _add_norm(w, p + "attn_k_norm.weight", rng, D)
             _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         else:
-            _add_matrix(w, p + "attn_qkv.weight", rng, C, E, E ** -0.5, qtype)
-            _add_matrix(w, p + "attn_gate.weight", rng, HV * S, E, E ** -0.5, qtype)
+            if nxt and qtype == QT.F32:  # per key head q, k, v, z rows
+                _add_matrix(w, p + "ssm_in.weight", rng, C + HV * S, E, E ** -0.5, qtype)
+            else:
+                _add_matrix(w, p + "attn_qkv.weight", rng, C, E, E ** -0.5, qtype)
+                _add_matrix(w, p + "attn_gate.weight", rng, HV * S, E, E ** -0.5, qtype)
             w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
             dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), HV))
             w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
             w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, HV)).astype(np.float32))
-            for nm in ("ssm_beta.weight", "ssm_alpha.weight"):
-                w.add_tensor(p + nm, (rng.standard_normal((HV, E)) * E ** -0.5).astype(np.float32))
+            for nm in ("ssm_ba.weight",) if nxt else ("ssm_beta.weight", "ssm_alpha.weight"):
+                rows = 2 * HV if nxt else HV
+                w.add_tensor(p + nm, (rng.standard_normal((rows, E)) * E ** -0.5).astype(np.float32))
             _add_norm(w, p + "ssm_norm.weight", rng, S)
             _add_matrix(w, p + "ssm_out.weight", rng, E, HV * S, (HV * S) ** -0.5, qtype)
         _add_norm(w, p + "post_attention_norm.weight", rng, E)

@@ -14,7 +14,13 @@ block the Qwen3.5 / Qwen3-Next families run in place of attention on their recur
     out   = o @ W_out.T                                   (T, n_embd)
 
 S = `ssm.state_size` (the head size of keys and values), H_k = `ssm.group_count`, H_v =
-`ssm.time_step_rank`, `ssm.inner_size` = H_v S, W = `ssm.conv_kernel`. The states (conv: the
+`ssm.time_step_rank`, `ssm.inner_size` = H_v S, W = `ssm.conv_kernel`.
+
+Qwen3-Next (src/models/qwen3next.cpp) differs in its layout only: its value heads are grouped
+by key head (value head h reads key head h // (H_v / H_k), a repeat-interleave, where Qwen3.5
+reads h % H_k); beta and alpha come from one matrix `ssm_ba` holding per key head its H_v / H_k
+beta rows then as many alpha rows; and files from its first converter hold q, k, v and z in one
+matrix `ssm_in`, per key head its q (S), k (S), v (S H_v / H_k) and z (as many) rows. The states (conv: the
 last W - 1 inputs of C channels, delta rule: (H_v, S, S)) live in the cache
 (state/recurrent.HybridCache), one per sequence.
 """
@@ -48,6 +54,7 @@ class DeltaNetArgs:
     d_state: int  # S
     n_v_head: int  # H_v (ssm.time_step_rank)
     n_k_head: int  # H_k (ssm.group_count)
+    grouped: bool = False  # Qwen3-Next's layout (module docstring)
 
     @property
     def conv_dim(self) -> int:  # C
@@ -66,10 +73,12 @@ class DeltaNetArgs:
 
 @dataclass
 class DeltaNetWeights:
-    qkv: Linear  # (C, n_embd)
-    gate: Linear  # z: (H_v S, n_embd)
-    beta: Linear  # (H_v, n_embd)
-    alpha: Linear  # (H_v, n_embd)
+    qkv: Linear | None  # (C, n_embd); None where `qkvz` holds it
+    gate: Linear | None  # z: (H_v S, n_embd); None where `qkvz` holds it
+    qkvz: Linear | None  # Qwen3-Next's ssm_in: per key head q, k, v, z rows
+    beta: Linear | None  # (H_v, n_embd); None where `ba` holds it
+    alpha: Linear | None
+    ba: Linear | None  # Qwen3-Next's ssm_ba: per key head beta rows, then alpha rows
     conv_w: np.ndarray  # (C, W) float32
     dt_b: np.ndarray  # (H_v,)
     A: np.ndarray  # (H_v,): -exp(A_log), as the converter stores it
@@ -78,22 +87,48 @@ class DeltaNetWeights:
 
 
 def load_delta_net(ld: WeightLoader, prefix: str, n_embd: int, m: DeltaNetArgs) -> DeltaNetWeights:
-    """A recurrent layer's tensors (names as llama.cpp's LLM_TENSOR_ATTN_QKV, ATTN_GATE, SSM_*)."""
+    """A recurrent layer's tensors (names as llama.cpp's LLM_TENSOR_ATTN_QKV, ATTN_GATE, SSM_IN,
+    SSM_BETA, SSM_ALPHA, SSM_BETA_ALPHA and SSM_*)."""
     conv = ld.vector(prefix + "ssm_conv1d.weight")
     if conv.size != m.conv_dim * m.d_conv:
         raise ModelLoadError(ld.gguf.path, f"tensor {prefix}ssm_conv1d.weight has {conv.size} values, expected "
                                            f"{m.conv_dim * m.d_conv} from the hyperparameters")
+    fused_in = m.grouped and ld.has(prefix + "ssm_in.weight")
+    fused_ba = m.grouped
     return DeltaNetWeights(
-        qkv=ld.linear(prefix + "attn_qkv", n_embd, m.conv_dim),
-        gate=ld.linear(prefix + "attn_gate", n_embd, m.d_inner),
-        beta=ld.linear(prefix + "ssm_beta", n_embd, m.n_v_head),
-        alpha=ld.linear(prefix + "ssm_alpha", n_embd, m.n_v_head),
+        qkv=None if fused_in else ld.linear(prefix + "attn_qkv", n_embd, m.conv_dim),
+        gate=None if fused_in else ld.linear(prefix + "attn_gate", n_embd, m.d_inner),
+        qkvz=ld.linear(prefix + "ssm_in", n_embd, m.conv_dim + m.d_inner) if fused_in else None,
+        beta=None if fused_ba else ld.linear(prefix + "ssm_beta", n_embd, m.n_v_head),
+        alpha=None if fused_ba else ld.linear(prefix + "ssm_alpha", n_embd, m.n_v_head),
+        ba=ld.linear(prefix + "ssm_ba", n_embd, 2 * m.n_v_head) if fused_ba else None,
         conv_w=np.ascontiguousarray(conv, dtype=np.float32).reshape(m.conv_dim, m.d_conv),
         dt_b=ld.vector(prefix + "ssm_dt.bias", m.n_v_head),
         A=np.ascontiguousarray(ld.vector(prefix + "ssm_a", m.n_v_head), dtype=np.float32).reshape(-1),
         norm=ld.vector(prefix + "ssm_norm.weight", m.d_state),
         out=ld.linear(prefix + "ssm_out", m.d_inner, n_embd),
     )
+
+
+def _projections(pr: Precision, mw: DeltaNetWeights, m: DeltaNetArgs,
+                 h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(qkv (T, C), z (T, H_v S), beta logits (T, H_v), alpha (T, H_v)) from h (T, n_embd), in
+    either layout (module docstring)."""
+    T, S, Hk = h.shape[0], m.d_state, m.n_k_head
+    r = m.n_v_head // Hk  # value heads per key head
+    if mw.qkvz is not None:
+        x = pr.linear(h, mw.qkvz).reshape(T, Hk, 2 * S + 2 * S * r)
+        parts = (x[:, :, :S], x[:, :, S:2 * S], x[:, :, 2 * S:(2 + r) * S])
+        qkv = np.concatenate([p.reshape(T, -1) for p in parts], axis=1)
+        z = x[:, :, (2 + r) * S:].reshape(T, -1)
+    else:
+        assert mw.qkv is not None and mw.gate is not None
+        qkv, z = pr.linear(h, mw.qkv), pr.linear(h, mw.gate)
+    if mw.ba is not None:
+        ba = pr.linear(h, mw.ba).reshape(T, Hk, 2 * r)
+        return qkv, z, ba[:, :, :r].reshape(T, -1), ba[:, :, r:].reshape(T, -1)
+    assert mw.beta is not None and mw.alpha is not None
+    return qkv, z, pr.linear(h, mw.beta), pr.linear(h, mw.alpha)
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -115,10 +150,9 @@ def delta_net_mixer(pr: Precision, mw: DeltaNetWeights, m: DeltaNetArgs, h: np.n
     (T, n_embd)."""
     T = h.shape[0]
     S, Hk, Hv, C = m.d_state, m.n_k_head, m.n_v_head, m.conv_dim
-    qkv = pr.linear(h, mw.qkv)  # (T, C)
-    z = pr.linear(h, mw.gate)  # (T, H_v S)
-    beta = sigmoid_rows(np.ascontiguousarray(pr.linear(h, mw.beta), dtype=np.float32))  # (T, H_v)
-    g = _softplus(pr.linear(h, mw.alpha) + mw.dt_b) * mw.A  # (T, H_v)
+    qkv, z, b, alpha = _projections(pr, mw, m, h)
+    beta = sigmoid_rows(np.ascontiguousarray(b, dtype=np.float32))  # (T, H_v)
+    g = _softplus(alpha + mw.dt_b) * mw.A  # (T, H_v)
     o = np.empty((T, Hv, S), dtype=np.float32)
 
     def step(rows: np.ndarray | slice) -> None:
@@ -128,7 +162,7 @@ def delta_net_mixer(pr: Precision, mw: DeltaNetWeights, m: DeltaNetArgs, h: np.n
         q = _l2_norm(x[:, :Hk * S].reshape(t, Hk, S), eps)
         k = _l2_norm(x[:, Hk * S:2 * Hk * S].reshape(t, Hk, S), eps)
         v = x[:, 2 * Hk * S:C].reshape(t, Hv, S)
-        o[rows] = gated_delta_net(q, k, v, g[rows], beta[rows], seq, cache.ssm[il])
+        o[rows] = gated_delta_net(q, k, v, g[rows], beta[rows], seq, cache.ssm[il], m.grouped)
 
     cache.advance(il, batch.seq_ids, batch.positions, step)
     y = K.rms_norm(o, mw.norm, eps) * K.silu(z).reshape(T, Hv, S)

@@ -141,7 +141,8 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
         out += y[:, j]
     if mw.shared is not None:
         shared = gated_ffn(pr, h, *mw.shared)
-        if mw.shared_gate is not None:  # one gate logit per token (a matmul of one output row)
-            shared = shared * sigmoid_rows(np.ascontiguousarray((h @ mw.shared_gate)[:, None], dtype=np.float32))
+        if mw.shared_gate is not None:  # one gate logit per token: a row-wise sum, the same for any batch
+            logit = (h * mw.shared_gate).sum(axis=1, dtype=np.float32)
+            shared = shared * sigmoid_rows(np.ascontiguousarray(logit[:, None]))
         out += shared
     return out

@@ -1,6 +1,8 @@
 """`qwen35` (Qwen3.5 / Qwen3.6 dense: 0.8B to 27B; llama.cpp's LLM_ARCH_QWEN35,
 src/models/qwen35.cpp): a hybrid of gated delta-net layers (families/delta_net.py) and gated
-full attention, each followed by a SiLU-gated FFN.
+full attention, each followed by a SiLU-gated FFN. Its two relatives, on the same layers, are
+here too: `qwen35moe` (experts and a gated shared expert in place of the FFN) and `qwen3next`
+(those, with NeoX rope and Qwen3-Next's tensor layout).
 
 - A layer is recurrent per `attention.recurrent_layers` (an array of booleans) or else unless
   (il + 1) is a multiple of `full_attention_interval` (4 when absent): three delta-net layers,
@@ -27,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import InvalidRequest, ModelLoadError
-from llamacli.core.model.families.base import AttnGroup, LayerWeights, ModelArgs, md_int
+from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_int
 from llamacli.core.model.families.delta_net import DeltaNetArgs, DeltaNetWeights, delta_net_mixer, load_delta_net
 from llamacli.core.model.families.hybrid import HybridModel
 from llamacli.core.model.families.llama import common_args
@@ -42,13 +44,37 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
 
 
-def read_delta_net_args(g: GGUFFile) -> DeltaNetArgs:
+def read_delta_net_args(g: GGUFFile, grouped: bool) -> DeltaNetArgs:
     md, p, a = g.metadata, g.path, g.architecture
     m = DeltaNetArgs(md_int(md, p, f"{a}.ssm.conv_kernel"), md_int(md, p, f"{a}.ssm.inner_size"),
                      md_int(md, p, f"{a}.ssm.state_size"), md_int(md, p, f"{a}.ssm.time_step_rank"),
-                     md_int(md, p, f"{a}.ssm.group_count"))
+                     md_int(md, p, f"{a}.ssm.group_count"), grouped)
     m.check(p, a)
     return m
+
+
+def read_hybrid_args(g: GGUFFile, grouped: bool) -> ModelArgs:
+    """What qwen35, qwen35moe and qwen3next read alike: the common keys (NeoX rope), the nextn
+    layers left out, the delta net's keys, which layers are recurrent."""
+    md, p, arch = g.metadata, g.path, g.architecture
+    a = common_args(g, neox=True)
+    n_nextn = md_int(md, p, f"{arch}.nextn_predict_layers", 0, lo=0, hi=a.n_layer - 1)
+    n_layer = a.n_layer - n_nextn
+    a = replace(a, n_layer=n_layer, swa_layers=())
+    a.extra.update(delta_net=read_delta_net_args(g, grouped), recurrent=recurrent_layers(g, n_layer))
+    return a
+
+
+def read_shared_moe(g: GGUFFile, a: ModelArgs) -> MoEArgs:
+    """qwen35moe's and qwen3next's experts: softmax router, top `expert_used_count` normalised,
+    experts of `expert_feed_forward_length` rows, a shared FFN of
+    `expert_shared_feed_forward_length` rows (else `feed_forward_length`) behind its sigmoid gate."""
+    md, p, arch = g.metadata, g.path, g.architecture
+    n_expert = md_int(md, p, f"{arch}.expert_count")
+    n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
+    n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1))
+    n_ff_shexp = md_int(md, p, f"{arch}.expert_shared_feed_forward_length", a.n_ff)
+    return MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=True, n_shared=1, n_ff_shared=n_ff_shexp, shared_gate=True)
 
 
 def recurrent_layers(g: GGUFFile, n_layer: int) -> tuple[bool, ...]:
@@ -73,13 +99,8 @@ class Qwen35Model(HybridModel):
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
-        md, p, arch = g.metadata, g.path, g.architecture
-        a = common_args(g, neox=True)
-        n_nextn = md_int(md, p, f"{arch}.nextn_predict_layers", 0, lo=0, hi=a.n_layer - 1)
-        n_layer = a.n_layer - n_nextn
-        a = replace(a, n_layer=n_layer, swa_layers=())
-        a.extra.update(rope_sections=rope_sections(g), delta_net=read_delta_net_args(g),
-                       recurrent=recurrent_layers(g, n_layer))
+        a = read_hybrid_args(g, grouped=False)
+        a.extra["rope_sections"] = rope_sections(g)
         return a
 
     @property
@@ -150,12 +171,26 @@ class Qwen35MoeModel(Qwen35Model):
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
-        md, p, arch = g.metadata, g.path, g.architecture
         a = Qwen35Model.read_args(g)
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
-        n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1))
-        n_ff_shexp = md_int(md, p, f"{arch}.expert_shared_feed_forward_length", a.n_ff)
-        a.moe = MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=True, n_shared=1, n_ff_shared=n_ff_shexp,
-                        shared_gate=True)
+        a.moe = read_shared_moe(g, a)
         return a
+
+
+class Qwen3NextModel(Qwen35MoeModel):
+    """`qwen3next` (Qwen3-Next-80B-A3B; llama.cpp's src/models/qwen3next.cpp): qwen35moe's
+    layers with plain NeoX rope over `rope.dimension_count` dims (so its cache shifts, as
+    granitehybrid's: the attention cells move, the recurrent states stay) and the delta net in
+    Qwen3-Next's layout (families/delta_net.py: value heads grouped by key head, `ssm_ba`, and
+    in files from its first converter `ssm_in`)."""
+
+    arch = "qwen3next"
+    can_shift = True
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        a = read_hybrid_args(g, grouped=True)
+        a.moe = read_shared_moe(g, a)
+        return a
+
+    rope_angles = DecoderModel.rope_angles
+    shift_cache = HybridModel.shift_cache

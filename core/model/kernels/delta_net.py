@@ -13,7 +13,8 @@ state stored as ggml stores it, transposed: M[j, i] = S[i][j] (row j: value chan
     o[j]   = (M[j] . q) / sqrt(S)
 
 k and q of value head h are key head h % H_k (ggml's broadcast of H_k key heads over H_v value
-heads, H_v a multiple of H_k). Shapes: q, k (T, H_k, S), v (T, H_v, S), g and beta (T, H_v),
+heads, H_v a multiple of H_k: Qwen3.5), or, `grouped`, key head h // (H_v / H_k) (Qwen3-Next's
+repeat-interleave: each key head's value heads side by side). Shapes: q, k (T, H_k, S), v (T, H_v, S), g and beta (T, H_v),
 state (n_seq, H_v, S, S) float32.
 """
 
@@ -28,13 +29,14 @@ from llamacli.core.model.kernels.qmm.threads import split_rows
 
 
 @njit(cache=True, nogil=True)
-def _gdn_heads(q, k, v, g, beta, seq, state, out, h0, h1):  # type: ignore[no-untyped-def]
-    # q, k (T, Hk, S), v (T, Hv, S), g/beta (T, Hv), state (n_seq, Hv, S, S), out (T, Hv, S); heads [h0, h1)
+def _gdn_heads(q, k, v, g, beta, seq, state, out, group, h0, h1):  # type: ignore[no-untyped-def]
+    # q, k (T, Hk, S), v (T, Hv, S), g/beta (T, Hv), state (n_seq, Hv, S, S), out (T, Hv, S); heads [h0, h1);
+    # group: value heads per key head when grouped, else 0
     T, _, S = v.shape
     Hk = q.shape[1]
     scale = np.float32(1.0) / np.float32(math.sqrt(np.float32(S)))
     for h in range(h0, h1):
-        hk = h % Hk
+        hk = h // group if group > 0 else h % Hk
         for t in range(T):
             M = state[seq[t], h]
             decay = np.float32(math.exp(g[t, h]))
@@ -55,9 +57,10 @@ def _gdn_heads(q, k, v, g, beta, seq, state, out, h0, h1):  # type: ignore[no-un
 
 
 def gated_delta_net(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray,
-                    seq: np.ndarray, state: np.ndarray) -> np.ndarray:
+                    seq: np.ndarray, state: np.ndarray, grouped: bool = False) -> np.ndarray:
     """The attention output (T, H_v, S) of the gated delta rule (module docstring); `state`
-    (n_seq, H_v, S, S) advances in place. seq (T,): each token's sequence."""
+    (n_seq, H_v, S, S) advances in place. seq (T,): each token's sequence; grouped: key heads
+    repeat-interleaved over the value heads (module docstring)."""
     f32 = np.float32
     q, k, v = (np.ascontiguousarray(x, dtype=f32) for x in (q, k, v))
     g = np.ascontiguousarray(g, dtype=f32)
@@ -65,5 +68,6 @@ def gated_delta_net(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, 
     seq = np.ascontiguousarray(seq, dtype=np.int64)
     out = np.empty_like(v)
     T, H, S = v.shape
-    split_rows(lambda a, b: _gdn_heads(q, k, v, g, beta, seq, state, out, a, b), H, T * S * S)
+    group = H // q.shape[1] if grouped else 0
+    split_rows(lambda a, b: _gdn_heads(q, k, v, g, beta, seq, state, out, group, a, b), H, T * S * S)
     return out
