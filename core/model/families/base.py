@@ -19,6 +19,7 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.families.delta_net import DeltaNetWeights
 from llamacli.core.model.families.mamba2 import Mamba2Weights
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
 from llamacli.core.model.state.kv_cache import KVCache
@@ -174,7 +175,7 @@ class LayerWeights:
     attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
-    mixer: Mamba2Weights | None = None  # a recurrent layer's mixer in place of attention
+    mixer: Mamba2Weights | DeltaNetWeights | None = None  # a recurrent layer's mixer in place of attention
 
 
 @dataclass
@@ -482,13 +483,21 @@ class DecoderModel:
     ) -> np.ndarray:
         """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache."""
         a = self.args
-        pr = self.precision
         T = h.shape[0]
         assert lw.wq is not None and lw.wk is not None and lw.wv is not None and lw.wo is not None
-        q, k, v = pr.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
-        q = q.reshape(T, a.n_head, a.head_dim)
-        k = k.reshape(T, a.n_head_kv, a.head_dim)
-        v = v.reshape(T, a.n_head_kv, a.head_dim_v)
+        q, k, v = self.precision.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
+        out = self.attend(il, lw, q.reshape(T, a.n_head, a.head_dim), k.reshape(T, a.n_head_kv, a.head_dim),
+                          v.reshape(T, a.n_head_kv, a.head_dim_v), batch, cache, groups, cos, sin)
+        return self.precision.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)
+
+    def attend(self, il: int, lw: LayerWeights, q: np.ndarray, k: np.ndarray, v: np.ndarray, batch: Batch,
+               cache: KVCache, groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """The attention of layer il from its projections q (T, n_head, head_dim), k and v (T,
+        n_head_kv, .): Q/K norms, rope, this batch's K/V into the cache, then attention over the
+        cache; returns (T, n_head, head_dim_v) before the output projection."""
+        a = self.args
+        pr = self.precision
+        T = q.shape[0]
         if lw.q_norm is not None:
             q = K.rms_norm(q, lw.q_norm, a.norm_eps)
             k = K.rms_norm(k, lw.k_norm, a.norm_eps)
@@ -513,4 +522,4 @@ class DecoderModel:
             out[g.tok_idx] = o.transpose(0, 2, 1, 3)
 
         pr.run_each(attend, groups)
-        return pr.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)
+        return out

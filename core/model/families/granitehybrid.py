@@ -26,12 +26,11 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import AttnGroup, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.hybrid import HybridModel
 from llamacli.core.model.families.llama import common_args
-from llamacli.core.model.families.mamba2 import Mamba2Args, load_mamba2, mamba2_mixer
+from llamacli.core.model.families.mamba2 import Mamba2Args, Mamba2Weights, load_mamba2, mamba2_mixer
 from llamacli.core.model.families.moe import MoEArgs
-from llamacli.core.model.kernels.warmup import RECURRENT
-from llamacli.core.model.precision import Precision
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.state.recurrent import HybridCache
@@ -78,7 +77,7 @@ def _scale(g: GGUFFile, key: str) -> float:
     return md_float(g.metadata, g.path, key, 0.0, positive=False)
 
 
-class GraniteHybridModel(DecoderModel):
+class GraniteHybridModel(HybridModel):
     arch = "granitehybrid"
 
     @staticmethod
@@ -110,19 +109,10 @@ class GraniteHybridModel(DecoderModel):
                                     f"({a.n_embd}), as llama.cpp requires")
         return a
 
-    def __init__(self, args: ModelArgs, gguf: GGUFFile, precision: Precision, loader: WeightLoader) -> None:
-        super().__init__(args, gguf, precision, loader)
-        self.fused_decode = False  # the compiled one-token step knows attention layers only
-
     @property
     def ssm(self) -> Mamba2Args:
         m: Mamba2Args = self.args.extra["ssm"]
         return m
-
-    @property
-    def recurrent(self) -> tuple[bool, ...]:
-        r: tuple[bool, ...] = self.args.extra["recurrent"]
-        return r
 
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
         if not self.recurrent[il]:
@@ -135,47 +125,25 @@ class GraniteHybridModel(DecoderModel):
         self._load_ffn(ld, il, lw)
         return lw
 
-    def new_cache(self, n_seq: int, n_ctx: int) -> HybridCache:
-        a, m = self.args, self.ssm
-        return HybridCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v, self.recurrent,
-                           (m.conv_dim, m.d_conv - 1), (m.n_head, m.head_dim, m.d_state))
-
-    def kernel_kinds(self) -> list[str]:
-        return [*super().kernel_kinds(), RECURRENT]
+    def state_shapes(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        m = self.ssm
+        return (m.conv_dim, m.d_conv - 1), (m.n_head, m.head_dim, m.d_state)
 
     def _residual(self, h: np.ndarray) -> np.ndarray:
         rs = self.args.extra["residual_scale"]
         return h * np.float32(rs) if rs else h
 
-    def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
-        cache.check_batch(batch.seq_ids, batch.positions)
-        if isinstance(cache, HybridCache):  # a step verifying drafts: its rows' states kept
-            cache.plan_rollback(batch.seq_ids, batch.positions, batch.decode)
-        return super().forward_hidden(batch, cache)
-
     def attention(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: KVCache,
                   groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """The layer's mixer: Mamba-2 on a recurrent layer, attention on the others; times
-        residual_scale."""
-        if lw.mixer is None:
-            return self._residual(super().attention(il, lw, h, batch, cache, groups, cos, sin))
-        assert isinstance(cache, HybridCache)
-        return self._residual(mamba2_mixer(self.precision, lw.mixer, self.ssm, h, batch, cache, il, self.args.norm_eps))
+        """The layer's mixer (Mamba-2 or attention) times residual_scale."""
+        return self._residual(super().attention(il, lw, h, batch, cache, groups, cos, sin))
+
+    def recurrent_mixer(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: HybridCache) -> np.ndarray:
+        assert isinstance(lw.mixer, Mamba2Weights)
+        return mamba2_mixer(self.precision, lw.mixer, self.ssm, h, batch, cache, il, self.args.norm_eps)
 
     def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
         return self._residual(super().ffn(lw, h))
-
-    def shift_cache(self, cache: KVCache, seq: int, n_keep: int, n_discard: int) -> None:
-        """As llama-server's context shift on a hybrid memory: the attention layers drop cells
-        [n_keep, n_keep + n_discard) and move the rest down (the base K-shift); the recurrent
-        states, which have no cells, stay as they are and still carry the dropped tokens
-        (llama_memory_recurrent's seq_rm of a range short of the last position removes
-        nothing, its seq_add only moves the position)."""
-        n = int(cache.lengths[seq])
-        if n - n_keep - n_discard > 0:
-            super().shift_cache(cache, seq, n_keep, n_discard)
-        else:
-            cache.lengths[seq] = n_keep  # nothing after the dropped cells to move
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:
         out = super().logits(hidden)

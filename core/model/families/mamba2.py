@@ -113,10 +113,8 @@ def mamba2_mixer(pr: Precision, mw: Mamba2Weights, m: Mamba2Args, h: np.ndarray,
     dt = zxbcdt[:, E + C:] + mw.dt_b  # (T, H)
     xbc = np.empty((T, C), dtype=np.float32)
     y = np.empty((T, H, P), dtype=np.float32)
-    phase, after = cache.cuts(batch.seq_ids, batch.positions)
-    # the tokens before each pending checkpoint first, then the states copied, then the rest
-    for k in range(len(after) + 1):
-        rows = np.flatnonzero(phase == k) if after else slice(None)
+
+    def step(rows: np.ndarray | slice) -> None:
         seq = batch.seq_ids[rows]
         xb = ssm_conv(zxbcdt[rows, E:E + C], seq, mw.conv_w, cache.conv[il])  # (t, C)
         if mw.conv_b is not None:
@@ -126,8 +124,8 @@ def mamba2_mixer(pr: Precision, mw: Mamba2Weights, m: Mamba2Args, h: np.ndarray,
         t = xb.shape[0]
         y[rows] = ssm_scan(xb[:, :E].reshape(t, H, P), dt[rows], mw.A, xb[:, E:E + G * N].reshape(t, G, N),
                            xb[:, E + G * N:].reshape(t, G, N), seq, cache.ssm[il])
-        for s, n in after[k] if k < len(after) else ():
-            cache.snapshot(il, s, n)
+
+    cache.advance(il, batch.seq_ids, batch.positions, step)
     x = xbc[:, :E].reshape(T, H, P)
     y = y + x * mw.D[:, None]
     y = K.silu(z).reshape(T, H, P) * y

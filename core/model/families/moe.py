@@ -19,7 +19,8 @@ the block returns their weighted sum.
     out     = y[:, 0] * w[:, 0] + y[:, 1] * w[:, 1] + ...     (added slot by slot, in float32)
     out    += down_s(silu(gate_s(h)) * up_s(h))              (shared experts, where the family
                                                               has them: one dense gated FFN of
-                                                              n_shared * n_ff_exp rows)
+                                                              n_shared * n_ff_exp rows; Qwen3.5
+                                                              MoE: times sigmoid(h . gate_inp_s))
 
 The expert matmuls group the batch's rows by expert (Precision.expert_linears): one matmul per
 active expert, reading only its weights.
@@ -60,6 +61,7 @@ class MoEArgs:
     n_ff_shared: int = 0  # the shared FFN's rows where the family gives them (expert_shared_feed_forward_length)
     n_group: int = 0  # expert_group_count (DeepSeek-V3): > 1, experts chosen only from the best groups
     n_group_used: int = 0  # expert_group_used_count: how many groups
+    shared_gate: bool = False  # the shared FFN's output times sigmoid(h . ffn_gate_inp_shexp) (Qwen3.5 MoE)
 
 
 @dataclass
@@ -70,6 +72,7 @@ class MoEWeights:
     down: ExpertLinear
     probs_bias: np.ndarray | None = None  # (n_expert,): MoEArgs.probs_bias
     shared: tuple[Linear, Linear, Linear] | None = None  # the shared experts' gate, up, down
+    shared_gate: np.ndarray | None = None  # (n_embd,): MoEArgs.shared_gate
 
 
 def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeights:
@@ -87,6 +90,8 @@ def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeigh
         n_ff = m.n_ff_shared or m.n_shared * m.n_ff_exp
         mw.shared = (ld.linear(prefix + "ffn_gate_shexp", n_embd, n_ff), ld.linear(prefix + "ffn_up_shexp", n_embd, n_ff),
                      ld.linear(prefix + "ffn_down_shexp", n_ff, n_embd))
+    if m.shared_gate:
+        mw.shared_gate = ld.vector(prefix + "ffn_gate_inp_shexp.weight", n_embd)
     return mw
 
 
@@ -157,5 +162,9 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
     for j in range(1, m.n_expert_used):  # ggml_add over the slots' views, in slot order
         out += y[:, j]
     if mw.shared is not None:
-        out += gated_ffn(pr, h, *mw.shared)
+        shared = gated_ffn(pr, h, *mw.shared)
+        if mw.shared_gate is not None:  # one gate logit per token: a row-wise sum, the same for any batch
+            logit = (h * mw.shared_gate).sum(axis=1, dtype=np.float32)
+            shared = shared * sigmoid_rows(np.ascontiguousarray(logit[:, None]))
+        out += shared
     return out

@@ -154,16 +154,25 @@ def rope_cos_sin(positions: np.ndarray, cfg: RopeConfig) -> tuple[np.ndarray, np
     return cos, sin
 
 
-def mrope_cos_sin(pos4: np.ndarray, cfg: RopeConfig, sections: tuple[int, int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+def mrope_cos_sin(pos4: np.ndarray, cfg: RopeConfig, sections: tuple[int, int, int, int],
+                  interleaved: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """M-RoPE (ggml_rope_multi, GGML_ROPE_TYPE_MROPE: Qwen2-VL): cos and sin (T, n_dims/2) of
     positions pos4 (T, 4) = (t, h, w, e) per token. As ggml_mrope_cache_init: pair i is in
     sector i % sum(sections); sectors [0, s0) turn by t, [s0, s0+s1) by h, then s2 by w, the
     rest by e; each component's angle is its own running product from its position, so a
-    column equals rope_cos_sin's for that component (text tokens: all four equal, plain NeoX)."""
+    column equals rope_cos_sin's for that component (text tokens: all four equal, plain NeoX).
+    `interleaved` (GGML_ROPE_TYPE_IMROPE: Qwen3-VL, Qwen3.5): sector r turns by h where r % 3
+    is 1 and r < 3 s1, by w where r % 3 is 2 and r < 3 s2, by t where r % 3 is 0 and r < 3 s0,
+    else by e."""
     half = cfg.n_dims // 2
     s0, s1, s2, _ = sections
     sector = np.arange(half) % sum(sections)
-    comp = np.select([sector < s0, sector < s0 + s1, sector < s0 + s1 + s2], [0, 1, 2], 3)
+    if interleaved:
+        r = sector % 3
+        comp = np.select([(r == 1) & (sector < 3 * s1), (r == 2) & (sector < 3 * s2), (r == 0) & (sector < 3 * s0)],
+                         [1, 2, 0], 3)
+    else:
+        comp = np.select([sector < s0, sector < s0 + s1, sector < s0 + s1 + s2], [0, 1, 2], 3)
     cos = np.empty((pos4.shape[0], half), dtype=np.float32)
     sin = np.empty_like(cos)
     for c in np.unique(comp):

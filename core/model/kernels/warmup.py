@@ -30,7 +30,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels import ssm
+from llamacli.core.model.kernels import delta_net, ssm
 from llamacli.core.model.kernels.qmm import acts, attention, block_dots, decode, experts, float_gemm, layer, packed, prefill, tables
 from llamacli.core.model.kernels.qmm.matrix import PREFILL_MIN_ROWS, QuantMatrix, matmul, pack_matrix, plan_decode_calls, prepare
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
@@ -129,12 +129,15 @@ def _common() -> None:
 
 
 def _recurrent() -> None:
-    """Mamba-2's convolution and scan (kernels/ssm.py), for the models that have them."""
+    """Mamba-2's convolution and scan (kernels/ssm.py) and the gated delta rule (kernels/delta_net.py),
+    for the models that have them."""
     x = np.ones((1, 4), dtype=np.float32)
     ssm.ssm_conv(x, np.zeros(1, dtype=np.int64), np.ones((4, 4), dtype=np.float32), np.zeros((1, 4, 3), dtype=np.float32))
     ones = np.ones((1, 1, 4), dtype=np.float32)
     ssm.ssm_scan(ones, np.ones((1, 1), dtype=np.float32), -np.ones(1, dtype=np.float32), ones, ones,
                  np.zeros(1, dtype=np.int64), np.zeros((1, 1, 4, 4), dtype=np.float32))
+    delta_net.gated_delta_net(ones, ones, ones, -np.ones((1, 1), dtype=np.float32), np.ones((1, 1), dtype=np.float32),
+                              np.zeros(1, dtype=np.int64), np.zeros((1, 1, 4, 4), dtype=np.float32))
 
 
 #: the kind a model names (DecoderModel.kernel_kinds) for the recurrent kernels
@@ -246,7 +249,7 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[s
     common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
     jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
     if RECURRENT in (steps or ()):  # only where a model names them
-        jobs.append(Job("recurrent", _recurrent, partial(_in_cache, ssm._conv_rows, ssm._scan_heads), 1.5))
+        jobs.append(Job("recurrent", _recurrent, partial(_in_cache, ssm._conv_rows, ssm._scan_heads, delta_net._gdn_heads), 1.5))
     return sorted(jobs, key=lambda j: -j.cost)
 
 

@@ -1,6 +1,7 @@
 """The memory of a hybrid model (llama.cpp's llama_memory_hybrid): K/V cells for its attention
-layers and, per sequence, a fixed-size recurrent state for its recurrent layers (Mamba-2: the
-convolution's last inputs and the scan's state; llama_memory_recurrent's r_l and s_l).
+layers and, per sequence, a fixed-size recurrent state for its recurrent layers (the
+convolution's last inputs, and Mamba-2's scan state or the delta net's state matrices;
+llama_memory_recurrent's r_l and s_l).
 
 A recurrent state summarises every token of its sequence: it cannot be cut back to a shorter
 prefix. So, as llama.cpp's memory, a sequence keeps its state when nothing is removed, is
@@ -27,9 +28,10 @@ the rejected rows goes back to one of them; the copies last until the next trunc
 
 from __future__ import annotations
 
-import numpy as np
-
 from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
 
 from llamacli.core.model.state.kv_cache import KVCache
 
@@ -48,10 +50,11 @@ class Checkpoint:
 
 class HybridCache(KVCache):
     """KVCache whose recurrent layers hold no K/V cells (zero heads) but conv[il] (n_seq, C,
-    W - 1) and ssm[il] (n_seq, H, P, N) float32 states."""
+    W - 1) and ssm[il] float32 states (Mamba-2: (n_seq, H, P, N); the delta net: (n_seq, H_v,
+    S, S))."""
 
     def __init__(self, n_layer: int, n_seq: int, n_ctx: int, n_head_kv: int, head_dim: int, head_dim_v: int,
-                 recurrent: tuple[bool, ...], conv_shape: tuple[int, int], ssm_shape: tuple[int, int, int]) -> None:
+                 recurrent: tuple[bool, ...], conv_shape: tuple[int, ...], ssm_shape: tuple[int, ...]) -> None:
         super().__init__(n_layer, n_seq, n_ctx, n_head_kv, head_dim, head_dim_v)
         self.recurrent = recurrent
         self.max_checkpoints = 32
@@ -159,6 +162,17 @@ class HybridCache(KVCache):
                     after.append([])
                 after[k].append((int(s), n))
         return phase, after
+
+    def advance(self, il: int, seq_ids: np.ndarray, positions: np.ndarray,
+                step: Callable[[np.ndarray | slice], None]) -> None:
+        """Run a recurrent layer il over a batch: step(rows) advances the states of the rows'
+        sequences; the rows go in phases, the tokens before each pending checkpoint first, then
+        the states are copied (`snapshot`), then the rest (every row at once when none is due)."""
+        phase, after = self.cuts(seq_ids, positions)
+        for k in range(len(after) + 1):
+            step(np.flatnonzero(phase == k) if after else slice(None))
+            for s, n in after[k] if k < len(after) else ():
+                self.snapshot(il, s, n)
 
     def snapshot(self, il: int, seq: int, n_tokens: int) -> None:
         """Copy layer il's states of a sequence into its checkpoint at n_tokens (made when its

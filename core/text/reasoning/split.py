@@ -30,6 +30,9 @@ REASONING_FORMATS = ("none", "auto", "deepseek", "deepseek-legacy")
 class ThinkingTags:
     start: str = "<think>"
     end: str = "</think>"
+    # markers that also end the block and stay in the content (llama.cpp's Qwen3-Coder/Qwen3.5
+    # parser: a tool call's `<tool_call>` after thoughts that were never closed)
+    end_before: tuple[str, ...] = ()
 
 
 # the tag pairs of the reasoning models llama.cpp's chat parser knows; `<think>` (DeepSeek-R1,
@@ -94,10 +97,13 @@ class ReasoningSplitter:
                 return Split("", text, False)
             body = len(text) - len(lead) + len(start)
         i = text.find(end, body)
+        cut = min((j for j in (text.find(m, body) for m in self.tags.end_before) if j >= 0), default=-1)
+        if cut >= 0 and (i < 0 or cut < i):  # an end kept in the content
+            return Split(text[body:cut].strip(), text[cut:], False)
         if i < 0:
             inner = text[body:]
             if not final:
-                inner = inner[: len(inner) - partial_stop_len(inner, (end,))].rstrip()
+                inner = inner[: len(inner) - partial_stop_len(inner, (end, *self.tags.end_before))].rstrip()
             return Split(inner.strip(), "", not final)
         content = text[i + len(end) :].lstrip()
         return Split(text[body:i].strip(), content, False)

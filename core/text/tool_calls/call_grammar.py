@@ -149,7 +149,37 @@ def tool_call_grammar(
         return GrammarSpec.lark(_glm45_grammar(chosen, required, parallel, tokenizer))
     if fmt in ("deepseek_r1", "deepseek_v31"):
         return GrammarSpec.lark(_deepseek_grammar(chosen, required, parallel, tokenizer, fmt == "deepseek_r1"))
+    if fmt == "qwen3_coder":
+        return GrammarSpec.lark(_qwen3_coder_grammar(chosen, required, parallel, tokenizer))
     raise ValueError(f"no grammar for tool-call format {fmt!r}")
+
+
+def _calls(lines: list[str], op: str, body: str, required: bool, parallel: bool) -> str:
+    """The start rules around a call `op body` (op: the opening marker), then `lines`: one or
+    more calls when required, else text with calls after their marker (a lazy trigger where the
+    marker is text, not a control token)."""
+    if required:
+        head = ["start: call (WS? call)*" if parallel else "start: call", f"call: {op} {body}"]
+    elif op.startswith("<["):  # a control token is never text: no trigger to watch for
+        head = ["start: TEXT call*" if parallel else "start: TEXT call?", f"call: {op} {body}"]
+    else:
+        head = [f"start: (hd {body})* TEXT" if parallel else f"start: TEXT | hd {body}", f"hd[lazy]: TEXT {op}"]
+    return "\n".join(head + lines)
+
+
+def _qwen3_coder_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None) -> str:
+    """`<tool_call>\n<function=name>\n(<parameter=k>\nv\n</parameter>\n)*</function>\n</tool_call>`:
+    a chosen tool's name, its parameters' names, any text as a value (up to the first
+    `</parameter>`, a lazy match)."""
+    op, cl = (_marker(m, tokenizer) for m in ("<tool_call>", "</tool_call>"))
+    lines = [f"fn: {' | '.join(f'fn{i}' for i in range(len(chosen)))}", TEXT, "WS: /[ \\t\\n]{1,4}/",
+             'val[lazy]: TEXT "</parameter>"']
+    for i, t in enumerate(chosen):
+        keys = " | ".join(json.dumps(k, ensure_ascii=False) for k in (_params(t).get("properties") or {}))
+        pair = f'("<parameter=" ({keys}) ">" val "\\n"?)*' if keys else ""
+        name = json.dumps(f"<function={t.name}>", ensure_ascii=False)
+        lines.append(f'fn{i}: "\\n"? {name} "\\n"? {pair} "</function>" "\\n"? {cl}')
+    return _calls(lines, op, "fn", required, parallel)
 
 
 def _glm45_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None) -> str:
@@ -164,13 +194,7 @@ def _glm45_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, token
         keys = " | ".join(json.dumps(k, ensure_ascii=False) for k in (_params(t).get("properties") or {}))
         pair = f'({ks} ({keys}) {ke} "\\n"? {vs} val "\\n"?)*' if keys else ""
         lines.append(f'fn{i}: {json.dumps(t.name, ensure_ascii=False)} "\\n"? {pair} {cl}')
-    if required:
-        lines[:0] = ["start: call (WS? call)*" if parallel else "start: call", f"call: {op} fn"]
-    elif op.startswith("<["):  # a control token is never text: no trigger to watch for
-        lines[:0] = ["start: TEXT call*" if parallel else "start: TEXT call?", f"call: {op} fn"]
-    else:
-        lines[:0] = ["start: (hd fn)* TEXT" if parallel else "start: TEXT | hd fn", f"hd[lazy]: TEXT {op}"]
-    return "\n".join(lines)
+    return _calls(lines, op, "fn", required, parallel)
 
 
 def _deepseek_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None, r1: bool) -> str:

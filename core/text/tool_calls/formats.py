@@ -2,7 +2,8 @@
 
 The template renders a short conversation in which the assistant calls a probe tool; how the
 call comes out (`<tool_call>{"name": ...`, `[TOOL_CALLS][{...`, `{"name": ..., "parameters"`,
-`<tool_call>name\n<arg_key>...`, DeepSeek's `<｜tool▁call▁begin｜>...<｜tool▁sep｜>...`)
+`<tool_call>name\n<arg_key>...`, DeepSeek's `<｜tool▁call▁begin｜>...<｜tool▁sep｜>...`,
+`<tool_call>\n<function=name>`)
 names the format. Templates that render no tool calls, or some other syntax, get llama.cpp's
 generic JSON format, whose prompt and grammar work with any template.
 """
@@ -18,7 +19,7 @@ from llamacli.core.errors import LlamaError
 if TYPE_CHECKING:
     from llamacli.core.text.chat_templates import ChatTemplate
 
-FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45", "deepseek_r1", "deepseek_v31")
+FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45", "deepseek_r1", "deepseek_v31", "qwen3_coder")
 
 _PROBE = "probe_fn_7c1e"
 _PROBE_TOOLS = [
@@ -53,6 +54,7 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("glm45", re.compile(r"<tool_call>\s*" + _N + r"\s*<arg_key>")),
     ("deepseek_r1", re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + _N + r"\s*```json")),
     ("deepseek_v31", re.compile(r"<｜tool▁call▁begin｜>" + _N + r"<｜tool▁sep｜>\s*\{")),
+    ("qwen3_coder", re.compile(r"<tool_call>\s*<function=" + _N + ">")),
 )
 
 
@@ -88,6 +90,7 @@ def native_markers(fmt: str) -> tuple[str, ...]:
         "glm45": ("<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"),
         "deepseek_r1": _DEEPSEEK_MARKERS,
         "deepseek_v31": _DEEPSEEK_MARKERS,
+        "qwen3_coder": ("<tool_call>", "</tool_call>"),
     }.get(fmt, ())
 
 

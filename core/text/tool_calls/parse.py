@@ -21,6 +21,9 @@ Formats:
                 patch for these templates)
   deepseek_v31  `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
                 <｜tool▁calls▁end｜>` (DeepSeek-V3.1); one scanner reads both
+  qwen3_coder `<tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n...</function>\n</tool_call>`
+           (Qwen3-Coder, Qwen3.5): as glm45, the arguments object is written pair by pair, a value
+           that is JSON other than a string taken as that, any other text as a string
   generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
            `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
   content  no tool calls (no tools, or tool_choice none)
@@ -41,6 +44,7 @@ GLM_KEY, GLM_KEY_END, GLM_VALUE, GLM_VALUE_END = "<arg_key>", "</arg_key>", "<ar
 DS_CALLS, DS_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 DS_CALL, DS_SEP, DS_CALL_END = "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
 DS_FENCE, DS_FENCE_END = "```json", "```"
+QWEN_FN, QWEN_FN_END, QWEN_PARAM, QWEN_PARAM_END = "<function=", "</function>", "<parameter=", "</parameter>"
 _CALL_KEYS = frozenset(("name", "arguments", "parameters", "id", "type"))
 
 
@@ -384,6 +388,54 @@ def scan_deepseek(text: str, final: bool) -> Scan:
     return out
 
 
+def _qwen_args(text: str, k: int, final: bool, call: RawCall) -> int | None:
+    """The <parameter=k>...</parameter> pairs from k into call.arguments (a JSON object so far),
+    up to `</function>` and `</tool_call>`; where plain text resumes, or None while reading must
+    wait. A value loses one newline at each end (the template writes it between two)."""
+    pairs: list[str] = []
+    while True:
+        k = skip_ws(text, k)
+        if text.startswith(QWEN_FN_END, k):
+            e = skip_ws(text, k + len(QWEN_FN_END))
+            if not final and HERMES_CLOSE.startswith(text[e:]) and e + len(HERMES_CLOSE) > len(text):
+                call.arguments = "{" + ", ".join(pairs) + "}"
+                return None  # the closing tag is still coming
+            call.arguments, call.complete = "{" + ", ".join(pairs) + "}", True
+            return e + len(HERMES_CLOSE) if text.startswith(HERMES_CLOSE, e) else e
+        ke = text.find(">", k) if text.startswith(QWEN_PARAM, k) else -1
+        ve = text.find(QWEN_PARAM_END, ke) if ke >= 0 else -1
+        if ve < 0:  # a pair (or the end) still being written; or, final, what the call has
+            call.arguments = "{" + ", ".join(pairs) + ("}" if final else "")
+            return len(text) if final else None
+        raw = text[ke + 1 : ve]
+        raw = raw[1:] if raw.startswith("\n") else raw
+        raw = raw[:-1] if raw.endswith("\n") else raw
+        pairs.append(json.dumps(text[k + len(QWEN_PARAM) : ke].strip(), ensure_ascii=False) + ": " + _glm_value(raw))
+        k = ve + len(QWEN_PARAM_END)
+
+
+def scan_qwen3_coder(text: str, final: bool) -> Scan:
+    out, parts, pos = Scan(), list[str](), 0
+    while (i := _next_marker(text, pos, HERMES_OPEN, final, parts)) >= 0:
+        j = skip_ws(text, i + len(HERMES_OPEN))
+        e = text.find(">", j) if text.startswith(QWEN_FN, j) else -1
+        if e < 0 and not final and QWEN_FN.startswith(text[j : j + len(QWEN_FN)]) and "\n" not in text[j:]:
+            break  # the function's name is still being written
+        name = text[j + len(QWEN_FN) : e].strip() if e >= 0 else ""
+        if _bad_name(name):
+            parts.append(HERMES_OPEN)  # not a call after all: the tag is text
+            pos = i + len(HERMES_OPEN)
+            continue
+        call = RawCall(name)
+        out.calls.append(call)
+        rest = _qwen_args(text, e + 1, final, call)
+        if rest is None:
+            break
+        pos = rest
+    out.content = "".join(parts)
+    return out
+
+
 def scan_generic(text: str, final: bool) -> Scan:
     out = Scan()
     start = skip_ws(text, 0)
@@ -432,6 +484,7 @@ SCANNERS = {
     "glm45": scan_glm45,
     "deepseek_r1": scan_deepseek,
     "deepseek_v31": scan_deepseek,
+    "qwen3_coder": scan_qwen3_coder,
     "generic": scan_generic,
 }
 

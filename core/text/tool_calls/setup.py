@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from llamacli.core.text.chat_templates.messages import content_text
@@ -34,6 +34,7 @@ from llamacli.core.text.reasoning import (
 from llamacli.core.text.tool_calls import harmony
 from llamacli.core.text.tool_calls.formats import detect_format, native_markers
 from llamacli.core.text.tool_calls.call_grammar import generic_schema, tool_call_grammar
+from llamacli.core.text.tool_calls.parse import HERMES_OPEN
 from llamacli.core.text.tool_calls.stream import ToolCallParser
 from llamacli.core.text.tool_calls.tools import (
     Tool,
@@ -116,6 +117,8 @@ def prepare_chat(
     setup.thinking = thinking_tags(source)
     setup.thinking_open = prompt_opens_thinking(setup.prompt, setup.thinking)
     setup.template_thinks = setup.thinking.start in source
+    if setup.template_thinks and detect_format(template) == "qwen3_coder":  # thoughts may end at a call
+        setup.thinking = replace(setup.thinking, end_before=(HERMES_OPEN,))
     if setup.template_thinks:  # the template's own tags reach the parser as text
         setup.preserved_tokens = (*setup.preserved_tokens, setup.thinking.start, setup.thinking.end)
     return setup
