@@ -15,6 +15,7 @@ from typing import TypeVar
 import numpy as np
 
 from llamacli.core.model.kernels import NUMERICS_MODES
+from llamacli.core.model.kernels import heap
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels import numerics as N
 from llamacli.core.model.state.batch import Batch
@@ -54,6 +55,7 @@ class Precision:
         self.lora: LoraSet = NO_LORA  # adapters the current forward applies (set by the engine)
         self.observer: MatmulObserver | None = None  # `llama imatrix` sets one; None costs nothing
         self.expert_observer: ExpertObserver | None = None  # the same for the expert matmuls
+        heap.keep_freed()  # a layer's freed arrays serve the next one (core/model/kernels/heap.py)
 
     @property
     def batch_invariant(self) -> bool:
