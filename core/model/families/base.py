@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from llamacli.core.model.kernels import heap
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import InvalidRequest, ModelLoadError
@@ -430,9 +429,7 @@ class DecoderModel:
                 h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
             x = x + h
         cache.commit(batch.seq_ids, batch.positions)
-        out = K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
-        heap.trim(batch.n_tokens)  # the batch's arrays back to the system once it is large
-        return out
+        return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled one-token step, for a batch of one token when the model allows it and

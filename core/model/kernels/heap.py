@@ -10,9 +10,10 @@ zeroes each page) for memory it had a moment ago. perf on a 512-token prompt of 
 thresholds fixed high, 15% less CPU time for the prompt.
 
 `keep_freed` fixes them once per process: chunks up to MMAP_MAX come from the heap, and up to
-TRIM_MAX free at its top stay there. `trim` gives the free memory back (malloc_trim) after a
-large batch, so that between requests the process holds no more than before. Without glibc's
-mallopt (another C library) both do nothing. Results never depend on either.
+TRIM_MAX free at its top stay there (the values glibc's own adjustment can reach). The server
+gives the free pages back when its engine has no task left (http/heap.py: malloc_trim), so
+between requests it holds no more than before. Without glibc's mallopt (another C library)
+nothing changes. Results never depend on it.
 """
 
 from __future__ import annotations
@@ -25,10 +26,6 @@ MMAP_MAX = 32 << 20  # glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRE
 TRIM_MAX = 64 << 20  # the trim threshold glibc's own adjustment reaches with it (2 x)
 _M_TRIM_THRESHOLD = -1  # malloc.h
 _M_MMAP_THRESHOLD = -3
-# Batches of at least this many tokens trim the heap when they end: their arrays are the large
-# ones; a decode step's (one token, or one per parallel sequence) are small and trimming after
-# each would fault its pages in at every step.
-TRIM_TOKENS = 64
 
 _lock = threading.Lock()
 _libc: ctypes.CDLL | None = None
@@ -42,7 +39,7 @@ def _glibc() -> ctypes.CDLL | None:
             lib = ctypes.CDLL(ctypes.util.find_library("c") or None)
         except OSError:
             return None
-        if not (hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim")):
+        if not hasattr(lib, "mallopt"):
             return None
         _libc = lib
     return _libc
@@ -57,10 +54,3 @@ def keep_freed() -> bool:
             _kept = lib is not None and bool(lib.mallopt(_M_MMAP_THRESHOLD, MMAP_MAX)) and bool(lib.mallopt(_M_TRIM_THRESHOLD, TRIM_MAX))
         return _kept
 
-
-def trim(n_tokens: int) -> None:
-    """After a batch of n_tokens: give the heap's free memory back when the batch was large."""
-    if n_tokens >= TRIM_TOKENS and _kept:
-        lib = _glibc()
-        if lib is not None:
-            lib.malloc_trim(0)

@@ -118,7 +118,8 @@ def _prefill_loop() -> None:
 
 
 def _common() -> None:
-    """What every model runs: the GELU table, attention, RMSNorm and RoPE."""
+    """What every model runs: the GELU table (alone and times the up projection), the f16
+    rounding of K/V, Q8_0 block sums, attention, RMSNorm and RoPE."""
     x = np.ones(4, dtype=np.float32)
     tables.gelu_lookup(x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
     tables.gelu_mul_lookup(x, x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
