@@ -12,6 +12,10 @@ vocabulary projection (llama.cpp skips it when no logits are asked for; ours run
 in a child process (llama-cpp-python, `PYTHONPATH` chooses its build); the CPU our kernels use
 is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES choose another code path).
 
+`--split` adds how a P-token prompt of ours splits across two threads: the CPU time of all
+threads and of the calling thread on two (its share bounds the wall clock from below), beside
+one thread's, with the busy-machine fallbacks (threads.py) off, as on a quiet machine.
+
 `--physical` adds the physical view of decoding, on the same terms (one thread, CPU time): the
 read bandwidth of one thread (a STREAM-like loop summing 1 GiB), the bytes a decode step reads
 (every weight once, but one row of the token embedding when the output matrix is its own), and
@@ -71,6 +75,31 @@ def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
         cache.clear()
         out["pp"].append(_cpu_ms(lambda i: model.forward(Batch.single(prompt[:p]), cache), 1) / p)
     return {k: min(v) for k, v in out.items()}
+
+
+def split(path: str, p: int, reps: int) -> list[tuple[int, float, float]]:
+    """(threads, CPU ms of all threads, CPU ms of the calling thread) of a P-token prompt of
+    ours on one thread and on two (best of `reps`)."""
+    from llamacli.core.model.kernels.qmm import threads
+    from llamacli.core.model.load import load_model
+    from llamacli.core.model.state.batch import Batch
+
+    threads._Contention.BUSY_CORES = float("inf")  # never busy: as on a quiet machine
+    threads._contention.busy = False
+    rows = []
+    for n_threads in (1, 2):
+        model, _, _ = load_model(path, threads=n_threads)
+        prompt = np.random.default_rng(1).integers(0, model.args.n_vocab, p)
+        cache = model.new_cache(1, p)
+        model.forward(Batch.single(prompt), cache)  # warm-up
+        best = (float("inf"), 0.0)
+        for _ in range(reps):
+            cache.clear()
+            c, t = time.process_time(), time.thread_time()
+            model.forward(Batch.single(prompt), cache)
+            best = min(best, (time.process_time() - c, time.thread_time() - t))
+        rows.append((n_threads, best[0] * 1e3, best[1] * 1e3))
+    return rows
 
 
 def reference(path: str, n: int, p: int, reps: int) -> dict[str, float]:
@@ -142,6 +171,7 @@ def main() -> None:
     ap.add_argument("-p", type=int, default=512, help="prompt tokens of the pp measure")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--physical", action="store_true", help="also the bytes read per step against the bandwidth")
+    ap.add_argument("--split", action="store_true", help="also our prompt's CPU time on two threads against one")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.model is None:
@@ -164,6 +194,10 @@ def main() -> None:
         print(f"{k:28s} {mine[k]:9.2f} {r:9.2f} {r / mine[k]:10.2f}x")
     if ref is None:
         print(f"(no llama.cpp column: {run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'llama-cpp-python missing'})")
+    if a.split:
+        print(f"pp{a.p} of ours, ms CPU: {'threads':>7s} {'all':>7s} {'calling thread':>14s}")
+        for n_threads, cpu, own in split(a.model, a.p, a.reps):
+            print(f"{'':25s} {n_threads:7d} {cpu:7.0f} {own:14.0f}")
     if a.physical:
         per_token, bandwidth = bytes_per_token(a.model), read_bandwidth()
         print(f"physical view: one thread reads {bandwidth:.1f} GB per CPU second; a decode step reads "

@@ -15,8 +15,8 @@ from typing import TypeVar
 import numpy as np
 
 from llamacli.core.model.kernels import NUMERICS_MODES
+from llamacli.core.model.kernels import heap
 from llamacli.core.model.kernels import ops as K
-from llamacli.core.model.kernels import numerics as N
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.lora import NO_LORA, LoraSet
 from llamacli.core.model.kernels import qmm
@@ -24,7 +24,7 @@ from llamacli.core.model.kernels.matmul import MatmulPool, RowLayout, limit_blas
 from llamacli.core.model.kernels.qmm.attention import attention as qmm_attention
 from llamacli.core.model.kernels.qmm import experts
 from llamacli.core.model.kernels.qmm.matrix import act_key
-from llamacli.core.model.kernels.qmm.tables import gelu_lookup
+from llamacli.core.model.kernels.qmm.tables import gelu_lookup, gelu_mul_lookup, round_f16_into
 from llamacli.core.model.kernels.qmm.router import softmax_rows
 from llamacli.core.model.weights.tensors import ExpertLinear, FusedLinear, Linear, OutputWeight
 
@@ -54,6 +54,7 @@ class Precision:
         self.lora: LoraSet = NO_LORA  # adapters the current forward applies (set by the engine)
         self.observer: MatmulObserver | None = None  # `llama imatrix` sets one; None costs nothing
         self.expert_observer: ExpertObserver | None = None  # the same for the expert matmuls
+        heap.keep_freed()  # a layer's freed arrays serve the next one (core/model/kernels/heap.py)
 
     @property
     def batch_invariant(self) -> bool:
@@ -198,6 +199,10 @@ class Precision:
     def silu(self, x: np.ndarray) -> np.ndarray:
         return K.silu(x)
 
+    def gated(self, g: np.ndarray, u: np.ndarray, activation: str) -> np.ndarray:
+        """act(g) * u: a gated FFN's gate (GELU, else SiLU) times its up projection."""
+        return (self.gelu(g) if activation == "gelu" else self.silu(g)) * u
+
     def attention(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
         sinks: np.ndarray | None = None,
@@ -229,7 +234,8 @@ class GGMLPrecision(Precision):
         qmm.threads.run_each(fn, items)
 
     def kv(self, x: np.ndarray) -> np.ndarray:
-        return N.round_f16(x)
+        """Rounded to f16 values (numerics.round_f16's, compiled and split by rows)."""
+        return _by_rows(round_f16_into, x)
 
     def matmul(self, x: np.ndarray, lin: Linear) -> np.ndarray:
         """On the GGUF blocks: activation quantized once to the vec_dot type, integer block dots
@@ -297,15 +303,15 @@ class GGMLPrecision(Precision):
     def gelu(self, x: np.ndarray) -> np.ndarray:
         """ggml's GELU: through a table indexed by the f16 input, giving f16 values;
         x <= -10 -> 0 and x >= 10 -> x (docs/numerics.md 2.8)."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        y = np.empty_like(x)
         table = _gelu_f16_table()
-        if x.ndim < 2 or x.size == 0:
-            gelu_lookup(x.reshape(-1), table, y.reshape(-1))
-            return y
-        x2, y2 = x.reshape(x.shape[0], -1), y.reshape(x.shape[0], -1)  # rows: tokens
-        qmm.threads.split_rows(lambda a, b: gelu_lookup(x2[a:b].reshape(-1), table, y2[a:b].reshape(-1)), *x2.shape)
-        return y
+        return _by_rows(lambda x1, y1: gelu_lookup(x1, table, y1), x)
+
+    def gated(self, g: np.ndarray, u: np.ndarray, activation: str) -> np.ndarray:
+        """GELU: the table's value times u in one compiled pass (the same float32 product)."""
+        if activation != "gelu" or g.shape != u.shape:
+            return super().gated(g, u, activation)
+        table = _gelu_f16_table()
+        return _by_rows(lambda g1, u1, y1: gelu_mul_lookup(g1, u1, table, y1), g, u)
 
     def attention(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: float, softcap: float | None,
@@ -317,6 +323,19 @@ class GGMLPrecision(Precision):
         are float32 sums of exact f16 products in one fixed order, so a row's result is the
         same on every CPU, for every thread count and whatever else is in the batch."""
         return qmm_attention(q, k, v, mask, scale, softcap, sinks)
+
+
+def _by_rows(fn: Callable[..., None], x: np.ndarray, *more: np.ndarray) -> np.ndarray:
+    """y (x's shape, float32) = fn(x, *more, y) for an element-wise compiled fn of flat arrays,
+    called on ranges of rows (the first axis: tokens) side by side (threads.split_rows)."""
+    ins = [np.ascontiguousarray(a, dtype=np.float32) for a in (x, *more)]
+    y = np.empty_like(ins[0])
+    if y.ndim < 2 or y.size == 0:
+        fn(*[a.reshape(-1) for a in ins], y.reshape(-1))
+        return y
+    rows = [a.reshape(a.shape[0], -1) for a in (*ins, y)]
+    qmm.threads.split_rows(lambda a, b: fn(*[r[a:b].reshape(-1) for r in rows]), *rows[-1].shape)
+    return y
 
 
 _GELU_TABLE: np.ndarray | None = None

@@ -99,8 +99,7 @@ def gated_ffn(pr: "Precision", h: np.ndarray, gate: Linear, up: Linear, down: Li
               fused: FusedLinear | None = None, activation: str = "silu") -> np.ndarray:
     """A dense gated FFN (llama.cpp's build_ffn, LLM_FFN_PAR): down(act(gate(h)) * up(h))."""
     g, u = pr.linears(h, [gate, up], fused)
-    act = pr.gelu(g) if activation == "gelu" else pr.silu(g)
-    return pr.linear(act * u, down)
+    return pr.linear(pr.gated(g, u, activation), down)
 
 
 def route(probs: np.ndarray, m: MoEArgs, softmax: Callable[[np.ndarray], np.ndarray] = softmax_rows,

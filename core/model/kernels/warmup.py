@@ -118,9 +118,13 @@ def _prefill_loop() -> None:
 
 
 def _common() -> None:
-    """What every model runs: the GELU table, attention, RMSNorm and RoPE."""
+    """What every model runs: the GELU table (alone and times the up projection), the f16
+    rounding of K/V, Q8_0 block sums, attention, RMSNorm and RoPE."""
     x = np.ones(4, dtype=np.float32)
     tables.gelu_lookup(x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
+    tables.gelu_mul_lookup(x, x, np.zeros(65536, dtype=np.float32), np.empty_like(x))
+    tables.round_f16_into(x, np.empty_like(x))
+    acts.block_sums(np.zeros((1, 32), dtype=np.int8))
     kv = np.zeros((1, 1, 2, 16), dtype=np.float32)
     attention.attention(np.ones((1, 1, 1, 16), dtype=np.float32), kv, kv, np.zeros((1, 1, 2), dtype=np.float32), 1.0, None)
     K.rms_norm(np.ones((1, 16), dtype=np.float32), np.ones(16, dtype=np.float32), 1e-6)
@@ -246,7 +250,7 @@ def plan(qtypes: Iterable[GGMLQuantizationType] | None = None, steps: Iterable[s
         kernels = ([block_dots.mm_float] if QT.F32 in floats else []) + ([float_gemm._mm_lanes] if floats != [QT.F32] else [])
         kernels += [float_gemm._round_f16] if QT.F16 in floats else []
         jobs.append(Job("float", partial(_each_float, floats), partial(_in_cache, *kernels), 2.5))
-    common = (tables.gelu_lookup, attention._attend, K._rms_rows, K._rope_fma)
+    common = (tables.gelu_lookup, tables.gelu_mul_lookup, tables.round_f16_into, acts._block_sums, attention._attend, K._rms_rows, K._rope_fma)
     jobs.append(Job("common", _common, partial(_in_cache, *common), 6.0))
     if RECURRENT in (steps or ()):  # only where a model names them
         jobs.append(Job("recurrent", _recurrent, partial(_in_cache, ssm._conv_rows, ssm._scan_heads, delta_net._gdn_heads), 1.5))

@@ -125,3 +125,20 @@ def _q8_k(x, codes, d, bsums):  # type: ignore[no-untyped-def]
                 for i in range(16):
                     acc += codes[t, b * 256 + g * 16 + i]
                 bsums[t, b * 16 + g] = acc
+
+
+def block_sums(codes: np.ndarray) -> np.ndarray:
+    """The code sums of each block of 32: codes (T, K) int8 -> (T, K / 32, 1) int32."""
+    out = np.empty((codes.shape[0], codes.shape[1] // 32, 1), dtype=np.int32)
+    split_rows(lambda a, b: _block_sums(codes[a:b], out[a:b]), codes.shape[0], codes.shape[1])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _block_sums(codes, out):  # type: ignore[no-untyped-def]
+    for t in range(codes.shape[0]):
+        for b in range(out.shape[1]):
+            acc = 0
+            for i in range(32):
+                acc += codes[t, b * 32 + i]
+            out[t, b, 0] = acc

@@ -22,7 +22,7 @@ from llamacli.core.model.kernels.qmm import float_gemm
 from llamacli.core.model.kernels.qmm import decode, packed, prefill
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm import threads
-from llamacli.core.model.kernels.qmm.acts import QActs, quantize_acts
+from llamacli.core.model.kernels.qmm.acts import QActs, block_sums, quantize_acts
 from llamacli.core.model.kernels.qmm.simd import TILE
 from llamacli.core.model.kernels.qmm.weight_types import FLOAT_BF16, FLOAT_F16, FLOAT_FORMATS, MIN_K, QUANT_FORMATS, QFormat
 
@@ -263,8 +263,7 @@ def _sub_sums(xa: QActs, fmt: QFormat, is_packed: bool = False) -> np.ndarray:
     them): the activation's code sums per sub-block (T, nb, nsub), from its sums per 16; packed
     Q4_0 and Q5_0: its code sums per block (T, nb, 1); an empty array for the other types."""
     if is_packed and fmt.kind in OFFSET_KINDS:
-        t = xa.codes.shape[0]
-        return xa.codes.reshape(t, -1, 32).sum(axis=-1, dtype=np.int32)[..., None]
+        return block_sums(xa.codes)
     if fmt.min_term != MIN_K and fmt.qtype != QT.Q6_K:
         return _EMPTY3
     return xa.bsums.reshape(xa.codes.shape[0], -1, fmt.nsub, fmt.sub // 16).sum(axis=-1, dtype=np.int32)
