@@ -424,11 +424,13 @@ class DecoderModel:
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
-        """The compiled one-token step, for a batch of one token when the model allows it and
-        no LoRA adapter is active."""
-        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora or batch.embd is not None:
+        """The compiled decode step, for a batch of one token per sequence (one sequence, or an
+        aggregate step of several: DecodeStep.takes) when the model allows it and no LoRA
+        adapter is active."""
+        if not self.fused_decode or self.precision.lora or batch.embd is not None:
             return None
-        return self._planned_step()
+        step = self._planned_step()
+        return step if step is not None and step.takes(self, batch) else None
 
     def _planned_step(self) -> DecodeStep | None:
         if not self._decode_step_planned:
