@@ -399,7 +399,6 @@ class DecoderModel:
             return np.zeros((0, a.n_embd), dtype=np.float32)
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
-        groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
         rope, rope_swa = self.ropes(cache.n_ctx)
         cs_global = self.rope_angles(batch, rope)
@@ -408,6 +407,8 @@ class DecoderModel:
         step = self._one_token_step(batch)
         if step is not None:
             x = step.run(self, x, batch, cache, cs_global, cs_swa)
+        else:
+            groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
             h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
