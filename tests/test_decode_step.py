@@ -80,6 +80,8 @@ def test_fused_step_of_many_sequences_gives_the_same_bits(model_dir: Path, arch:
     assert not step.takes(model, Batch([1, 2], [0, 0], [5, 6]))  # two tokens of one sequence: the batched path
     assert np.array_equal(one_by_one, fused)
     assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+    with pytest.raises(ValueError, match="beyond the cache"):  # not a write outside it
+        model.forward(Batch([1, 2], [3, 10], [30, 30]), model.new_cache(10, 64))
 
 
 @pytest.mark.parametrize("arch,variant", [("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "MXFP4"), ("glm4moe", "Q4_K")])

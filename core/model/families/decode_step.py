@@ -129,6 +129,8 @@ class DecodeStep:
             cs_global: tuple[np.ndarray, np.ndarray], cs_swa: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
         """The residual stream x (T, n_embd) after every layer, for the batch's T tokens (`takes`:
         each of its own sequence); their K and V written to the cache."""
+        if int(batch.seq_ids.min()) < 0 or int(batch.seq_ids.max()) >= cache.n_seq:  # (compiled code checks no index)
+            raise ValueError(f"sequence {int(batch.seq_ids.max())} is beyond the cache's {cache.n_seq} sequences")
         x = np.array(x, dtype=np.float32, order="C")
         pos = batch.positions
         q_scale = self.q_scale
