@@ -61,7 +61,7 @@ class LlamaCppBench:
         L.llama_free(self.ctx)
         L.llama_model_free(self.model)
 
-    def _decode(self, tokens: np.ndarray, seqs: np.ndarray, pos: np.ndarray) -> None:
+    def _decode(self, tokens: np.ndarray, seqs: np.ndarray, pos: np.ndarray, logits: bool = True) -> None:
         b: Any = self.batch
         n = len(tokens)
         for i in range(n):
@@ -70,8 +70,8 @@ class LlamaCppBench:
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = int(seqs[i])
             b.logits[i] = 0
-        # the last token of each sequence produces logits, as ours does
-        last: dict[int, int] = {int(s): i for i, s in enumerate(seqs)}
+        # the last token of each sequence produces logits, as ours does (none: `logits` False)
+        last: dict[int, int] = {int(s): i for i, s in enumerate(seqs)} if logits else {}
         for i in last.values():
             b.logits[i] = 1
         b.n_tokens = n

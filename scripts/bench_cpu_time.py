@@ -1,6 +1,6 @@
 """Decode and prompt speed as CPU time, ours beside llama.cpp's: figures that hold on a busy machine.
 
-    python scripts/bench_cpu_time.py [-m MODEL] [-n 64] [-p 512] [--reps 3] [--physical]
+    python scripts/bench_cpu_time.py [-m MODEL] [-n 64] [-p 512] [--reps 3] [--parallel 16] [--physical]
 
 `llama bench` times wall clocks, which on a machine shared with other work measure how each
 engine copes with losing its cores as much as its speed (llama.cpp's threads spin at their
@@ -8,7 +8,10 @@ barriers; ours run small matmuls on one thread when the machine is busy). Here b
 thread, one after the other, and each reports the CPU time it spent: tg = a one-token decode
 step (its logits included) after a 100-token prompt, tg-nologits = the same step without the
 vocabulary projection (llama.cpp skips it when no logits are asked for; ours runs
-`forward_hidden`), pp = a P-token prompt into an empty cache. Best of `--reps`. llama.cpp runs
+`forward_hidden`), pp = a P-token prompt into an empty cache, and with `--parallel N`:
+parallelN = `llama bench`'s aggregate decode step (N sequences with a 32-token prompt each,
+then 32 steps in which every sequence adds one token; every sequence's logits), per token.
+Best of `--reps`. llama.cpp runs
 in a child process (llama-cpp-python, `PYTHONPATH` chooses its build); the CPU our kernels use
 is the one numba targets (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES choose another code path).
 
@@ -47,7 +50,19 @@ def _cpu_ms(fn, n: int) -> float:  # type: ignore[no-untyped-def]
     return (time.process_time() - t) / n * 1e3
 
 
-def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
+PAR_PROMPT, PAR_STEPS = 32, 32  # llama bench's parallel test (core/model/bench.py)
+
+
+def _par_batches(n_vocab: int, n_seq: int) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """The parallel test's tokens: its prompt (PAR_PROMPT tokens, every sequence the same),
+    then per step (tokens, sequences, positions) of n_seq rows."""
+    toks = np.random.default_rng(3).integers(0, n_vocab, PAR_PROMPT + PAR_STEPS)
+    steps = [(np.full(n_seq, toks[PAR_PROMPT + i]), np.arange(n_seq), np.full(n_seq, PAR_PROMPT + i))
+             for i in range(PAR_STEPS)]
+    return toks[:PAR_PROMPT], steps
+
+
+def ours(path: str, n: int, p: int, reps: int, n_par: int = 0) -> dict[str, float]:
     from llamacli.core.model.kernels.qmm import threads
     from llamacli.core.model.load import load_model
     from llamacli.core.model.state.batch import Batch
@@ -74,6 +89,17 @@ def ours(path: str, n: int, p: int, reps: int) -> dict[str, float]:
         out["tg-nologits"].append(_cpu_ms(step(model.forward_hidden), n))
         cache.clear()
         out["pp"].append(_cpu_ms(lambda i: model.forward(Batch.single(prompt[:p]), cache), 1) / p)
+    if n_par:
+        head, steps = _par_batches(model.args.n_vocab, n_par)
+        pcache = model.new_cache(n_par, PAR_PROMPT + PAR_STEPS)
+        ones = np.ones(n_par, bool)
+        for name, f in ((f"parallel{n_par}", model.forward), (f"parallel{n_par}-nologits", model.forward_hidden)):
+            out[name] = []
+            for _ in range(reps):
+                pcache.clear()
+                model.forward(Batch(np.tile(head, n_par), np.repeat(np.arange(n_par), PAR_PROMPT),
+                                    np.tile(np.arange(PAR_PROMPT), n_par)), pcache)
+                out[name].append(_cpu_ms(lambda i: f(Batch(*steps[i], decode=ones), pcache), PAR_STEPS) / n_par)
     return {k: min(v) for k, v in out.items()}
 
 
@@ -102,10 +128,12 @@ def split(path: str, p: int, reps: int) -> list[tuple[int, float, float]]:
     return rows
 
 
-def reference(path: str, n: int, p: int, reps: int) -> dict[str, float]:
+def reference(path: str, n: int, p: int, reps: int, n_par: int = 0) -> dict[str, float]:
     from llamacli.bench_reference import LlamaCppBench
 
-    lc = LlamaCppBench(path, n_ctx=max(p, PROMPT + n + 1) + 64, n_seq_max=1, threads=1)
+    # as bench_reference's child: one context of n_seq_max sequences serves every measure
+    lc = LlamaCppBench(path, n_ctx=max(p, PROMPT + n + 1, max(n_par, 1) * 64) + 256, n_seq_max=max(n_par, 1),
+                       threads=1)
     b, L = lc.batch, lc.L
     prompt = np.random.default_rng(1).integers(0, lc.n_vocab, max(p, PROMPT + n + 1))
 
@@ -131,6 +159,15 @@ def reference(path: str, n: int, p: int, reps: int) -> dict[str, float]:
             prefill(PROMPT)
             out["tg-nologits"].append(_cpu_ms(one(False), n))
             out["pp"].append(_cpu_ms(lambda i: prefill(p), 1) / p)
+        if n_par:
+            head, steps = _par_batches(lc.n_vocab, n_par)
+            for name, logits in ((f"parallel{n_par}", True), (f"parallel{n_par}-nologits", False)):
+                out[name] = []
+                for _ in range(reps):
+                    lc._clear()
+                    lc._decode(np.tile(head, n_par), np.repeat(np.arange(n_par), PAR_PROMPT),
+                               np.tile(np.arange(PAR_PROMPT), n_par))
+                    out[name].append(_cpu_ms(lambda i: lc._decode(*steps[i], logits=logits), PAR_STEPS) / n_par)
     finally:
         lc.close()
     return {k: min(v) for k, v in out.items()}
@@ -170,6 +207,8 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=64, help="decode steps per measure")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens of the pp measure")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--parallel", type=int, default=0, metavar="N",
+                    help="also the aggregate decode step of N sequences (llama bench's parallelN), per token")
     ap.add_argument("--physical", action="store_true", help="also the bytes read per step against the bandwidth")
     ap.add_argument("--split", action="store_true", help="also our prompt's CPU time on two threads against one")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -182,14 +221,15 @@ def main() -> None:
             sys.exit("no demo model here: pass -m MODEL")
         a.model = str(demo.path)
     if a.child:
-        print(json.dumps(reference(a.model, a.n, a.p, a.reps)))
+        print(json.dumps(reference(a.model, a.n, a.p, a.reps, a.parallel)))
         return
-    mine = ours(a.model, a.n, a.p, a.reps)
-    cmd = [sys.executable, __file__, "--child", "-m", a.model, "-n", str(a.n), "-p", str(a.p), "--reps", str(a.reps)]
+    mine = ours(a.model, a.n, a.p, a.reps, a.parallel)
+    cmd = [sys.executable, __file__, "--child", "-m", a.model, "-n", str(a.n), "-p", str(a.p), "--reps", str(a.reps),
+           "--parallel", str(a.parallel)]
     run = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ), check=False)
     ref = json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 and run.stdout.strip() else None
     print(f"{'ms CPU per token, 1 thread':28s} {'llamacli':>9s} {'llama.cpp':>9s} {'speed ratio':>11s}")
-    for k in ("tg", "tg-nologits", "pp"):
+    for k in mine:
         r = ref[k] if ref else float("nan")
         print(f"{k:28s} {mine[k]:9.2f} {r:9.2f} {r / mine[k]:10.2f}x")
     if ref is None:

@@ -50,6 +50,40 @@ def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str
     assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
 
 
+def _decode_together(model: DecoderModel, fused: bool, toks: list[int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Logits of aggregate decode steps: 10 sequences (ids out of order, prompts of 3 to 12
+    tokens: some beyond gemma3's 8-token window) each add one token per step, and the cache."""
+    model.fused_decode = fused
+    seqs = np.array([7, 2, 9, 0, 5, 1, 8, 3, 6, 4])
+    lens = np.array([3, 12, 5, 9, 4, 11, 6, 10, 7, 8])
+    cache = model.new_cache(10, 64)
+    for s, n in zip(seqs, lens):
+        model.forward(Batch.single(toks[s : s + n], seq_id=int(s)), cache)
+    steps = []
+    for i in range(4):
+        tok = np.array([toks[(s + i) % len(toks)] for s in seqs])
+        steps.append(model.forward(Batch(tok, seqs, lens + i, decode=np.ones(10, bool)), cache))
+    return np.concatenate(steps), cache.k + cache.v
+
+
+@pytest.mark.parametrize("variant", ["Q8_0", "Q4_K"])
+@pytest.mark.parametrize("arch", ARCHES)
+def test_fused_step_of_many_sequences_gives_the_same_bits(model_dir: Path, arch: str, variant: str) -> None:
+    """One token of each of several sequences through the compiled layers (their attention side
+    by side): the bits of the batched operations (attention in padded groups), logits and cache."""
+    model = _model(model_dir, arch, variant)
+    toks = fixture_tokens(arch, 24)
+    one_by_one, cache_a = _decode_together(model, False, toks)
+    fused, cache_b = _decode_together(model, True, toks)
+    step = model._decode_step
+    assert step is not None and step.takes(model, Batch([1, 2], [0, 1], [5, 7]))
+    assert not step.takes(model, Batch([1, 2], [0, 0], [5, 6]))  # two tokens of one sequence: the batched path
+    assert np.array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+    with pytest.raises(ValueError, match="beyond the cache"):  # not a write outside it
+        model.forward(Batch([1, 2], [3, 10], [30, 30]), model.new_cache(10, 64))
+
+
 @pytest.mark.parametrize("arch,variant", [("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "MXFP4"), ("glm4moe", "Q4_K")])
 def test_expert_layers_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """qwen3moe's layers with experts in two compiled calls each (core/model/kernels/qmm/experts.py:

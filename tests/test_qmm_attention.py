@@ -154,6 +154,28 @@ def test_a_query_that_sees_no_key_gets_zeros() -> None:
     assert np.all(out[:, :, 0] == 0) and np.all(np.isfinite(out))
 
 
+def test_key_tiles_hold_the_keys_transposed() -> None:
+    """The score tiles' keys (_transpose_keys): every value of [klo, khi) at its place, the
+    tiles' other keys 0, for contiguous rows of 16-multiple sizes (register transposes), other
+    sizes and strided views (one value at a time), key ranges cut anywhere."""
+    from llamacli.core.model.kernels.qmm.attention import KEY_TILE, _transpose_keys
+
+    rng = np.random.default_rng(5)
+    for d in (256, 64, 40):
+        kc = rng.standard_normal((3, 2, 130, d)).astype(f32)
+        for view in (kc, kc[:, :, 3:120], kc[1:2, :, 5:77], kc[..., ::2]):
+            n, dd = view.shape[2], view.shape[3]
+            lp = -(-n // KEY_TILE) * KEY_TILE
+            for klo, khi in ((0, n), (5, n), (0, n - 3), (17, max(18, n - 20)), (33, n), (0, 1)):
+                got = np.full(dd * lp, np.nan, dtype=f32)
+                _transpose_keys(view, view.shape[0] - 1, 1, klo, khi, got, lp)
+                want = np.zeros((lp, dd), dtype=f32)
+                want[klo:khi] = view[-1, 1, klo:khi]
+                tiles = want.reshape(lp // KEY_TILE, KEY_TILE, dd).transpose(0, 2, 1).reshape(-1)  # (tile, d, key)
+                a, b = klo // KEY_TILE * KEY_TILE * dd, -(-khi // KEY_TILE) * KEY_TILE * dd
+                assert np.array_equal(got[a:b], tiles[a:b]), (d, klo, khi, view.shape)
+
+
 def _f32_inputs(h: int, tq: int, l: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return tuple(rng.standard_normal((1, h, n, d)).astype(f32) for n in (tq, l, l))  # type: ignore[return-value]

@@ -408,7 +408,6 @@ class DecoderModel:
             return np.zeros((0, a.n_embd), dtype=np.float32)
         if int(batch.positions.max()) >= cache.n_ctx:
             raise ValueError(f"position {int(batch.positions.max())} is beyond the cache size {cache.n_ctx}")
-        groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         self.precision.begin_batch(batch)
         rope, rope_swa = self.ropes(cache.n_ctx)
         cs_global = self.rope_angles(batch, rope)
@@ -417,6 +416,8 @@ class DecoderModel:
         step = self._one_token_step(batch)
         if step is not None:
             x = step.run(self, x, batch, cache, cs_global, cs_swa)
+        else:
+            groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
             h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
@@ -433,11 +434,13 @@ class DecoderModel:
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
-        """The compiled one-token step, for a batch of one token when the model allows it and
-        no LoRA adapter is active."""
-        if batch.n_tokens != 1 or not self.fused_decode or self.precision.lora or batch.embd is not None:
+        """The compiled decode step, for a batch of one token per sequence (one sequence, or an
+        aggregate step of several: DecodeStep.takes) when the model allows it and no LoRA
+        adapter is active."""
+        if not self.fused_decode or self.precision.lora or batch.embd is not None:
             return None
-        return self._planned_step()
+        step = self._planned_step()
+        return step if step is not None and step.takes(self, batch) else None
 
     def _planned_step(self) -> DecodeStep | None:
         if not self._decode_step_planned:

@@ -117,31 +117,45 @@ class DecodeStep:
         """What warmup compiles for it (base.one_token_step_kind)."""
         return "moe" if any(lp.moe is not None for lp in self.layers) else "gelu" if self.gelu else "silu"
 
+    def takes(self, model: DecoderModel, batch: Batch) -> bool:
+        """Whether `run` takes this batch: one token, or several of distinct sequences (an
+        aggregate decode step) in a model without experts or a per-position Q temperature."""
+        if batch.n_tokens == 1:
+            return True
+        return (self.kind != "moe" and model.args.attn_temp is None and batch.see_upto is None
+                and np.unique(batch.seq_ids).shape[0] == batch.n_tokens)
+
     def run(self, model: DecoderModel, x: np.ndarray, batch: Batch, cache: KVCache,
             cs_global: tuple[np.ndarray, np.ndarray], cs_swa: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """The residual stream x (1, n_embd) after every layer, for the batch's one token; its K
-        and V written to the cache."""
+        """The residual stream x (T, n_embd) after every layer, for the batch's T tokens (`takes`:
+        each of its own sequence); their K and V written to the cache."""
+        if int(batch.seq_ids.min()) < 0 or int(batch.seq_ids.max()) >= cache.n_seq:  # (compiled code checks no index)
+            raise ValueError(f"sequence {int(batch.seq_ids.max())} is beyond the cache's {cache.n_seq} sequences")
         x = np.array(x, dtype=np.float32, order="C")
-        pos = int(batch.positions[0])
+        pos = batch.positions
         q_scale = self.q_scale
         if model.args.attn_temp is not None:  # Q times the position's temperature (base.attention)
             q_scale = K.attn_temperature(batch.positions[:1], *model.args.attn_temp)[0]
         ints = self.ints.copy()
-        ints[:, L.SEQ] = int(batch.seq_ids[0])
-        ints[:, L.POS] = pos
+        ints[:, L.SEQ] = int(batch.seq_ids[0])  # (one token: what experts.moe_up reads)
+        ints[:, L.POS] = int(pos[0])
+        rows = np.zeros((batch.n_tokens, 3), dtype=np.int64)
+        rows[:, L.ROW_SEQ], rows[:, L.ROW_POS] = batch.seq_ids, pos
+        by_window = {w: _with_start(rows, w) for w in {lp.window for lp in self.layers}}
         serial, want = threads.policy()
         try:
             for il, lp in enumerate(self.layers):
-                ints[il, L.K_START] = 0 if lp.window is None else max(0, pos - lp.window + 1)
+                ints[il, L.K_START] = 0 if lp.window is None else max(0, int(pos[0]) - lp.window + 1)
                 cos, sin = cs_swa if lp.swa else cs_global
+                wrows = by_window[lp.window]
                 args = (lp.norms, lp.biases, lp.qkv, lp.o, lp.up)
                 if lp.moe is not None:
                     ok = self._moe_layer(model, x, lp, lp.moe, ints[il], q_scale, cos, sin, cache.k[il], cache.v[il], serial, want)
                 elif self.gelu:
-                    ok = L.decode_layer(x, *args, lp.down, ints[il], self.eps, q_scale, self.attn_scale, self.cap,
+                    ok = L.decode_layer(x, *args, lp.down, ints[il], wrows, self.eps, q_scale, self.attn_scale, self.cap,
                                         cos, sin, cache.k[il], cache.v[il], self.table, serial, want)
                 else:
-                    ok, g, u = L.attention_block(x, *args, ints[il], self.eps, q_scale, self.attn_scale, self.cap,
+                    ok, g, u = L.attention_block(x, *args, ints[il], wrows, self.eps, q_scale, self.attn_scale, self.cap,
                                                  cos, sin, cache.k[il], cache.v[il], serial, want)
                     ok = ok and L.ffn_out(x, model.precision.silu(g) * u, lp.norms, lp.biases, lp.down, self.eps, serial, want)
                 if not ok:
@@ -160,6 +174,15 @@ class DecodeStep:
                                     mp.scale, mp.up, serial, want)
         return bool(ok) and bool(X.moe_down(x, model.precision.silu(g) * u, sel, w, mp.down, lp.norms, self.eps, mp.ints,
                                             serial, want))
+
+
+def _with_start(rows: np.ndarray, window: int | None) -> np.ndarray:
+    """rows (T, 3) with each row's first attended key for a layer of this sliding window
+    (None: every key from 0)."""
+    r = rows.copy()
+    if window is not None:
+        r[:, L.ROW_K_START] = np.maximum(0, r[:, L.ROW_POS] - window + 1)
+    return r
 
 
 def _linears(lw: LayerWeights) -> list[Linear]:

@@ -162,6 +162,7 @@ def _decode_step(kind: str) -> None:
     norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
     calls = [plan_decode_calls([mat(e)] * n, n) for n in (3, 1, 2, 1)]
     ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)
+    rows = np.zeros((1, 3), dtype=np.int64)  # layer.ROW_SEQ ..: sequence 0, position 0
     kv = np.zeros((1, 1, 1, e), dtype=np.float32)
     x, act = np.ones((1, e), dtype=np.float32), np.ones((1, e), dtype=np.float32)
     rope = (np.ones((1, e // 2), dtype=np.float32), np.zeros((1, e // 2), dtype=np.float32))
@@ -169,9 +170,9 @@ def _decode_step(kind: str) -> None:
     qkv, o, up, down = calls
     if kind == "gelu":
         table = np.zeros(65536, dtype=np.float32)
-        layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
+        layer.decode_layer(x, norms, biases, qkv, o, up, down, ints, rows, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, table, 1 << 62, 1)
     else:
-        layer.attention_block(x, norms, biases, qkv, o, up, ints, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
+        layer.attention_block(x, norms, biases, qkv, o, up, ints, rows, f(1e-6), f(0), f(1), f(0), *rope, kv, kv, 1 << 62, 1)
         layer.ffn_out(x, act, norms, biases, down, f(1e-6), 1 << 62, 1)
 
 

@@ -31,7 +31,8 @@ import numpy as np
 from numba import njit
 
 from llamacli.core.model.kernels.qmm.expf import exp_sum, fmaf
-from llamacli.core.model.kernels.qmm.fsimd import fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2, fma_tile_4x5, fma_tile_8x2, scale_add_max, wide_registers
+from llamacli.core.model.kernels.qmm.fsimd import (fma_tile_1x1, fma_tile_1x2, fma_tile_4x1, fma_tile_4x2, fma_tile_4x5, fma_tile_8x2, scale_add_max,
+                                                    transpose16, wide_registers)
 from llamacli.core.model.kernels.qmm.simd import round_f16
 
 NO_SINKS = np.zeros(0, dtype=np.float32)
@@ -112,21 +113,31 @@ def _transpose_keys(k, s, h, klo, khi, kt, lp):  # type: ignore[no-untyped-def]
     """kt[lt * D + d * KEY_TILE + l - lt] = k[s, h, l, d] for the key tiles (lt: a multiple of
     KEY_TILE) that hold [klo, khi): each tile's D x KEY_TILE block contiguous, which the score
     tiles read row after row; the tiles' other keys are set to 0 (their scores are never read;
-    0 keeps them finite)."""
+    0 keeps them finite). Sixteen keys inside [klo, khi) by sixteen values at a time are one
+    register transpose (fsimd.transpose16) when k's rows are contiguous and D a multiple of 16;
+    the other keys one value at a time."""
     D = k.shape[3]
     a = klo // KEY_TILE * KEY_TILE
     b = min(lp, (khi + KEY_TILE - 1) // KEY_TILE * KEY_TILE)
+    blocks = D % 16 == 0 and k.strides[3] == 4
+    ks = k.strides[2] // 4
+    kbase = s * (k.strides[0] // 4) + h * (k.strides[1] // 4)
     for lt in range(a, b, KEY_TILE):
-        l0 = max(lt, klo)
-        l1 = min(lt + KEY_TILE, khi)
-        for d in range(D):
-            row = lt * D + d * KEY_TILE - lt
-            for l in range(lt, l0):
-                kt[row + l] = np.float32(0.0)
-            for l in range(l0, l1):
-                kt[row + l] = k[s, h, l, d]
-            for l in range(l1, lt + KEY_TILE):
-                kt[row + l] = np.float32(0.0)
+        for g in range(lt, lt + KEY_TILE, 16):
+            if blocks and g >= klo and g + 16 <= khi:
+                for d0 in range(0, D, 16):
+                    transpose16(k, kbase + g * ks + d0, ks, kt, lt * D + d0 * KEY_TILE + g - lt, KEY_TILE)
+                continue
+            l0 = min(max(g, klo), g + 16)
+            l1 = max(min(g + 16, khi), l0)
+            for d in range(D):
+                row = lt * D + d * KEY_TILE - lt
+                for l in range(g, l0):
+                    kt[row + l] = np.float32(0.0)
+                for l in range(l0, l1):
+                    kt[row + l] = k[s, h, l, d]
+                for l in range(l1, g + 16):
+                    kt[row + l] = np.float32(0.0)
 
 
 @njit(cache=True, nogil=True)

@@ -265,3 +265,41 @@ def dot64_f32(typingctx: Any, x: Any, y: Any, nb: Any) -> Any:
         return builder.select(builder.icmp_signed(">", nb_, ir.Constant(i64, 0)), s, ir.Constant(f32, 0.0))
 
     return sig, codegen
+
+
+@kernel_intrinsic
+def transpose16(typingctx: Any, src: Any, so: Any, ss: Any, dst: Any, do: Any, ds: Any) -> Any:
+    """dst[do + j ds + i] = src[so + i ss + j] for i, j < 16: a 16 x 16 block of float32 values
+    transposed in registers (offsets and row strides in elements from each array's data
+    pointer; each row's 16 values contiguous). Four stages of two-vector shuffles: at stage s,
+    rows i and i + s (i without bit s) trade their s-wide column blocks; the values are moved,
+    never changed."""
+    sig = types.void(src, so, ss, dst, do, ds)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f32, i32, i64 = ir.FloatType(), ir.IntType(32), ir.IntType(64)
+        vt = ir.VectorType(f32, 16)
+        sa = signature.args
+
+        def base(k: int) -> tuple[Any, Any]:
+            p = builder.gep(context.make_array(sa[k])(context, builder, args[k]).data,
+                            [context.cast(builder, args[k + 1], sa[k + 1], types.int64)])
+            return p, context.cast(builder, args[k + 2], sa[k + 2], types.int64)
+
+        (ps, ss_), (pd, ds_) = base(0), base(3)
+        rows = [builder.load(builder.bitcast(builder.gep(ps, [builder.mul(ss_, ir.Constant(i64, i))]), vt.as_pointer()), align=4)
+                for i in range(16)]
+        for s in (1, 2, 4, 8):
+            lo = ir.Constant(ir.VectorType(i32, 16), [j if not j & s else 16 + j - s for j in range(16)])
+            hi = ir.Constant(ir.VectorType(i32, 16), [j + s if not j & s else 16 + j for j in range(16)])
+            new = list(rows)
+            for i in range(16):
+                if not i & s:
+                    new[i] = builder.shuffle_vector(rows[i], rows[i + s], lo)
+                    new[i + s] = builder.shuffle_vector(rows[i], rows[i + s], hi)
+            rows = new
+        for j in range(16):
+            builder.store(rows[j], builder.bitcast(builder.gep(pd, [builder.mul(ds_, ir.Constant(i64, j))]), vt.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen

@@ -1,4 +1,5 @@
-"""One decoding token's transformer layer in one compiled call (the ggml numerics, one sequence).
+"""Decoding tokens' transformer layer in one compiled call (the ggml numerics): one sequence's
+token, or T tokens of T different sequences (an aggregate decode step).
 
 A decode step ran about 25 Python-level operations per layer (norms, activation quantization,
 matmuls, rope, K/V's f16 rounding, the cache write, attention, GELU), each a few microseconds of
@@ -10,8 +11,13 @@ the same order from one call, so its results are the same bits as the operations
 arguments once: tuples of arrays and the matmuls' work items, the empty array standing for an
 absent norm or bias.
 
-Shapes: E = n_embd, H / Hkv query / KV heads, D / Dv their sizes, F = n_ff; x (1, E) is the
-residual stream, updated in place.
+Shapes: E = n_embd, H / Hkv query / KV heads, D / Dv their sizes, F = n_ff; x (T, E) is the
+residual stream, updated in place, one row per decoding sequence; rows (T, 3) gives each row's
+sequence, position and first attended key (ROW_SEQ ..). Every step is row by row (norms,
+activation quantization, the matmuls' rows, rope, the cache write) or sequence by sequence
+(attention: a row's result depends on its own query and keys only, attention.py), so a row's
+bits are those of the same token decoded alone or in `DecoderModel.forward`'s batched operations.
+With several rows the sequences' attention runs in a parallel loop (`_attend_rows`).
 
 A matmul group (`MatCall`) is one `mm_decode_many` call: the matrices that read the same
 quantized activation the same way (Q/K/V or gate/up, when their types allow), as
@@ -28,7 +34,7 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit
+from numba import njit, prange
 from numba.core import cgutils, types
 
 from llamacli.core.model.kernels.ops import _rms_rows, _rope_fma
@@ -47,6 +53,8 @@ ATTN_NORM, Q_NORM, K_NORM, POST_ATTN_NORM, FFN_NORM, POST_FFN_NORM = range(6)
 BQ, BK, BV, BO, BGATE, BUP, BDOWN = range(7)
 # Indices into the per-layer integer parameters.
 N_HEAD, N_HEAD_KV, HEAD_DIM, HEAD_DIM_V, N_FF, ROPE_HALF, ROPE_NEOX, SEQ, POS, K_START = range(10)
+# Columns of the per-row step parameters (rows (T, 3)).
+ROW_SEQ, ROW_POS, ROW_K_START = range(3)
 
 
 @kernel_intrinsic
@@ -113,12 +121,12 @@ def _quantize(h, act, nsub, sub16):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _project(h, calls, outs, biases, serial, want):  # type: ignore[no-untyped-def]
-    """outs[i] = h @ W_i.T (+ biases[i]) for the matrices of `calls` (module docstring); each
-    call on `want` threads when it has at least `serial` multiply-adds, else on this one
-    (threads.configure). False when a work item failed."""
+    """outs[i] = h @ W_i.T (+ biases[i]) for the matrices of `calls` (module docstring), h (T, K);
+    each call on `want` threads when it has at least `serial` multiply-adds (its plan's per row,
+    times T), else on this one (threads.configure). False when a work item failed."""
     for c in calls:
         fns, ws, tasks, act, nsub, sub16, slots, macs = c
-        set_num_threads(want if macs >= serial else 1)
+        set_num_threads(want if macs * h.shape[0] >= serial else 1)
         xc, xd, xs, xb = _quantize(h, act, nsub, sub16)
         ys = (outs[slots[0]], outs[slots[1]], outs[slots[2]])
         if mm_decode_many(fns, ws, xc, xd, xs, xb, ys, tasks) != tasks.shape[0]:
@@ -127,8 +135,9 @@ def _project(h, calls, outs, biases, serial, want):  # type: ignore[no-untyped-d
         b = biases[i]
         if b.shape[0] > 0:
             y = outs[i]
-            for j in range(y.shape[1]):
-                y[0, j] += b[j]
+            for t in range(y.shape[0]):
+                for j in range(y.shape[1]):
+                    y[t, j] += b[j]
     return True
 
 
@@ -137,62 +146,106 @@ def _add_block(x, y, post_norm, eps):  # type: ignore[no-untyped-def]
     """x += post_norm(y) (or y): the residual after a block."""
     if post_norm.shape[0] > 0:
         y = _rms(y, post_norm, eps)
-    for j in range(x.shape[1]):
-        x[0, j] = x[0, j] + y[0, j]
+    for t in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            x[t, j] = x[t, j] + y[t, j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _attend_row(q3, kc, vc, rows, t, attn_scale, cap, out):  # type: ignore[no-untyped-def]
+    """Row t's attention: its query q3[t] (H, D) over its sequence's keys ROW_K_START..ROW_POS
+    of the cache kc, vc (n_seq, Hkv, n_ctx, D), into out[t] (H, Dv)."""
+    f32 = np.float32
+    H, D, Dv = q3.shape[1], q3.shape[2], out.shape[2]
+    seq, pos, k_start = rows[t, ROW_SEQ], rows[t, ROW_POS], rows[t, ROW_K_START]
+    _attend(q3[t].reshape((1, H, 1, D)), kc[seq : seq + 1, :, k_start : pos + 1], vc[seq : seq + 1, :, k_start : pos + 1],
+            np.zeros((1, 1, pos + 1 - k_start), dtype=f32), attn_scale, cap, np.zeros(0, dtype=f32), out[t].reshape((1, H, 1, Dv)))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _attend_rows(q3, kc, vc, rows, attn_scale, cap, out):  # type: ignore[no-untyped-def]
+    """`_attend_row` for every row, the rows (sequences) side by side on the kernels' threads."""
+    for t in prange(rows.shape[0]):
+        _attend_row(q3, kc, vc, rows, t, attn_scale, cap, out)
 
 
 @njit(cache=True, nogil=True, inline="always")  # inlined into its callers: compiled once there
-def attend(x, norms, biases, qkv_calls, o_calls, ints, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,  # type: ignore[no-untyped-def]
-           serial, want):
-    """The layer's attention: x += post_norm(wo(attention(attn_norm(x)))) in place. kc, vc: the
-    layer's cache (n_seq, Hkv, n_ctx, D) where the token's K, V are written at (SEQ, POS); its
-    keys K_START..POS are attended; q_scale > 0: Q is multiplied by it before attention (and
-    attn_scale is then 1). False when a work item failed."""
+def attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,  # type: ignore[no-untyped-def]
+                serial, want):
+    """The layer's attention: x += post_norm(wo(attention(attn_norm(x)))) in place, x (T, E).
+    kc, vc: the layer's cache (n_seq, Hkv, n_ctx, D) where row t's K, V are written at its
+    (ROW_SEQ, ROW_POS); its keys ROW_K_START..ROW_POS are attended; cos, sin (T, half) its
+    rope; q_scale > 0: Q is multiplied by it before attention (and attn_scale is then 1).
+    False when a work item failed."""
     H, Hkv, D, Dv = ints[N_HEAD], ints[N_HEAD_KV], ints[HEAD_DIM], ints[HEAD_DIM_V]
-    seq, pos, k_start = ints[SEQ], ints[POS], ints[K_START]
+    T = x.shape[0]
     f32 = np.float32
     h = _rms(x, norms[ATTN_NORM], eps)
-    q = np.empty((1, H * D), dtype=f32)
-    k = np.empty((1, Hkv * D), dtype=f32)
-    v = np.empty((1, Hkv * Dv), dtype=f32)
+    q = np.empty((T, H * D), dtype=f32)
+    k = np.empty((T, Hkv * D), dtype=f32)
+    v = np.empty((T, Hkv * Dv), dtype=f32)
     if not _project(h, qkv_calls, (q, k, v), (biases[BQ], biases[BK], biases[BV]), serial, want):
         return False
-    q3 = q.reshape((1, H, D))
-    k3 = k.reshape((1, Hkv, D))
+    q3 = q.reshape((T, H, D))
+    k3 = k.reshape((T, Hkv, D))
     if norms[Q_NORM].shape[0] > 0:
-        q3 = _rms(q3.reshape((H, D)), norms[Q_NORM], eps).reshape((1, H, D))
-        k3 = _rms(k3.reshape((Hkv, D)), norms[K_NORM], eps).reshape((1, Hkv, D))
+        q3 = _rms(q3.reshape((T * H, D)), norms[Q_NORM], eps).reshape((T, H, D))
+        k3 = _rms(k3.reshape((T * Hkv, D)), norms[K_NORM], eps).reshape((T, Hkv, D))
     _rope_fma(q3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
     _rope_fma(k3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
     if q_scale > 0:
-        for i in range(H):
+        for t in range(T):
+            for i in range(H):
+                for j in range(D):
+                    q3[t, i, j] = q3[t, i, j] * q_scale
+    keys = 0
+    for t in range(T):  # the cache holds K and V rounded to f16
+        seq, pos = rows[t, ROW_SEQ], rows[t, ROW_POS]
+        keys += pos + 1 - rows[t, ROW_K_START]
+        for i in range(Hkv):
             for j in range(D):
-                q3[0, i, j] = q3[0, i, j] * q_scale
-    for i in range(Hkv):  # the cache holds K and V rounded to f16
-        for j in range(D):
-            kc[seq, i, pos, j] = round_f16(k3[0, i, j])
-        for j in range(Dv):
-            vc[seq, i, pos, j] = round_f16(v[0, i * Dv + j])
-    n_keys = pos + 1 - k_start
-    out = np.empty((1, H, 1, Dv), dtype=f32)
-    _attend(q3.reshape((1, H, 1, D)), kc[seq : seq + 1, :, k_start : pos + 1], vc[seq : seq + 1, :, k_start : pos + 1],
-            np.zeros((1, 1, n_keys), dtype=f32), attn_scale, cap, np.zeros(0, dtype=f32), out)
-    o = np.empty((1, x.shape[1]), dtype=f32)
-    if not _project(out.reshape((1, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
+                kc[seq, i, pos, j] = round_f16(k3[t, i, j])
+            for j in range(Dv):
+                vc[seq, i, pos, j] = round_f16(v[t, i * Dv + j])
+    out = np.empty((T, H, Dv), dtype=f32)
+    if T == 1:
+        _attend_row(q3, kc, vc, rows, 0, attn_scale, cap, out)
+    else:
+        set_num_threads(want if keys * H * (D + Dv) >= serial else 1)
+        _attend_rows(q3, kc, vc, rows, attn_scale, cap, out)
+    o = np.empty((T, x.shape[1]), dtype=f32)
+    if not _project(out.reshape((T, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
         return False
     _add_block(x, o, norms[POST_ATTN_NORM], eps)
     return True
 
 
+@njit(cache=True, nogil=True, inline="always")
+def one_row(ints):  # type: ignore[no-untyped-def]
+    """The rows (1, 3) of one token from a layer's ints (SEQ, POS, K_START)."""
+    rows = np.empty((1, 3), dtype=np.int64)
+    rows[0, ROW_SEQ], rows[0, ROW_POS], rows[0, ROW_K_START] = ints[SEQ], ints[POS], ints[K_START]
+    return rows
+
+
+@njit(cache=True, nogil=True, inline="always")  # inlined into its callers: compiled once there
+def attend(x, norms, biases, qkv_calls, o_calls, ints, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,  # type: ignore[no-untyped-def]
+           serial, want):
+    """`attend_rows` for one token, x (1, E), at the ints' (SEQ, POS), its keys K_START..POS."""
+    return attend_rows(x, norms, biases, qkv_calls, o_calls, ints, one_row(ints), eps, q_scale, attn_scale, cap, cos, sin,
+                       kc, vc, serial, want)
+
+
 @njit(cache=True, nogil=True, inline="always")  # inlined into decode_layer: compiled once there
-def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
+def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, rows, eps, q_scale, attn_scale, cap,  # type: ignore[no-untyped-def]
                     cos, sin, kc, vc, serial, want):
-    """The layer up to its FFN's activation: `attend`, then (gate, up) (1, F) of ffn_norm(x).
-    Returns (ok, gate, up)."""
+    """The layer up to its FFN's activation: `attend_rows`, then (gate, up) (T, F) of
+    ffn_norm(x). Returns (ok, gate, up)."""
     f32 = np.float32
-    g = np.empty((1, ints[N_FF]), dtype=f32)
-    u = np.empty((1, ints[N_FF]), dtype=f32)
-    if not attend(x, norms, biases, qkv_calls, o_calls, ints, eps, q_scale, attn_scale, cap, cos, sin, kc, vc, serial, want):
+    g = np.empty((x.shape[0], ints[N_FF]), dtype=f32)
+    u = np.empty((x.shape[0], ints[N_FF]), dtype=f32)
+    if not attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,
+                       serial, want):
         return False, g, u
     h = _rms(x, norms[FFN_NORM], eps)
     if not _project(h, up_calls, (g, u), (biases[BGATE], biases[BUP]), serial, want):
@@ -202,9 +255,9 @@ def attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q
 
 @njit(cache=True, nogil=True, inline="always")
 def ffn_out(x, act, norms, biases, down_calls, eps, serial, want):  # type: ignore[no-untyped-def]
-    """x += post_ffn_norm(down(act)) in place, act (1, F) the gated activation. False when a
+    """x += post_ffn_norm(down(act)) in place, act (T, F) the gated activation. False when a
     work item failed."""
-    y = np.empty((1, x.shape[1]), dtype=np.float32)
+    y = np.empty(x.shape, dtype=np.float32)
     if not _project(act, down_calls, (y,), (biases[BDOWN],), serial, want):
         return False
     _add_block(x, y, norms[POST_FFN_NORM], eps)
@@ -212,16 +265,17 @@ def ffn_out(x, act, norms, biases, down_calls, eps, serial, want):  # type: igno
 
 
 @njit(cache=True, nogil=True)
-def decode_layer(x, norms, biases, qkv_calls, o_calls, up_calls, down_calls, ints, eps, q_scale,  # type: ignore[no-untyped-def]
+def decode_layer(x, norms, biases, qkv_calls, o_calls, up_calls, down_calls, ints, rows, eps, q_scale,  # type: ignore[no-untyped-def]
                  attn_scale, cap, cos, sin, kc, vc, gelu_table, serial, want):
     """The whole layer for a GELU-gated FFN (ggml's f16 table): `attention_block`, then
     gelu(gate) * up (float32), then `ffn_out`. False when a work item failed."""
-    ok, g, u = attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, eps, q_scale, attn_scale, cap,
+    ok, g, u = attention_block(x, norms, biases, qkv_calls, o_calls, up_calls, ints, rows, eps, q_scale, attn_scale, cap,
                                cos, sin, kc, vc, serial, want)
     if not ok:
         return False
     a = np.empty_like(g)
     gelu_lookup(g.reshape(-1), gelu_table, a.reshape(-1))
-    for j in range(a.shape[1]):
-        a[0, j] = a[0, j] * u[0, j]
+    for t in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            a[t, j] = a[t, j] * u[t, j]
     return ffn_out(x, a, norms, biases, down_calls, eps, serial, want)
