@@ -31,6 +31,7 @@ from llamacli.core.runtime.admission import check_task, place, start_task, task_
 from llamacli.core.runtime.batching import draft, forward, plan_batch
 from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.runtime.metrics import Metrics
+from llamacli.core.runtime.result_stream import batched_wakeups
 from llamacli.core.runtime.results import finish, finish_queued
 from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_cache import erase, idle_slot, restore, shift_or_end
@@ -209,13 +210,14 @@ class Engine:
                     fut.set_result(fn())
                 except BaseException as e:  # noqa: BLE001 - handed to the caller
                     fut.set_exception(e)
-            try:
-                did = self.step()
-            except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
-                did = True
-                for s in self.slots:
-                    if s.task is not None:
-                        finish(s, "error", self.metrics, error=e)
+            with batched_wakeups():  # the step's results wake each event loop once
+                try:
+                    did = self.step()
+                except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
+                    did = True
+                    for s in self.slots:
+                        if s.task is not None:
+                            finish(s, "error", self.metrics, error=e)
             self._count_load()
             if did and self.on_idle is not None and not self._has_work():
                 self.on_idle()
