@@ -17,13 +17,17 @@ def _stable_head(values: np.ndarray, k: int) -> np.ndarray:
 def test_top_indices_is_the_head_of_a_stable_sort() -> None:
     rng = np.random.default_rng(29)
     for trial in range(400):
-        n = int(rng.integers(2, 400))
+        n = int(rng.integers(2, 3000))  # blocks of 256 entries and a partial last one
         k = int(rng.integers(1, n))
         v = rng.integers(-6, 6, n).astype(np.float32)  # many ties, at the k-th value too
         if trial % 3 == 0:
             v[rng.random(n) < 0.6] = -np.inf  # a grammar's mask: most tokens banned
         elif trial % 3 == 1:
             v[rng.random(n) < 0.05] = -np.inf  # ignore_eos: a few banned
+        if trial % 4 == 1:
+            v = np.sort(v)  # ascending: every entry would beat the heap's worst
+        if trial % 8 == 2:
+            v[rng.random(n) < 0.02] = np.nan  # NaN sorts last
         np.testing.assert_array_equal(top_indices(v, k), _stable_head(v, k), err_msg=f"n={n} k={k}")
 
 
@@ -41,3 +45,9 @@ def test_fewer_live_tokens_than_k_fill_with_the_earliest_banned() -> None:
     v = np.full(10, -np.inf, dtype=np.float32)
     v[[7, 3]] = [1.0, 2.0]
     assert list(top_indices(v, 5)) == [3, 7, 0, 1, 2]
+
+
+def test_many_nans_leave_the_order_to_the_stable_sort() -> None:
+    v = np.full(1000, np.nan, dtype=np.float32)
+    v[[900, 5, 300]] = [1.0, 3.0, 2.0]
+    np.testing.assert_array_equal(top_indices(v, 10), _stable_head(v, 10))
