@@ -17,7 +17,7 @@ def _stable_head(values: np.ndarray, k: int) -> np.ndarray:
 def test_top_indices_is_the_head_of_a_stable_sort() -> None:
     rng = np.random.default_rng(29)
     for trial in range(400):
-        n = int(rng.integers(2, 3000))  # blocks of 256 entries and a partial last one
+        n = int(rng.integers(2, 5000))  # blocks of 1024 entries and a partial last one
         k = int(rng.integers(1, n))
         v = rng.integers(-6, 6, n).astype(np.float32)  # many ties, at the k-th value too
         if trial % 3 == 0:
