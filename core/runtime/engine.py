@@ -210,14 +210,13 @@ class Engine:
                     fut.set_result(fn())
                 except BaseException as e:  # noqa: BLE001 - handed to the caller
                     fut.set_exception(e)
-            with batched_wakeups():  # the step's results wake each event loop once
-                try:
-                    did = self.step()
-                except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
-                    did = True
-                    for s in self.slots:
-                        if s.task is not None:
-                            finish(s, "error", self.metrics, error=e)
+            try:
+                did = self.step()
+            except Exception as e:  # a bug or a model error: fail the running tasks, keep serving
+                did = True
+                for s in self.slots:
+                    if s.task is not None:
+                        finish(s, "error", self.metrics, error=e)
             self._count_load()
             if did and self.on_idle is not None and not self._has_work():
                 self.on_idle()
@@ -251,8 +250,9 @@ class Engine:
         # (n_out, n_embd): the batch's output rows; (n_logits, n_vocab): the rows to sample
         hidden, logits = forward(self.model, self.cache, plan, self.slots, self.metrics)
         update = SlotUpdate(self.model, self.cache, self.metrics, self.spec, self.eog_ids, self.config.n_predict_max)
-        for rows in plan.rows:  # sample or verify, emit, stop; a finished slot is released
-            update(self.slots[rows.slot_id], rows, hidden, logits)
+        with batched_wakeups():  # the slots' new tokens wake each event loop once, when all are out
+            for rows in plan.rows:  # sample or verify, emit, stop; a finished slot is released
+                update(self.slots[rows.slot_id], rows, hidden, logits)
         return True
 
     def _admit(self) -> None:

@@ -6,9 +6,10 @@ The engine thread `put`s; the consumer iterates (`for r in stream`) or async-ite
 
 An async consumer is woken through its event loop (`call_soon_threadsafe`: a write to the
 loop's self-pipe, after which the writing thread may wait for the GIL while the loop runs).
-Within `batched_wakeups()` (the engine wraps each step in it) those wake-ups are collected
-and sent when the block ends, one call per event loop: the 16 tokens of a 16-slot step wake
-the loop once, not 16 times.
+Within `batched_wakeups()` those wake-ups are collected and sent when the block ends, one call
+per event loop. The engine wraps the emission of a step's tokens in it, after the forward: the
+16 tokens of a 16-slot step wake the loop once, not 16 times, and a Final written before the
+forward (a cancelled task's) still wakes its reader at once.
 """
 
 from __future__ import annotations
