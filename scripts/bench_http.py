@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -79,6 +80,12 @@ class Server:
                 return int(line.split()[1]) / 1024
         return float("nan")
 
+    def cpu_s(self) -> float:
+        """utime + stime of the server process so far (all its threads), seconds."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def request(self, method: str, path: str, body: dict[str, object] | None) -> tuple[int, bytes]:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
         try:
@@ -99,8 +106,10 @@ class Server:
         return int(json.loads(data)["tokens_predicted"])
 
 
-def throughput(server: Server, clients: int, requests: int, tokens: int, stream: bool) -> float:
-    """Aggregate generated tokens/s of `clients` threads sending `requests` requests each."""
+def throughput(server: Server, clients: int, requests: int, tokens: int, stream: bool) -> tuple[float, float]:
+    """Aggregate generated tokens/s of `clients` threads sending `requests` requests each, and
+    the server's CPU milliseconds per generated token over the round (its utime + stime: the
+    figure that a shared, loaded machine does not blur)."""
     counts = [0] * clients
     errors: list[BaseException] = []
 
@@ -112,15 +121,17 @@ def throughput(server: Server, clients: int, requests: int, tokens: int, stream:
             errors.append(e)
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    cpu0 = server.cpu_s()
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    cpu = server.cpu_s() - cpu0
     if errors:
         raise errors[0]
-    return sum(counts) / wall
+    return sum(counts) / wall, cpu * 1e3 / sum(counts)
 
 
 def main() -> None:
@@ -150,6 +161,7 @@ def main() -> None:
         Server("llama-server", lambda p: [str(Path(a.bin) / "llama-server"), "--host", "127.0.0.1", "--port", str(p), *flags]),
     ]
     results: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for s in servers:
         s.start()
         try:
@@ -161,7 +173,8 @@ def main() -> None:
                 results[s.name] = [loaded, s.rss_mib()]
                 continue
             s.complete(PROMPTS[0], 4, False)  # warm-up
-            results[s.name] = [throughput(s, n, a.requests, a.tokens, a.stream) for n in counts]
+            rounds = [throughput(s, n, a.requests, a.tokens, a.stream) for n in counts]
+            results[s.name], cpu[s.name] = [r[0] for r in rounds], [r[1] for r in rounds]
         finally:
             s.stop()
     ours, ref = results["llama serve"], results["llama-server"]
@@ -171,10 +184,11 @@ def main() -> None:
             print(f"{what:28s} {ours[i]:12.1f} {ref[i]:12.1f} {ours[i] / ref[i]:6.2f}x")
         return
     kind = "streamed" if a.stream else "non-streamed"
-    print(f"{a.tokens}-token greedy /completion, {kind}, {a.requests} per client; aggregate tokens/s")
-    print(f"{'clients':>8s} {'llama serve':>12s} {'llama-server':>12s} {'ratio':>7s}")
-    for n, o, r in zip(counts, ours, ref):
-        print(f"{n:8d} {o:12.1f} {r:12.1f} {o / r:6.2f}x")
+    print(f"{a.tokens}-token greedy /completion, {kind}, {a.requests} per client, -t {a.threads}; "
+          f"aggregate tokens/s, and server CPU ms per generated token (utime + stime)")
+    print(f"{'clients':>8s} {'llama serve':>12s} {'llama-server':>12s} {'ratio':>7s} {'CPU ms/tok ours':>16s} {'llama-server':>13s} {'ratio':>7s}")
+    for n, o, r, co, cr in zip(counts, ours, ref, cpu["llama serve"], cpu["llama-server"]):
+        print(f"{n:8d} {o:12.1f} {r:12.1f} {o / r:6.2f}x {co:16.2f} {cr:13.2f} {cr / co:6.2f}x")
 
 
 if __name__ == "__main__":

@@ -364,3 +364,57 @@ def test_on_idle_runs_when_the_last_task_ends(tiny) -> None:  # type: ignore[no-
             time.sleep(0.01)
         time.sleep(0.2)
     assert idle == [("llama-engine", 0)] * (n + 1)
+
+
+def test_a_cancelled_tasks_final_reaches_an_async_reader_before_the_next_forward(tiny, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The engine holds back async wake-ups only while it emits a step's tokens: a Final put
+    before the forward (a cancelled queued task ended in _admit) wakes its reader at once."""
+    import asyncio
+
+    model, tok = tiny
+    prompt = fixture_tokens("gemma3", 8)
+    p = TaskParams(n_predict=100000, ignore_eos=True, sampling=SamplingParams(temperature=0.0))
+    gate = threading.Semaphore(0)
+    blocking = threading.Event()
+    in_forward = threading.Event()
+    real = model.forward_hidden
+
+    def gated(batch, cache):  # type: ignore[no-untyped-def]
+        if blocking.is_set():
+            in_forward.set()
+            gate.acquire(timeout=60)
+        return real(batch, cache)
+
+    monkeypatch.setattr(model, "forward_hidden", gated)
+    eng = Engine(model, tok, EngineConfig(n_ctx=4096, n_parallel=1)).start()
+    try:
+        running = eng.submit(Task(prompt, p))
+        assert isinstance(running.results.get(timeout=60), Partial)
+        queued = eng.submit(Task(prompt, p))  # waits for the only slot
+
+        async def final_of_queued() -> Final:
+            async for r in queued.results:
+                if isinstance(r, Final):
+                    return r
+            raise AssertionError("no Final")
+
+        async def main() -> Final:
+            reader = asyncio.ensure_future(final_of_queued())
+            await asyncio.sleep(0.1)  # the reader awaits an empty stream
+            blocking.set()
+            assert await asyncio.get_running_loop().run_in_executor(None, in_forward.wait, 60)
+            queued.cancel()
+            gate.release()  # this forward ends; the next step ends `queued`, then blocks in its forward
+            return await asyncio.wait_for(reader, 30)
+
+        loop = asyncio.new_event_loop()
+        try:
+            final = loop.run_until_complete(main())
+        finally:
+            loop.close()
+        assert final.stop_type == "cancelled" and final.tokens == []
+    finally:
+        blocking.clear()
+        for _ in range(4):
+            gate.release()
+        eng.stop()

@@ -31,6 +31,7 @@ from llamacli.core.runtime.admission import check_task, place, start_task, task_
 from llamacli.core.runtime.batching import draft, forward, plan_batch
 from llamacli.core.runtime.engine_config import EngineConfig
 from llamacli.core.runtime.metrics import Metrics
+from llamacli.core.runtime.result_stream import batched_wakeups
 from llamacli.core.runtime.results import finish, finish_queued
 from llamacli.core.runtime.slot import Slot
 from llamacli.core.runtime.slot_cache import erase, idle_slot, restore, shift_or_end
@@ -249,8 +250,9 @@ class Engine:
         # (n_out, n_embd): the batch's output rows; (n_logits, n_vocab): the rows to sample
         hidden, logits = forward(self.model, self.cache, plan, self.slots, self.metrics)
         update = SlotUpdate(self.model, self.cache, self.metrics, self.spec, self.eog_ids, self.config.n_predict_max)
-        for rows in plan.rows:  # sample or verify, emit, stop; a finished slot is released
-            update(self.slots[rows.slot_id], rows, hidden, logits)
+        with batched_wakeups():  # the slots' new tokens wake each event loop once, when all are out
+            for rows in plan.rows:  # sample or verify, emit, stop; a finished slot is released
+                update(self.slots[rows.slot_id], rows, hidden, logits)
         return True
 
     def _admit(self) -> None:

@@ -3,6 +3,13 @@ asyncio task can read by awaiting, without busy-waiting either way.
 
 The engine thread `put`s; the consumer iterates (`for r in stream`) or async-iterates
 (`async for r in stream`). `close()` ends the iteration after the buffered items.
+
+An async consumer is woken through its event loop (`call_soon_threadsafe`: a write to the
+loop's self-pipe, after which the writing thread may wait for the GIL while the loop runs).
+Within `batched_wakeups()` those wake-ups are collected and sent when the block ends, one call
+per event loop. The engine wraps the emission of a step's tokens in it, after the forward: the
+16 tokens of a 16-slot step wake the loop once, not 16 times, and a Final written before the
+forward (a cancelled task's) still wakes its reader at once.
 """
 
 from __future__ import annotations
@@ -11,9 +18,48 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+_Waiter = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+
+
+class _Deferred(threading.local):
+    """The wake-ups held back on this thread (None: outside `batched_wakeups`)."""
+
+    pending: list[_Waiter] | None = None
+
+
+_deferred = _Deferred()
+
+
+@contextmanager
+def batched_wakeups() -> Iterator[None]:
+    """Hold back the async wake-ups of the streams this thread writes to until the block
+    ends, then send them, in the order of the writes, with one call per event loop."""
+    if _deferred.pending is not None:  # nested: the outer block sends them
+        yield
+        return
+    pending: list[_Waiter] = []
+    _deferred.pending = pending
+    try:
+        yield
+    finally:
+        _deferred.pending = None
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        for loop, fut in pending:
+            by_loop.setdefault(loop, []).append(fut)
+        for loop, futs in by_loop.items():
+            _wake(loop, futs)
+
+
+def _wake(loop: asyncio.AbstractEventLoop, futs: list[asyncio.Future[None]]) -> None:
+    try:
+        loop.call_soon_threadsafe(_set_all_done, futs)
+    except RuntimeError:  # the consumer's event loop is already closed: nobody waits
+        pass
 
 
 class ResultStream(Generic[T]):
@@ -21,7 +67,7 @@ class ResultStream(Generic[T]):
         self._items: deque[T] = deque()
         self._closed = False
         self._cond = threading.Condition()
-        self._waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+        self._waiter: _Waiter | None = None
 
     def put(self, item: T) -> None:
         with self._cond:
@@ -42,12 +88,12 @@ class ResultStream(Generic[T]):
     def _wake_async(self) -> None:
         # called with the lock held
         if self._waiter is not None:
-            loop, fut = self._waiter
-            self._waiter = None
-            try:
-                loop.call_soon_threadsafe(_set_done, fut)
-            except RuntimeError:  # the consumer's event loop is already closed: nobody waits
-                pass
+            waiter, self._waiter = self._waiter, None
+            pending = _deferred.pending
+            if pending is not None:
+                pending.append(waiter)
+            else:
+                _wake(waiter[0], [waiter[1]])
 
     def get(self, timeout: float | None = None) -> T | None:
         """Next item, blocking; None once closed and drained (or on timeout)."""
@@ -85,6 +131,7 @@ class ResultStream(Generic[T]):
             yield item
 
 
-def _set_done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
+def _set_all_done(futs: list[asyncio.Future[None]]) -> None:
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(None)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from llamacli.core.sampling.top_k import top_k_indices
+
 F32 = np.float32
 _EXACT_EXP_MAX = 4096  # longer lists use NumPy's float32 exp (within 1 ulp of expf)
 _STABLE_SORT_MAX = 4096  # longer lists use quicksort (ties in any order, as llama.cpp)
@@ -60,24 +62,14 @@ def order_desc(values: np.ndarray) -> np.ndarray:
 
 
 def top_indices(values: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the k largest values, sorted descending (k <= len(values))."""
+    """Indices of the k largest values, sorted descending (k <= len(values)); below the whole
+    list, ties (at the k-th value too) keep list order, as a stable sort of the whole list."""
     n = values.shape[0]
     if k >= n:
         return order_desc(values)
-    live = (
-        values > -np.inf
-    )  # masked tokens (-inf) make argpartition crawl: set them aside
-    n_live = int(np.count_nonzero(live))
-    if n_live < n:
-        idx = np.flatnonzero(live)
-        if k <= n_live:
-            return idx[top_indices(values[idx], k)]
-        dead = np.flatnonzero(~live)[: k - n_live]
-        return np.concatenate([idx[order_desc(values[idx])], dead])
-    part = np.argpartition(values, n - k)[n - k :]
-    # ties: keep list order, as a stable sort of the whole list would
-    part.sort()
-    return part[order_desc(values[part])]
+    if k <= 0:
+        return np.empty(0, dtype=np.int64)
+    return top_k_indices(values, k)
 
 
 @dataclass
