@@ -1,8 +1,7 @@
 """ggml's `mul_mat_id` compiled: the routed experts' matmuls of a layer in one parallel loop
 (`mm_ids`), for a batch (`mul_mat_id`) and for a decoding token's whole mixture-of-experts FFN
 in two compiled calls with the routing (`moe_up`, `moe_down`; the ggml numerics, one sequence;
-off by default, core/model/families/decode_step.py's MOE_LAYERS: slower inside a decoding
-process than one matmul per expert, docs/benchmarks.md).
+core/model/families/decode_step.py's MOE_LAYERS).
 
 Through the operations one by one (core/model/families/moe.py, `Precision.expert_linears`), a
 token's layer ran 2 + 2k matmul calls from Python (k routed experts: gate and up of each, then
