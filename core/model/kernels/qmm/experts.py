@@ -91,7 +91,10 @@ def _experts(x, calls, outs, sel, n_out, step, shared_x, serial, want):  # type:
         if macs == 0:  # a call of no matrices (plan_decode_calls pads to a fixed count)
             continue
         n_mats = all_tasks[all_tasks.shape[0] - 1, 0] + 1
-        set_num_threads(want if k * n_mats * n_out * x.shape[1] >= serial else 1)
+        # threads as for one expert's matmuls (the path one matmul per expert): on a busy
+        # machine (serial = threads.SERIAL_MACS_BUSY) the routed experts' small matrices run
+        # on the calling thread, not in a parallel loop that waits for a descheduled thread
+        set_num_threads(want if n_mats * n_out * x.shape[1] >= serial else 1)
         xc, xd, xs, xb = _quantize(x, act, nsub, sub16)
         if shared_x:  # the row quantized once, its codes copied to each slot
             xc, xd = xc[same], xd[same]
