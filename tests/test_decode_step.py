@@ -87,13 +87,15 @@ def test_fused_step_of_many_sequences_gives_the_same_bits(model_dir: Path, arch:
 @pytest.mark.parametrize("arch,variant", [("qwen3moe", "Q8_0"), ("qwen3moe", "Q4_K"), ("qwen3moe", "MXFP4"), ("glm4moe", "Q4_K")])
 def test_expert_layers_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """qwen3moe's layers with experts in two compiled calls each (core/model/kernels/qmm/experts.py:
-    the router, top k, weights, each routed expert's matmuls, the weighted sum; off by default,
+    the router, top k, weights, each routed expert's matmuls, the weighted sum; on by default,
     decode_step.MOE_LAYERS): the bits of the step through moe.py one operation at a time,
     logits and cache. glm4moe (sigmoid gating, shared experts) keeps the step through its
     operations."""
     from llamacli.core.model.families import decode_step
 
-    assert _model(model_dir, arch, variant).one_token_step_kind() is None  # off by default
+    assert decode_step.MOE_LAYERS  # on by default
+    monkeypatch.setattr(decode_step, "MOE_LAYERS", False)
+    assert _model(model_dir, arch, variant).one_token_step_kind() is None
     monkeypatch.setattr(decode_step, "MOE_LAYERS", True)
     model = _model(model_dir, arch, variant)
     toks = fixture_tokens(arch, 24)

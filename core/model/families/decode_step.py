@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 
 _NONE = np.zeros(0, dtype=np.float32)  # an absent norm or bias
 # Layers with experts in the compiled step (core/model/kernels/qmm/experts.py: moe_up, moe_down):
-# off. Same bits, and faster in isolation, but on the 30B-A3B-shaped file a one-thread decode
-# step measured 70 ms of CPU time with it against 51-54 ms through moe.py's operations, in
-# alternating runs (docs/benchmarks.md); tests turn it on to keep its bits checked.
-MOE_LAYERS = False
+# on. The same bits as moe.py's operations one by one (tests run both), and faster: on the
+# 30B-A3B-shaped file a one-thread decode step takes 35 ms of CPU time against 44 ms
+# (docs/benchmarks.md). A test turns it off to compare the two paths.
+MOE_LAYERS = True
 
 
 def _vec(a: np.ndarray | None) -> np.ndarray:

@@ -1,8 +1,7 @@
 """ggml's `mul_mat_id` compiled: the routed experts' matmuls of a layer in one parallel loop
 (`mm_ids`), for a batch (`mul_mat_id`) and for a decoding token's whole mixture-of-experts FFN
 in two compiled calls with the routing (`moe_up`, `moe_down`; the ggml numerics, one sequence;
-off by default, core/model/families/decode_step.py's MOE_LAYERS: slower inside a decoding
-process than one matmul per expert, docs/benchmarks.md).
+core/model/families/decode_step.py's MOE_LAYERS).
 
 Through the operations one by one (core/model/families/moe.py, `Precision.expert_linears`), a
 token's layer ran 2 + 2k matmul calls from Python (k routed experts: gate and up of each, then
@@ -92,7 +91,10 @@ def _experts(x, calls, outs, sel, n_out, step, shared_x, serial, want):  # type:
         if macs == 0:  # a call of no matrices (plan_decode_calls pads to a fixed count)
             continue
         n_mats = all_tasks[all_tasks.shape[0] - 1, 0] + 1
-        set_num_threads(want if k * n_mats * n_out * x.shape[1] >= serial else 1)
+        # threads as for one expert's matmuls (the path one matmul per expert): on a busy
+        # machine (serial = threads.SERIAL_MACS_BUSY) the routed experts' small matrices run
+        # on the calling thread, not in a parallel loop that waits for a descheduled thread
+        set_num_threads(want if n_mats * n_out * x.shape[1] >= serial else 1)
         xc, xd, xs, xb = _quantize(x, act, nsub, sub16)
         if shared_x:  # the row quantized once, its codes copied to each slot
             xc, xd = xc[same], xd[same]
