@@ -14,9 +14,11 @@ this machine's numba target, then by the aarch64 Python under qemu for each aarc
   dotprod   NUMBA_CPU_NAME=neoverse-n1, +dotprod: the byte products as sdot (`neon-dotprod`)
 
 and their float32 results compared bit for bit. Exit status 0 when every target gave every
-case's bits, 1 otherwise. Emulated, numba's compiler runs some 10 to 50 times slower than here:
-the cases are small and few, and --cache-dir keeps the compiled kernels for a second run.
-Nothing is timed (emulated time says nothing about an ARM CPU).
+case's bits, 1 otherwise. Emulated, numba's compiler is slow: with --opt 0 (the bits do not
+depend on LLVM's optimisation: exact integers, floats in a fixed order) each target took about
+25 minutes on a loaded 2-core machine; the cases are small and few, and --cache-dir keeps the
+compiled kernels for a second run (one folder per optimisation level: numba's cache key does
+not hold it). Nothing is timed (emulated time says nothing about an ARM CPU).
 
   python scripts/check_aarch64_bits.py --compute INPUTS.npz OUT.npz   (the side run on each target)
 """
