@@ -5,13 +5,15 @@ NUMBA_CPU_FEATURES name. The 16-row kernels (core/model/kernels/qmm/rows.py) pic
 instructions from that machine's features (`Target.of`), read at the start of each kernel's
 code generation (numba generates one function at a time, under its compiler lock):
 
-| path        | features                      | byte products (`madd_u8`, `dpbusd`)          |
-|-------------|-------------------------------|----------------------------------------------|
-| avx512-vnni | AVX512-BW and AVX512-VNNI      | vpdpbusd and vpmaddubsw on 512-bit vectors   |
-| avx-vnni    | AVX2 and AVX-VNNI (no AVX-512) | vpdpbusd (VEX) and vpmaddubsw on 256-bit     |
-| avx512bw    | AVX512-BW, no VNNI             | vpmaddubsw on 512-bit                        |
-| avx2        | AVX2                          | vpmaddubsw on 256-bit                        |
-| generic     | anything else (SSE, aarch64)  | the products written out (LLVM's choice)     |
+| path         | features                      | byte products (`madd_u8`, `dot4`)            |
+|--------------|-------------------------------|----------------------------------------------|
+| avx512-vnni  | AVX512-BW and AVX512-VNNI      | vpdpbusd and vpmaddubsw on 512-bit vectors   |
+| avx-vnni     | AVX2 and AVX-VNNI (no AVX-512) | vpdpbusd (VEX) and vpmaddubsw on 256-bit     |
+| avx512bw     | AVX512-BW, no VNNI             | vpmaddubsw on 512-bit                        |
+| avx2         | AVX2                          | vpmaddubsw on 256-bit                        |
+| neon-dotprod | aarch64 with the dot product  | sdot (Armv8.2 DotProd) on 128-bit            |
+|              | (`+dotprod`: Neoverse N1, M1) |                                              |
+| generic      | anything else (SSE, NEON)     | the products written out (LLVM's choice)     |
 
 The functions here take LLVM vectors of any multiple of the chosen width and split them into
 the instruction's own vectors (a <64 x i8> is two 256-bit halves on AVX2). Each computes exact
@@ -21,6 +23,14 @@ integers, and the kernels the same bits (tests/test_qmm.py compiles them for eac
 The instructions are called by name where the target has them: LLVM rewrites the written-out
 pattern of vpmaddubsw into 16-bit multiplies and shuffles once it proves the int16 clamp a
 no-op (about five times the instructions).
+
+`dot4` is the product both vpdpbusd and sdot compute: int32 lane i of the accumulator plus the 4
+products of bytes 4i .. 4i + 3 (the same bytes to the same lane in both, so that a kernel's
+int32 partial sums, and the floats made of them lane by lane, are those of every other path).
+vpdpbusd reads one operand unsigned, sdot both signed: `dot4` takes codes 0..127 there, which
+read the same either way; `sdot` (signed times signed, dotprod targets only) lets the kernels
+skip the offsets and sign tricks that vpdpbusd and vpmaddubsw need for signed codes. (udot,
+unsigned times unsigned, has no use here: activation codes are signed.)
 """
 
 from __future__ import annotations
@@ -40,11 +50,12 @@ def features(context: Any) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Target:
-    """What the generated code may use: the vector width in bytes of vpmaddubsw (0: none) and of
-    vpdpbusd (0: none)."""
+    """What the generated code may use: the vector width in bytes of vpmaddubsw (0: none), of
+    vpdpbusd (0: none) and of sdot (0: none; 16 on aarch64 with the dot product extension)."""
 
     madd_bytes: int = 0
     dpbusd_bytes: int = 0
+    sdot_bytes: int = 0
 
     @classmethod
     def of(cls, feats: frozenset[str]) -> Target:
@@ -52,15 +63,25 @@ class Target:
         avx2 = "+avx2" in feats
         vnni512 = bw and "+avx512vnni" in feats
         vnni256 = avx2 and ("+avxvnni" in feats or ("+avx512vnni" in feats and "+avx512vl" in feats))
-        return cls(64 if bw else 32 if avx2 else 0, 64 if vnni512 else 32 if vnni256 else 0)
+        sdot = 16 if "+dotprod" in feats else 0  # an aarch64 feature: no x86 target names it
+        return cls(64 if bw else 32 if avx2 else 0, 64 if vnni512 else 32 if vnni256 else 0, sdot)
+
+    @property
+    def dot4(self) -> bool:
+        """Whether `dot4` (vpdpbusd or sdot) is an instruction here."""
+        return bool(self.dpbusd_bytes or self.sdot_bytes)
 
     @property
     def path(self) -> str:
         """The path's name (module docstring)."""
+        if self.sdot_bytes:
+            return "neon-dotprod"
         if self.dpbusd_bytes:
             return "avx512-vnni" if self.dpbusd_bytes == 64 else "avx-vnni"
         return {64: "avx512bw", 32: "avx2"}.get(self.madd_bytes, "generic")
 
+
+SDOT = "llvm.aarch64.neon.sdot.v4i32.v16i8"  # the intrinsic `sdot` calls (tests/test_qmm_aarch64.py renames it)
 
 TARGET = Target()  # the target of the code being generated (`set_target`)
 
@@ -174,6 +195,22 @@ def dpbusd(builder: Any, acc: Any, u: Any, s: Any) -> Any:
     name = "llvm.x86.avx512.vpdpbusd.512" if w == 64 else "llvm.x86.avx512.vpdpbusd.256"
     as32 = [acc, builder.bitcast(u, vec(_I32, n32)), builder.bitcast(s, vec(_I32, n32))]
     return _by_parts(builder, name, w, vec(_I32, w // 4), as32)
+
+
+def sdot(builder: Any, acc: Any, a: Any, b: Any) -> Any:
+    """acc + (sums of 4 products of signed bytes of a and signed bytes of b), per int32 lane
+    (the Armv8.2 dot product, sdot; a, b: <4n x i8>, acc: <n x i32>), as vpdpbusd groups
+    them: lane i takes bytes 4i .. 4i + 3. Exact: |each sum| <= 4 * 128 * 128. Only for
+    targets with it (TARGET.sdot_bytes)."""
+    assert TARGET.sdot_bytes, "sdot on a target without the dot product"
+    return _by_parts(builder, SDOT, 16, vec(_I32, 4), [acc, a, b])
+
+
+def dot4(builder: Any, acc: Any, u: Any, s: Any) -> Any:
+    """acc + (sums of 4 products of the bytes of u and of s), per int32 lane, u's bytes codes
+    0..127 (read alike unsigned or signed), s's signed: vpdpbusd or sdot, whichever the target
+    has (TARGET.dot4)."""
+    return sdot(builder, acc, u, s) if TARGET.sdot_bytes else dpbusd(builder, acc, u, s)
 
 
 def sign_i8(builder: Any, x: Any, q: Any) -> Any:

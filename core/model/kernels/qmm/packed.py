@@ -4,8 +4,8 @@ the kernel that multiplies them: llama.cpp's repacking (ggml-cpu/repack.cpp) for
 The 16-row kernels (rows.py) read 16 rows as stored, each in its own vector, and pay per block
 for a transposing tree that sums each row's lanes and for gathering the 16 rows' scales: on
 AVX2 more instructions than the products. Packed, one 32-byte vector holds 4 codes of each of 8
-rows side by side; its byte products with 4 activation codes broadcast to every row (vpmaddubsw
-or vpdpbusd) leave each row's partial sum in its own lanes, so a block's 8 exact row sums come
+rows side by side; its byte products with 4 activation codes broadcast to every row (vpmaddubsw,
+vpdpbusd or sdot) leave each row's partial sum in its own lanes, so a block's 8 exact row sums come
 out of 8 products and a few adds, and the 8 scales are one 16-byte load. Demo shapes, one
 thread, Haswell target: Q5_0 2048 x 640, one activation row, 23.9 -> 73 G MAC/s.
 
@@ -147,9 +147,9 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
     """<8 x i32>: each row's sum over the 8 chunks of code * activation code (exact), for the
     unsigned codes (the nibble types)."""
     acc8 = ir.Constant(vec(_I32, 8), [0] * 8)
-    if isa.TARGET.dpbusd_bytes:
+    if isa.TARGET.dot4:  # codes 0..31 (MXFP4's 0..24): vpdpbusd or sdot
         for u, s in zip(codes, xq):
-            acc8 = isa.dpbusd(builder, acc8, u, s)
+            acc8 = isa.dot4(builder, acc8, u, s)
         return acc8
     pairs = [isa.madd_u8(builder, u, s) for u, s in zip(codes, xq)]
     # unsigned codes < 32: |pair| <= 2 * 31 * 128, four of them fit int16
@@ -164,12 +164,15 @@ def _row_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
 def _chunk_sums(builder: Any, codes: list[Any], xq: list[Any]) -> Any:
     """Q8_0: <64 x i32>, lane 8k + r the sum of chunk k's 4 products of row r: ggml's lane k
     of the row (core/model/kernels/qmm/lanes.py). ggml's sign trick: |q| times x with q's sign
-    (rows.py, `_legacy_terms_bytes`), |pair| <= 2 * 128 * 127."""
+    (rows.py, `_legacy_terms_bytes`), |pair| <= 2 * 128 * 127; sdot takes the signed codes as
+    they are (exact for every code)."""
+    zero8 = ir.Constant(vec(_I32, 8), [0] * 8)
+    if isa.TARGET.sdot_bytes:
+        return concat(builder, [isa.sdot(builder, zero8, q, x) for q, x in zip(codes, xq)])
     zero = ir.Constant(vec(_I8, 32), [0] * 32)
     parts = [(builder.select(builder.icmp_signed("<", q, zero), builder.sub(zero, q), q), isa.sign_i8(builder, x, q))
              for q, x in zip(codes, xq)]
     if isa.TARGET.dpbusd_bytes:
-        zero8 = ir.Constant(vec(_I32, 8), [0] * 8)
         return concat(builder, [isa.dpbusd(builder, zero8, u, s) for u, s in parts])
     return concat(builder, [isa.quad_sums(builder, isa.madd_u8(builder, u, s)) for u, s in parts])
 

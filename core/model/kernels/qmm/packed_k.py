@@ -146,8 +146,8 @@ def record(builder: Any, recs: list[Any], eager: bool = True) -> tuple[Any, ...]
     for j in range(8):
         # the scale of sub-block j for each row r, twice (lanes 2r, 2r + 1: the pair sums')
         src = sc03 if j < 4 else sc47
-        # (with vpdpbusd: once, as int32 lanes r)
-        if isa.TARGET.dpbusd_bytes:
+        # (with vpdpbusd or sdot: once, as int32 lanes r)
+        if isa.TARGET.dot4:
             scale = builder.zext(builder.shuffle_vector(src, src, const_vec(_I32, [4 * r + j % 4 for r in range(n)])), vec(_I32, n))
         else:
             pair = builder.shuffle_vector(src, src, const_vec(_I32, [4 * (i // 2) + j % 4 for i in range(2 * n)]))
@@ -179,10 +179,10 @@ def terms(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) -> 
         for i in range(8):
             word = builder.load(builder.gep(xw, [ir.Constant(_I64, 16 * (j // 2) + 8 * (j % 2) + i)]), align=1)
             xqs.append(builder.bitcast(_splat(builder, word, n), vec(_I8, 4 * n)))
-        if isa.TARGET.dpbusd_bytes:  # <n x i32> the row's dot, times its scale
+        if isa.TARGET.dot4:  # <n x i32> the row's dot (codes 0..15), times its scale
             dot = ir.Constant(vec(_I32, n), [0] * n)
             for q, xq in zip(chunks, xqs):
-                dot = isa.dpbusd(builder, dot, q, xq)
+                dot = isa.dot4(builder, dot, q, xq)
             t = builder.mul(dot, scale)
         else:
             s16 = None  # <2n x i16>: lanes 2r, 2r + 1 the row's pair sums (|each| <= 8 * 2 * 15 * 128 < 2^15)
@@ -243,10 +243,10 @@ def terms_q6(builder: Any, state: tuple[Any, ...], xt: Any, dx: Any, xsub: Any) 
     isum = None
     for g in range(16):  # group g: chunks 4g .. 4g + 3, one scale per row
         cg = codes(g)
-        if isa.TARGET.dpbusd_bytes:
+        if isa.TARGET.dot4:  # codes 0..63
             dot = ir.Constant(vec(_I32, n), [0] * n)
             for k in range(4):
-                dot = isa.dpbusd(builder, dot, cg[k], x4(4 * g + k))
+                dot = isa.dot4(builder, dot, cg[k], x4(4 * g + k))
             sc = builder.sext(builder.shuffle_vector(scales, scales, const_vec(_I32, [at(g, r) for r in range(n)])), vec(_I32, n))
             t = builder.mul(dot, sc)
         else:  # two chunks' pair sums fit int16 (|each| <= 2 * 2 * 63 * 128)

@@ -1,7 +1,7 @@
 """The 16-row kernels: 16 weight rows against one or more activation rows.
 
 For each block b, in order, the 16 rows' exact integer dots are formed as vectors of int32
-partial sums (one row, or two rows side by side, per vector: byte products, vpdpbusd or
+partial sums (one row, or two rows side by side, per vector: byte products, vpdpbusd, sdot or
 vpmaddubsw, or int16 products, vpmaddwd; each type's instructions chosen from the target's
 features, core/model/kernels/qmm/isa.py), and reduced together by a transposing shuffle tree
 (2 shuffles and an add per pair of vectors and level) into one vector holding the 16 rows' sums. The float terms of the 16 rows are then one vector
@@ -221,7 +221,8 @@ def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
     tree. vpdpbusd takes one unsigned operand: the activation's codes are offset by 128
     (x ^ 0x80 = x + 128 as an unsigned byte), and each lane's accumulator starts at -128 * (the
     sum of its 4 weight codes), prepared once per block, so that every lane holds the exact sum
-    of its 4 products x * q."""
+    of its 4 products x * q. On aarch64 with the dot product (sdot, signed times signed) the
+    same lanes come from the codes as they are: no offset, the accumulators start at 0."""
     bsize, _, _, _, m_at = _layout(kind)
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
@@ -229,15 +230,20 @@ def _legacy_terms_vnni(kind: int) -> tuple[int, Any, Any]:
         zero = ir.Constant(_vec(_I32, ROWS), [0] * ROWS)
         m128 = _const_vec(_I8, [-128] * 64)  # 0x80: 128 as the unsigned operand
         # 128 * quad sums of the codes, negated: -(128 * sum) as the accumulators' start
-        starts = [builder.sub(zero, isa.dpbusd(builder, zero, m128, p)) for p in pairs]
+        starts = [zero if isa.TARGET.sdot_bytes else builder.sub(zero, isa.dpbusd(builder, zero, m128, p)) for p in pairs]
         mins = _gather_f16(builder, blocks, m_at) if m_at >= 0 else None
         return pairs, starts, _gather_scales(builder, blocks, kind), mins
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         pairs, starts, d, mins = state
-        xu = builder.xor(_legacy_x(builder, x, b), _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
-        x2 = builder.shuffle_vector(xu, xu, _const_vec(_I32, list(range(32)) * 2))
-        quads = [isa.dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)]
+        xv = _legacy_x(builder, x, b)
+        if isa.TARGET.sdot_bytes:
+            x2 = builder.shuffle_vector(xv, xv, _const_vec(_I32, list(range(32)) * 2))
+            quads = [isa.sdot(builder, st, p, x2) for st, p in zip(starts, pairs)]
+        else:
+            xu = builder.xor(xv, _const_vec(_I8, [-128] * 32))  # x + 128, unsigned
+            x2 = builder.shuffle_vector(xu, xu, _const_vec(_I32, list(range(32)) * 2))
+            quads = [isa.dpbusd(builder, st, x2, p) for st, p in zip(starts, pairs)]
         if kind == 4:  # Q8_0: ggml's lanes (Q8_LANES)
             return builder.fmul(dx, d), quads
         return _legacy_float_terms(builder, _reduce16(builder, quads, (_LEVELS2, _PERM2)), dx, d, mins, sx)
@@ -761,24 +767,28 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     return rows_dot
 
 
-def _on_vnni(vnni: Any, other: Any) -> tuple[Any, Any]:
+def _on_vnni(vnni: Any, other: Any, sdot: bool = False) -> tuple[Any, Any]:
     """(prepare, terms) taking the pair `vnni` where the target has VNNI (vpdpbusd and
-    vpdpwssd: AVX512-VNNI or AVX-VNNI), else `other`: chosen as each kernel is generated."""
+    vpdpwssd: AVX512-VNNI or AVX-VNNI), with `sdot` also where it has the aarch64 dot product,
+    else `other`: chosen as each kernel is generated."""
+
+    def pick() -> Any:
+        return vnni if isa.TARGET.dpbusd_bytes or (sdot and isa.TARGET.sdot_bytes) else other
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
-        return (vnni if isa.TARGET.dpbusd_bytes else other)[0](builder, blocks)
+        return pick()[0](builder, blocks)
 
     def terms(*args: Any) -> Any:
-        return (vnni if isa.TARGET.dpbusd_bytes else other)[1](*args)
+        return pick()[1](*args)
 
     return prepare, terms
 
 
 def _legacy_rows_dot(kind: int) -> Any:
-    """The 16-row kernel of a 32-value type: vpdpbusd (`_legacy_terms_vnni`) where the target
-    has it, else byte products (`_legacy_terms_bytes`); both give the same integers."""
+    """The 16-row kernel of a 32-value type: vpdpbusd or sdot (`_legacy_terms_vnni`) where the
+    target has one, else byte products (`_legacy_terms_bytes`); all give the same integers."""
     bsize, *vnni = _legacy_terms_vnni(kind)
-    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:]), accumulators=Q8_LANES if kind == 4 else PLAIN)
+    return _make_rows_dot(bsize, *_on_vnni(vnni, _legacy_terms_bytes(kind)[1:], sdot=True), accumulators=Q8_LANES if kind == 4 else PLAIN)
 
 
 rows_q4_0 = _legacy_rows_dot(0)
