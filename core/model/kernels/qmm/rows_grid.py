@@ -252,6 +252,35 @@ def _iq1_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
+def _iq1_m_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
+    """As `_iq1_s_row` for IQ1_M (56 bytes: qs[32] | qh[16] | scales u16[4]): group g = 4 ib + l
+    takes nibble g % 2 of qh[g // 2]: 3 high index bits, and its delta -1 where bit 3 is set;
+    ls per 16 values, 3 bits at 6 (ib % 2) + 3 (l // 2) of scales[ib // 2]."""
+    grid = _table(builder, "iq1s_grid_u64", _GRID1_U64)
+    sc = builder.zext(_load(builder, p, 48, vec(_I16, 4)), vec(_I32, 4))
+    sc16 = builder.shuffle_vector(sc, sc, const_vec(_I32, [ib // 2 for ib in range(8) for _ in range(2)]))
+    shifts = const_vec(_I32, [6 * (ib % 2) + 3 * half for ib in range(8) for half in range(2)])
+    ls16 = builder.trunc(builder.or_(builder.shl(builder.and_(builder.lshr(sc16, shifts), _c([7], n=16)), _c([1], n=16)), _c([1], n=16)),
+                         vec(_I16, 16))
+    qh = _load(builder, p, 32, vec(_I8, 16))
+    zero = ir.Constant(vec(_I8, 64), [0] * 64)
+    out = []
+    for k in range(4):
+        us = []
+        for g in range(8 * k, 8 * k + 8):
+            h = builder.lshr(builder.zext(_load(builder, p, 32 + g // 2, _I8), _I32), ir.Constant(_I32, 4 * (g % 2)))
+            hi = builder.shl(builder.and_(h, ir.Constant(_I32, 7)), ir.Constant(_I32, 8))
+            us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, g, _I8), _I32), hi)))
+        spread = builder.shuffle_vector(qh, qh, const_vec(_I32, [(8 * k + j // 8) // 2 for j in range(64)]))
+        dneg = builder.icmp_unsigned("!=", builder.and_(spread, const_vec(_I8, [8 if (j // 8) % 2 == 0 else -128 for j in range(64)])), zero)
+        delta = builder.select(dneg, _c([-1], _I8, 64), _c([1], _I8, 64))
+        v = builder.add(builder.shl(_u64s(builder, us), _c([3], _I8, 64)), delta)
+        neg = builder.icmp_signed("<", v, zero)
+        ls = builder.shuffle_vector(ls16, ls16, const_vec(_I32, [4 * k + h for h in range(4) for _ in range(8)]))
+        out.append((builder.select(neg, builder.sub(zero, v), v), neg, ls))
+    return out
+
+
 def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> Any:
     """<16 x i32>: partial sums of the row's block dot with the activation's 4 x 64 codes."""
     acc = None
@@ -266,13 +295,29 @@ def _row_sums(builder: Any, row: list[tuple[Any, Any, Any]], x64: list[Any]) -> 
     return acc
 
 
-def _grid_terms(row: Any, factor: float = 0.125) -> tuple[Any, Any, tuple[Any, Any]]:
+def _iq1_m_d(builder: Any, blocks: list[Any]) -> Any:
+    """IQ1_M's fp16 d of the 16 blocks, as <16 x float>: the top nibbles of its scales u16[4]
+    at byte 48, in order (d = s0 >> 12 | (s1 >> 8) & 0xF0 | (s2 >> 4) & 0xF00 | s3 & 0xF000)."""
+    v = ir.Constant(vec(_I16, ROWS), ir.Undefined)
+    for i, p in enumerate(blocks):
+        top = builder.and_(_load(builder, p, 48, vec(_I16, 4)), _c([-4096], _I16, 4))  # 0xF000
+        parts = builder.lshr(top, const_vec(_I16, [12, 8, 4, 0]))
+        d = builder.extract_element(parts, ir.Constant(_I32, 0))
+        for j in range(1, 4):
+            d = builder.or_(d, builder.extract_element(parts, ir.Constant(_I32, j)))
+        v = builder.insert_element(v, d, ir.Constant(_I32, i))
+    return builder.fpext(builder.bitcast(v, vec(ir.HalfType(), ROWS)), vec(ir.FloatType(), ROWS))
+
+
+def _grid_terms(row: Any, factor: float = 0.125, d_of: Any = None) -> tuple[Any, Any, tuple[Any, Any]]:
     """(prepare, terms, single) of a type whose blocks `row(builder, p)` unpacks: several activation rows unpack the 16 rows once
     per block (`prepare`); one activation row unpacks and dots each row in turn (fewer values
-    live at once)."""
+    live at once). The blocks' scale: d_of(builder, blocks) (default: the fp16 at byte 0) times
+    `factor`."""
 
     def scales(builder: Any, blocks: list[Any]) -> Any:
-        return builder.fmul(_gather_f16(builder, blocks, 0), ir.Constant(vec(ir.FloatType(), ROWS), [factor] * ROWS))
+        d = _gather_f16(builder, blocks, 0) if d_of is None else d_of(builder, blocks)
+        return builder.fmul(d, ir.Constant(vec(ir.FloatType(), ROWS), [factor] * ROWS))
 
     def x_groups(builder: Any, x: Any, b: Any) -> list[Any]:
         base = builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))])
@@ -331,3 +376,5 @@ _2S = _grid_terms(_iq2_s_row)
 rows_iq2_s = _make_rows_dot(82, _2S[0], _2S[1], single=_2S[2])
 _3S = _grid_terms(_iq3_s_row, 1.0)
 rows_iq3_s = _make_rows_dot(110, _3S[0], _3S[1], single=_3S[2])
+_1M = _grid_terms(_iq1_m_row, d_of=_iq1_m_d)
+rows_iq1_m = _make_rows_dot(56, _1M[0], _1M[1], single=_1M[2])
