@@ -1,4 +1,4 @@
-"""The 16-row kernels of IQ2_XXS, IQ2_XS, IQ3_XXS and IQ1_S: grid entries looked up per 8 values straight into byte vectors,
+"""The 16-row kernels of IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M: grid entries looked up per 8 values straight into byte vectors,
 as llama.cpp's vec_dot_iq2_xxs_q8_K, with rows.py's 16-row frame (prefetch, transposing tree,
 one float term per block and row).
 
@@ -15,7 +15,17 @@ float(isum): the unpacking path's integers and scale order (decode.py), so the s
 IQ2_XS the same way (74 bytes: d | qs u16[32] | scales[8]: a 9-bit index into its 512-entry
 grid and a 7-bit sign index per 8 values, ls per 16 values), and IQ3_XXS (98 bytes: d | 64
 indices into its grid of 4 values | the 8 groups' aux u32; the term (d_x * (d / 4)) * isum);
-IQ1_S's values (2 ls + 1) * (8 grid + delta) by their magnitudes and signs (`_iq1_s_row`).
+IQ1_S's values (2 ls + 1) * (8 grid + delta) by their magnitudes and signs (`_iq1_s_row`),
+IQ1_M's as IQ1_S's with a delta per 8 values and its d assembled from its scales. IQ2_S and
+IQ3_S store each group's 8 sign bits as a byte (`_bit_masks`) and a grid index's high bits in
+qh; IQ3_S's term is (d_x * d) * isum.
+
+The signs of IQ2_XXS and IQ3_XXS (7-bit indices) take two forms, the same integers: on AVX-512,
+masks (`_sign_masks`: parity and byte spread in vectors, then a masked negation); on 256-bit
+targets (AVX2, AVX-VNNI), ggml's keven_signs table, one u64 of +1 / -1 bytes per index, and
+vpsignb (`_table_signs`), as llama.cpp's AVX2 `vec_dot_iq2_xxs_q8_K` (the masks' byte shuffles
+and blends made the AVX2 kernel 1.2x slower; for IQ2_XS's u16 fields and the sign bytes of IQ2_S
+and IQ3_S the table was the slower form).
 
 The sign trick is exact because Q8_K activation codes are never -128 (acts.py: min(127,
 rint(x * -127 / max)) >= -127), so negating one never wraps.
