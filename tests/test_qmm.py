@@ -97,7 +97,7 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
 
 
 @pytest.mark.parametrize("qtype", [QT.MXFP4, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ3_XXS, QT.IQ1_S, QT.IQ2_S, QT.IQ3_S,
-                                   QT.IQ1_M],
+                                   QT.IQ1_M, QT.TQ1_0],
                          ids=lambda t: t.name)
 def test_16_row_kernel_gives_the_unpacking_paths_bits(qtype: QT) -> None:
     """A low-bit type's 16-row kernel (rows.py, rows_grid.py) gives each row the bits of the
