@@ -96,7 +96,9 @@ def test_row_alone_equals_row_in_batch(qtype: QT) -> None:
     assert np.array_equal(part, full[10:13])
 
 
-@pytest.mark.parametrize("qtype", [QT.MXFP4, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ3_XXS, QT.IQ1_S], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [QT.MXFP4, QT.TQ2_0, QT.IQ2_XXS, QT.IQ2_XS, QT.IQ3_XXS, QT.IQ1_S, QT.IQ2_S, QT.IQ3_S,
+                                   QT.IQ1_M, QT.TQ1_0],
+                         ids=lambda t: t.name)
 def test_16_row_kernel_gives_the_unpacking_paths_bits(qtype: QT) -> None:
     """A low-bit type's 16-row kernel (rows.py, rows_grid.py) gives each row the bits of the
     row unpacked to int16 codes and dotted alone (decode.py's path for a matrix's last rows):
@@ -182,7 +184,7 @@ threads.set_threads(int(sys.argv[3]))
 out = []
 from llamacli.core.model.kernels.qmm.matrix import pack_matrix
 for qt in (T.QT.Q8_0, T.QT.Q4_0, T.QT.Q4_1, T.QT.Q5_0, T.QT.Q5_1, T.QT.Q4_K, T.QT.Q5_K, T.QT.Q6_K, T.QT.IQ4_XS, T.QT.F16,
-           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ2_XS, T.QT.IQ3_XXS, T.QT.IQ3_S, T.QT.IQ1_S, T.QT.IQ1_M,
+           T.QT.MXFP4, T.QT.TQ1_0, T.QT.TQ2_0, T.QT.IQ2_XXS, T.QT.IQ2_XS, T.QT.IQ2_S, T.QT.IQ3_XXS, T.QT.IQ3_S, T.QT.IQ1_S, T.QT.IQ1_M,
            *T.SPLIT_TYPES):
     k = T._k_for(qt)
     ms = [T._matrix(qt, 33, k, seed=9), T._matrix(qt, 40, k, seed=12)]

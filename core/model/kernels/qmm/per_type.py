@@ -36,9 +36,9 @@ from llamacli.core.model.kernels.qmm import unpack_lowbit as L
 from llamacli.core.model.kernels.qmm import unpack_split as S
 from llamacli.core.model.kernels.qmm.packed import PACKED_DOTS
 from llamacli.core.model.kernels.qmm.rows import (
-    rows_mxfp4, rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0, rows_tq2_0,
+    rows_mxfp4, rows_q4_0, rows_q4_1, rows_q4_k, rows_q5_0, rows_q5_1, rows_q5_k, rows_q6_k, rows_q8_0, rows_tq1_0, rows_tq2_0,
 )
-from llamacli.core.model.kernels.qmm.rows_grid import rows_iq1_s, rows_iq2_xs, rows_iq2_xxs, rows_iq3_xxs
+from llamacli.core.model.kernels.qmm.rows_grid import rows_iq1_m, rows_iq1_s, rows_iq2_s, rows_iq2_xs, rows_iq2_xxs, rows_iq3_s, rows_iq3_xxs
 from llamacli.core.model.kernels.qmm.simd import dot_q4_0, dot_q4_1, dot_q5_0, dot_q5_1, dot_q8_0, kernel_intrinsic
 from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS, QFormat
 
@@ -74,6 +74,8 @@ _ROWS16 = {
     U.Q4_0: rows_q4_0, U.Q4_1: rows_q4_1, U.Q5_0: rows_q5_0, U.Q5_1: rows_q5_1, U.Q8_0: rows_q8_0,
     U.Q4_K: rows_q4_k, U.Q5_K: rows_q5_k, U.Q6_K: rows_q6_k, U.MXFP4: rows_mxfp4,
     U.TQ2_0: rows_tq2_0, U.IQ2_XXS: rows_iq2_xxs, U.IQ2_XS: rows_iq2_xs, U.IQ3_XXS: rows_iq3_xxs, U.IQ1_S: rows_iq1_s,
+    U.IQ2_S: rows_iq2_s, U.IQ3_S: rows_iq3_s, U.IQ1_M: rows_iq1_m,
+    U.TQ1_0: rows_tq1_0,
 }
 _LEGACY_DOT = {U.Q4_0: dot_q4_0, U.Q4_1: dot_q4_1, U.Q5_0: dot_q5_0, U.Q5_1: dot_q5_1, U.Q8_0: dot_q8_0}
 

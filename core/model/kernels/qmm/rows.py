@@ -546,25 +546,46 @@ def _q6_k_byte_terms() -> Any:
     return 210, prepare, terms
 
 
-def _tq2_0_terms() -> Any:
-    """TQ2_0 (66 bytes: qs[64] | d): value 128h + 32l + m = ((qs[32h + m] >> 2l) & 3) - 1, term
-    = (d_x * d) * isum. The codes as stored (u = 0..3) times the activation with byte products
-    (vpmaddubsw: |pair| <= 2 * 3 * 127), their pair sums added in int16 (four 64-value products,
-    |sum| <= 4 * 762), widened in pairs (vpmaddwd); the offset 1 comes back once per block for
-    the 16 rows: isum = sum(u * x) - sum(x), exact."""
+def _tq2_0_codes(builder: Any, p: Any) -> list[Any]:
+    """TQ2_0 (66 bytes: qs[64] | d): value 128h + 32l + m = ((qs[32h + m] >> 2l) & 3) - 1; the
+    codes as stored, u = 0..3, per 64 values (groups l, l + 1 of half h) as <64 x i8>."""
+    m3 = _const_vec(_I8, [3] * 32)
+    row = []
+    for h in range(2):
+        q = _load(builder, p, 32 * h, _vec(_I8, 32))
+        g = [builder.and_(builder.lshr(q, _const_vec(_I8, [2 * l] * 32)), m3) for l in range(4)]
+        row += [builder.shuffle_vector(g[l], g[l + 1], _const_vec(_I32, list(range(64)))) for l in (0, 2)]
+    return row
+
+
+def _tq1_0_codes(builder: Any, p: Any) -> list[Any]:
+    """TQ1_0 (54 bytes: qs[48] | qh[4] | d): value 32n + m (< 160) is trit n of qs[m], 160 + 16n
+    + m trit n of qs[32 + m], 240 + 4n + j trit n of qh[j]; trit n of byte q = ((q * 3^n) & 255)
+    * 3 >> 8 (0..2, in int16: q * 81 < 2^15), the code trit - 1. Per 64 values, <64 x i8> trits:
+    the block's 52 bytes in one vector, each value's byte picked by a shuffle, times its power."""
+    qh = builder.shuffle_vector(_load(builder, p, 48, _vec(_I8, 4)), ir.Constant(_vec(_I8, 4), ir.Undefined), _const_vec(_I32, [0, 1, 2, 3] + [0] * 12))
+    q = concat(builder, [_load(builder, p, 0, _vec(_I8, 32)), concat(builder, [_load(builder, p, 32, _vec(_I8, 16)), qh])])  # qs, qh, padding
+    where = [(v % 32, v // 32) if v < 160 else (32 + (v - 160) % 16, (v - 160) // 16) if v < 240 else (48 + (v - 240) % 4, (v - 240) // 4)
+             for v in range(256)]
+    v16 = _vec(_I16, 64)
+    row = []
+    for k in range(4):
+        sel = builder.zext(builder.shuffle_vector(q, q, _const_vec(_I32, [where[v][0] for v in range(64 * k, 64 * k + 64)])), v16)
+        t = builder.and_(builder.mul(sel, _const_vec(_I16, [3 ** where[v][1] for v in range(64 * k, 64 * k + 64)])), _const_vec(_I16, [255] * 64))
+        row.append(builder.trunc(builder.lshr(builder.mul(t, _const_vec(_I16, [3] * 64)), _const_vec(_I16, [8] * 64)), _vec(_I8, 64)))
+    return row
+
+
+def _ternary_terms(block_bytes: int, d_at: int, row_codes: Any) -> Any:
+    """TQ2_0 and TQ1_0: codes u - 1 (u = 0..3 or 0..2, `row_codes(builder, p)`: 4 <64 x i8>),
+    term = (d_x * d) * isum, d the fp16 at byte d_at. The codes as stored (u) times the activation
+    with byte products (vpmaddubsw: |pair| <= 2 * 3 * 127), their pair sums added in int16 (four
+    64-value products, |sum| <= 4 * 762), widened in pairs (vpmaddwd); the offset 1 comes back
+    once per block for the 16 rows: isum = sum(u * x) - sum(x), exact."""
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
-        """Per row: the 4 pairs of 32-value groups (l, l + 1 of half h) as <64 x i8>."""
-        codes = []
-        m3 = _const_vec(_I8, [3] * 32)
-        for p in blocks:
-            row = []
-            for h in range(2):
-                q = _load(builder, p, 32 * h, _vec(_I8, 32))
-                g = [builder.and_(builder.lshr(q, _const_vec(_I8, [2 * l] * 32)), m3) for l in range(4)]
-                row += [builder.shuffle_vector(g[l], g[l + 1], _const_vec(_I32, list(range(64)))) for l in (0, 2)]
-            codes.append(row)
-        return codes, _gather_f16(builder, blocks, 64)
+        """Per row: its 4 vectors of 64 codes."""
+        return [row_codes(builder, p) for p in blocks], _gather_f16(builder, blocks, d_at)
 
     def terms(builder: Any, state: Any, blocks: list[Any], x: Any, b: Any, dx: Any, sx: Any, xsub: Any) -> Any:
         codes, d = state
@@ -584,7 +605,7 @@ def _tq2_0_terms() -> Any:
         isum = builder.sub(isum, _splat(builder, builder.call(fn, [xsum]), ROWS))
         return builder.fmul(builder.fmul(dx, d), builder.sitofp(isum, _vec(ir.FloatType(), ROWS)))
 
-    return 66, prepare, terms
+    return block_bytes, prepare, terms
 
 
 def _count(builder: Any, n: Any, body: Any, after: Any) -> None:
@@ -805,4 +826,5 @@ _K4_BYTES, _Q6_K_BYTES = _k4_byte_terms()[1:], _q6_k_byte_terms()[1:]
 rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), single=_K4_BYTES)
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
 rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), single=_Q6_K_BYTES)
-rows_tq2_0 = _make_rows_dot(*_tq2_0_terms())
+rows_tq2_0 = _make_rows_dot(*_ternary_terms(66, 64, _tq2_0_codes))
+rows_tq1_0 = _make_rows_dot(*_ternary_terms(54, 52, _tq1_0_codes))
