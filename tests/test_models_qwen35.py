@@ -27,7 +27,7 @@ from llamacli.core.runtime.slot_store import restore_slot, save_slot
 from llamacli.core.runtime.tasks import Task, TaskParams
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.text.tokenizer import load_tokenizer
-from tests.test_models_granitehybrid import logits_after_shift
+from tests.test_models_granitehybrid import greedy, logits_after_shift
 from tests.test_speculative import PROMPTS as SPEC_PROMPTS
 from tests.test_speculative import Oracle
 from tests.test_speculative import _refs as spec_refs
@@ -43,10 +43,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-d
     path = write_tiny_model(ARCH, "Q8_0", tmp_path_factory.mktemp("q35") / "q.gguf")
     model, g, _ = load_model(path, numerics="ggml")
     return model, load_tokenizer(g.metadata)
-
-
-def greedy(n: int, **kw) -> TaskParams:  # type: ignore[no-untyped-def]
-    return TaskParams(n_predict=n, ignore_eos=True, sampling=SamplingParams(temperature=0.0), **kw)
 
 
 def test_hyperparameters_as_llama_cpp_reads_them(tmp_path: Path) -> None:

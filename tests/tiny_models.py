@@ -545,6 +545,15 @@ def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     return tokens
 
 
+def _write_out(w: gguf.GGUFWriter, path: Path) -> Path:
+    """The writer's header, metadata and tensors to its file; the file's path."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
     if arch == "granitehybrid":
@@ -698,11 +707,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if arch == "gemma3":
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _write_out(w, path)
 
 
 def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
@@ -778,11 +783,7 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
             continue
         for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
             _add_matrix(w, p + f"ffn_{nm}.weight", rng, rows, cols, cols ** -0.5, qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _write_out(w, path)
 
 
 def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
@@ -865,11 +866,7 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
             w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * E ** -0.5).astype(np.float32))
         for nm, rows, cols in (("gate", F, E), ("up", F, E), ("down", E, F)):
             _add_matrix(w, p + f"ffn_{nm}{'_shexp' if cfg.n_expert else ''}.weight", rng, rows, cols, cols ** -0.5, qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _write_out(w, path)
 
 
 def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
@@ -962,11 +959,7 @@ def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
             _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, 2 * cols ** -0.5, qtype)
         for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
             _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return _write_out(w, path)
 
 
 def fixture_tokens(arch: str, n: int = 40) -> list[int]:

@@ -195,6 +195,20 @@ def _iq2_xs_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
+def _high_bit_entries(builder: Any, grid: Any, p: Any, k: int, bits: int) -> list[Any]:
+    """The grid entries of sub-blocks 2k and 2k + 1 of an IQ2_S (bits 2) or IQ3_S (bits 1) block:
+    per sub-block ib, n = 8 / bits indices qs[2 + n ib + l] | bits (bits l .. bits l + bits - 1)
+    of qh[66 + ib] << 8 (qs at byte 2, qh at byte 66 in both types)."""
+    n, mask = 8 // bits, ((1 << bits) - 1) << 8
+    us = []
+    for ib in (2 * k, 2 * k + 1):
+        h = builder.zext(_load(builder, p, 66 + ib, _I8), _I32)
+        for l in range(n):
+            hi = builder.and_(builder.shl(h, ir.Constant(_I32, 8 - bits * l)), ir.Constant(_I32, mask))
+            us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, 2 + n * ib + l, _I8), _I32), hi)))
+    return us
+
+
 def _iq2_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     """As `_iq2_xs_row` for IQ2_S (82 bytes: d | qs[32] | signs[32] | qh[8] | scales[8]): a
     10-bit index qs[4 ib + l] | bits 2l, 2l + 1 of qh[ib] << 8 into its 1024-entry grid; the
@@ -204,14 +218,8 @@ def _iq2_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     ls16 = _nibble_ls(builder, p, 74, 8)
     out = []
     for k in range(4):
-        us = []
-        for ib in (2 * k, 2 * k + 1):
-            h = builder.zext(_load(builder, p, 66 + ib, _I8), _I32)
-            for l in range(4):
-                hi = builder.and_(builder.shl(h, ir.Constant(_I32, 8 - 2 * l)), ir.Constant(_I32, 0x300))
-                us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, 2 + 4 * ib + l, _I8), _I32), hi)))
         ls = builder.shuffle_vector(ls16, ls16, const_vec(_I32, [4 * k + h for h in range(4) for _ in range(8)]))
-        out.append((_u64s(builder, us), negs[k], ls))
+        out.append((_u64s(builder, _high_bit_entries(builder, grid, p, k, 2)), negs[k], ls))
     return out
 
 
@@ -225,13 +233,7 @@ def _iq3_s_row(builder: Any, p: Any) -> list[tuple[Any, Any, Any]]:
     ls8 = _nibble_ls(builder, p, 106, 4)
     out = []
     for k in range(4):
-        us = []
-        for ib in (2 * k, 2 * k + 1):
-            h = builder.zext(_load(builder, p, 66 + ib, _I8), _I32)
-            for m in range(8):
-                hi = builder.and_(builder.shl(h, ir.Constant(_I32, 8 - m)), ir.Constant(_I32, 0x100))
-                us.append(_entry(builder, grid, builder.or_(builder.zext(_load(builder, p, 2 + 8 * ib + m, _I8), _I32), hi)))
-        out.append((_u64s(builder, us), negs[k], _pairs_ls(builder, ls8, k)))
+        out.append((_u64s(builder, _high_bit_entries(builder, grid, p, k, 1)), negs[k], _pairs_ls(builder, ls8, k)))
     return out
 
 
