@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llamacli.core.sampling.top_k import top_k_indices
 
 F32 = np.float32
 _EXACT_EXP_MAX = 4096  # longer lists use NumPy's float32 exp (within 1 ulp of expf)
@@ -69,6 +68,10 @@ def top_indices(values: np.ndarray, k: int) -> np.ndarray:
         return order_desc(values)
     if k <= 0:
         return np.empty(0, dtype=np.int64)
+    # imported here: top_k compiles with numba, which `llama serve` loads only after its port
+    # opens (tests/test_http_serve.py's cold start); the first sample pays the import
+    from llamacli.core.sampling.top_k import top_k_indices
+
     return top_k_indices(values, k)
 
 
