@@ -545,6 +545,18 @@ def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     return tokens
 
 
+def _add_vocab_embd_norm(w: gguf.GGUFWriter, rng: np.random.Generator, E: int, qtype: QT) -> int:
+    """An F32 or Q8_0 file's type keys, the BPE vocabulary, token_embd and output_norm (rng in
+    that order: the hybrid and deepseek2 writers); the vocabulary's size."""
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = len(_add_bpe_vocab(w))
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    return n_vocab
+
+
 def _write_out(w: gguf.GGUFWriter, path: Path) -> Path:
     """The writer's header, metadata and tensors to its file; the file's path."""
     w.write_header_to_file()
@@ -748,12 +760,7 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
         w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
-    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    n_vocab = len(_add_bpe_vocab(w))
-    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
-    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
-    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    _add_vocab_embd_norm(w, rng, E, qtype)
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
         _add_norm(w, p + "attn_norm.weight", rng, E)
@@ -826,12 +833,7 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
         w.add_expert_used_count(cfg.n_expert_used)
         w.add_expert_feed_forward_length(cfg.n_ff_exp)
         w.add_expert_shared_feed_forward_length(F)
-    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    n_vocab = len(_add_bpe_vocab(w))
-    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
-    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
-    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    _add_vocab_embd_norm(w, rng, E, qtype)
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
         _add_norm(w, p + "attn_norm.weight", rng, E)
@@ -918,12 +920,7 @@ def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         w.add_expert_group_count(x["n_group"])
         w.add_expert_group_used_count(x["n_group_used"])
-    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
-    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    n_vocab = len(_add_bpe_vocab(w))
-    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
-    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
-    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    n_vocab = _add_vocab_embd_norm(w, rng, E, qtype)
     _add_matrix(w, "output.weight", rng, n_vocab, E, 0.25, qtype)
     for il in range(cfg.n_layer):
         p = f"blk.{il}."
