@@ -545,6 +545,19 @@ def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     return tokens
 
 
+def _new_writer(cfg: TinyConfig, path: Path) -> gguf.GGUFWriter:
+    """A writer for cfg's file with its name and the first size keys (context, width, layers,
+    FFN rows, heads), in the order llama.cpp's converter writes them."""
+    w = gguf.GGUFWriter(str(path), cfg.arch)
+    w.add_name(f"tiny-{cfg.arch}")
+    w.add_context_length(cfg.n_ctx_train)
+    w.add_embedding_length(cfg.n_embd)
+    w.add_block_count(cfg.n_layer)
+    w.add_feed_forward_length(cfg.n_ff)
+    w.add_head_count(cfg.n_head)
+    return w
+
+
 def _add_vocab_embd_norm(w: gguf.GGUFWriter, rng: np.random.Generator, E: int, qtype: QT) -> int:
     """An F32 or Q8_0 file's type keys, the BPE vocabulary, token_embd and output_norm (rng in
     that order: the hybrid and deepseek2 writers); the vocabulary's size."""
@@ -733,13 +746,7 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
     d_inner, N, W, SH = 2 * E, x["d_state"], x["d_conv"], x["ssm_heads"]
     C = d_inner + 2 * N
     a = cfg.arch
-    w = gguf.GGUFWriter(str(path), a)
-    w.add_name(f"tiny-{a}")
-    w.add_context_length(cfg.n_ctx_train)
-    w.add_embedding_length(E)
-    w.add_block_count(cfg.n_layer)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
+    w = _new_writer(cfg, path)
     w.add_head_count_kv([HKV if il in x["attn_layers"] else 0 for il in range(cfg.n_layer)])
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_freq_base(cfg.rope_base)
@@ -806,13 +813,7 @@ def write_qwen35(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generato
     S, HK, HV, W = x["d_state"], x["k_heads"], x["v_heads"], x["d_conv"]
     C = 2 * HK * S + HV * S
     a = cfg.arch
-    w = gguf.GGUFWriter(str(path), a)
-    w.add_name(f"tiny-{a}")
-    w.add_context_length(cfg.n_ctx_train)
-    w.add_embedding_length(E)
-    w.add_block_count(cfg.n_layer)
-    w.add_feed_forward_length(F)
-    w.add_head_count(H)
+    w = _new_writer(cfg, path)
     w.add_head_count_kv(HKV)
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_freq_base(cfg.rope_base)
@@ -882,13 +883,7 @@ def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
     E, H, R = cfg.n_embd, cfg.n_head, cfg.n_rot
     nope, V, C, QL = cfg.head_dim - R, x["head_dim_v"], x["kv_lora"], x["q_lora"]
     a = cfg.arch
-    w = gguf.GGUFWriter(str(path), a)
-    w.add_name(f"tiny-{a}")
-    w.add_context_length(cfg.n_ctx_train)
-    w.add_embedding_length(E)
-    w.add_block_count(cfg.n_layer)
-    w.add_feed_forward_length(cfg.n_ff)
-    w.add_head_count(H)
+    w = _new_writer(cfg, path)
     w.add_layer_norm_rms_eps(cfg.rms_eps)
     w.add_rope_freq_base(cfg.rope_base)
     w.add_rope_dimension_count(R)

@@ -376,17 +376,16 @@ def _grid_terms(row: Any, factor: float = 0.125, d_of: Any = None) -> tuple[Any,
     return prepare, terms, (prepare1, terms1)
 
 
-_XXS = _grid_terms(_iq2_xxs_row)
-rows_iq2_xxs = _make_rows_dot(66, _XXS[0], _XXS[1], single=_XXS[2])
-_XS = _grid_terms(_iq2_xs_row)
-rows_iq2_xs = _make_rows_dot(74, _XS[0], _XS[1], single=_XS[2])
-_3XXS = _grid_terms(_iq3_xxs_row, 0.25)
-rows_iq3_xxs = _make_rows_dot(98, _3XXS[0], _3XXS[1], single=_3XXS[2])
-_1S = _grid_terms(_iq1_s_row)
-rows_iq1_s = _make_rows_dot(50, _1S[0], _1S[1], single=_1S[2])
-_2S = _grid_terms(_iq2_s_row)
-rows_iq2_s = _make_rows_dot(82, _2S[0], _2S[1], single=_2S[2])
-_3S = _grid_terms(_iq3_s_row, 1.0)
-rows_iq3_s = _make_rows_dot(110, _3S[0], _3S[1], single=_3S[2])
-_1M = _grid_terms(_iq1_m_row, d_of=_iq1_m_d)
-rows_iq1_m = _make_rows_dot(56, _1M[0], _1M[1], single=_1M[2])
+def _grid_rows_dot(block_bytes: int, row: Any, factor: float = 0.125, d_of: Any = None) -> Any:
+    """The 16-row dot of a grid type of `block_bytes` per block, from its row decoder."""
+    prepare, terms, single = _grid_terms(row, factor, d_of)
+    return _make_rows_dot(block_bytes, prepare, terms, single=single)
+
+
+rows_iq2_xxs = _grid_rows_dot(66, _iq2_xxs_row)
+rows_iq2_xs = _grid_rows_dot(74, _iq2_xs_row)
+rows_iq3_xxs = _grid_rows_dot(98, _iq3_xxs_row, 0.25)
+rows_iq1_s = _grid_rows_dot(50, _iq1_s_row)
+rows_iq2_s = _grid_rows_dot(82, _iq2_s_row)
+rows_iq3_s = _grid_rows_dot(110, _iq3_s_row, 1.0)
+rows_iq1_m = _grid_rows_dot(56, _iq1_m_row, d_of=_iq1_m_d)
