@@ -81,6 +81,9 @@ def test_keys_default_as_llama_cpp(f32_file: Path, tmp_path: Path) -> None:
         load_model(rewrite_gguf(f32_file, tmp_path / "e.gguf", drop_keys=(f"{ARCH}.attention.layer_norm_epsilon",)))
     with pytest.raises(ModelLoadError, match="blk.0.attn_q"):
         load_model(rewrite_gguf(f32_file, tmp_path / "k.gguf", drop_keys=(f"{ARCH}.attention.head_count_kv",)))
+    no_heads = {f"{ARCH}.attention.head_count": (0, gguf.GGUFValueType.UINT32)}
+    with pytest.raises(ModelLoadError, match="head_count' is 0 on a layer that attends"):
+        load_model(rewrite_gguf(f32_file, tmp_path / "h.gguf", set_values=no_heads))
     with pytest.raises(ModelLoadError, match="blk.1.ffn_down"):
         load_model(rewrite_gguf(f32_file, tmp_path / "d.gguf", drop="blk.1.ffn_down.weight"))
 

@@ -9,7 +9,8 @@ with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router 
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
 top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
 `write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
-F32_MOE).
+F32_MOE); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS, NEMOTRONH_MOE_MODELS, written by
+`write_nemotronh`: one part per layer, Mamba-2, attention or a squared-ReLU FFN / experts; F32, Q8_0).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
