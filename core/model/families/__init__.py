@@ -11,6 +11,7 @@ from llamacli.core.model.families.gptoss import GptOssModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.llama import LlamaModel
 from llamacli.core.model.families.mistral3 import Mistral3Model
+from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
 from llamacli.core.model.families.phi3 import Phi3Model
 from llamacli.core.model.families.qwen2 import Qwen2Model
 from llamacli.core.model.families.qwen2vl import Qwen2VLModel
@@ -21,5 +22,6 @@ from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwe
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
-                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model)
+                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
+                        NemotronHMoeModel)
 }

@@ -420,18 +420,25 @@ class DecoderModel:
             groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
-            h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
-            h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
-            if lw.post_attn_norm is not None:
-                h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
-            x = x + h
-            h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
-            h = self.ffn(lw, h)
-            if lw.post_ffn_norm is not None:
-                h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-            x = x + h
+            x = self.block(il, lw, x, batch, cache, groups, cos, sin)
         cache.commit(batch.seq_ids, batch.positions)
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def block(self, il: int, lw: LayerWeights, x: np.ndarray, batch: Batch, cache: KVCache, groups: list[AttnGroup],
+              cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Layer il on the residual stream x (T, n_embd): the attention block, then the FFN
+        block, each normed first and added to x; returns the new x."""
+        a = self.args
+        h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
+        h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
+        if lw.post_attn_norm is not None:
+            h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
+        x = x + h
+        h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
+        h = self.ffn(lw, h)
+        if lw.post_ffn_norm is not None:
+            h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
+        return x + h
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled decode step, for a batch of one token per sequence (one sequence, or an
