@@ -20,7 +20,8 @@ the block returns their weighted sum.
     out    += down_s(silu(gate_s(h)) * up_s(h))              (shared experts, where the family
                                                               has them: one dense gated FFN of
                                                               n_shared * n_ff_exp rows; Qwen3.5
-                                                              MoE: times sigmoid(h . gate_inp_s))
+                                                              MoE: times sigmoid(h . gate_inp_s);
+                                                              qwen2moe: times silu(x) / x of it)
 
 The expert matmuls group the batch's rows by expert (Precision.expert_linears): one matmul per
 active expert, reading only its weights.
@@ -62,6 +63,7 @@ class MoEArgs:
     n_group: int = 0  # expert_group_count (DeepSeek-V3): > 1, experts chosen only from the best groups
     n_group_used: int = 0  # expert_group_used_count: how many groups
     shared_gate: bool = False  # the shared FFN's output times sigmoid(h . ffn_gate_inp_shexp) (Qwen3.5 MoE)
+    shared_gate_silu: bool = False  # that sigmoid as silu(x) / x (qwen2moe's ggml_div(ggml_silu(x), x))
 
 
 @dataclass
@@ -163,7 +165,7 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
     if mw.shared is not None:
         shared = gated_ffn(pr, h, *mw.shared)
         if mw.shared_gate is not None:  # one gate logit per token: a row-wise sum, the same for any batch
-            logit = (h * mw.shared_gate).sum(axis=1, dtype=np.float32)
-            shared = shared * sigmoid_rows(np.ascontiguousarray(logit[:, None]))
+            logit = np.ascontiguousarray((h * mw.shared_gate).sum(axis=1, dtype=np.float32)[:, None])
+            shared = shared * (pr.silu(logit) / logit if m.shared_gate_silu else sigmoid_rows(logit))
         out += shared
     return out
