@@ -65,8 +65,7 @@ def test_qwen2moe_as_llama_cpp_reads_it(models: dict[tuple[str, str], DecoderMod
         assert lw.moe.shared_gate is not None and lw.moe.shared_gate.shape == (256,)
 
 
-def test_qwen2moe_shared_gate_is_silu_over_its_logit(models: dict[tuple[str, str], DecoderModel],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_qwen2moe_shared_gate_is_silu_over_its_logit(models: dict[tuple[str, str], DecoderModel]) -> None:
     """The shared expert's output times ggml_div(ggml_silu(x), x) of its gate logit x (llama.cpp's
     qwen2moe graph), not ggml_sigmoid (qwen35moe's): the same value to a few ulps, other bits."""
     model = models[("qwen2moe", "F32")]
@@ -81,6 +80,7 @@ def test_qwen2moe_shared_gate_is_silu_over_its_logit(models: dict[tuple[str, str
     np.testing.assert_array_equal(moe.moe_ffn(pr, lw.moe, h, m), routed + shared * (pr.silu(x) / x))
     sig = moe.sigmoid_rows(np.ascontiguousarray(x))
     np.testing.assert_allclose(pr.silu(x) / x, sig, rtol=1e-6)
+    assert not np.array_equal(pr.silu(x) / x, sig)  # (these rows tell the two apart)
 
 
 def test_olmoe_needs_as_many_kv_heads_as_heads(files: dict[tuple[str, str], Path], tmp_path: Path) -> None:
