@@ -9,8 +9,10 @@ with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router 
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
 top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
 `write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
-F32_MOE); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS, NEMOTRONH_MOE_MODELS, written by
-`write_nemotronh`: one part per layer, Mamba-2, attention or a squared-ReLU FFN / experts; F32, Q8_0).
+F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
+NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
+squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
+and Q4_K / Q8_0 with tied router rows).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -154,6 +156,19 @@ _NEMOTRONH_MOE = {"F32": (QT.F32, 1710), "Q8_0": (QT.Q8_0, 1712)}
 # likely one activation's Q8_0 rounding on an edge, carried on by the recurrent state, as in
 # qwen35's skipped seeds; 1712-1714 agree to the bit at all 40 positions)
 ALL_MODELS += list(NEMOTRONH_MOE_MODELS)
+# olmoe (OLMoE-1B-7B's shape): Q/K RMS norms over all of q and k (so no GQA: 4 heads of 64 for
+# both), 16 experts of feed_forward_length (256) rows, top 4, weights not renormalised, no
+# expert_feed_forward_length key (as its converter writes); qwen2moe (Qwen1.5-MoE-A2.7B's shape):
+# Q/K/V biases, 16 experts of 256 rows, top 4, not renormalised, a shared expert of 512 rows behind
+# its gate. Each in F32, and quantized with DEEPSEEK2_TIED's two pairs of experts of equal router
+# rows (the router stays F32: exact ties at the top-k edge, broken as ggml's argsort breaks them)
+OLMOE_MODELS = (("olmoe", "F32"), ("olmoe", "Q4_K"))
+QWEN2MOE_MODELS = (("qwen2moe", "F32"), ("qwen2moe", "Q8_0"))
+# (seeds: no router's top-k edge, exact ties aside, within 5e-5, greedy steps' top two > 0.1 apart;
+# qwen2moe's first seeds, 1710 and 1711, had edges 7e-6 and 8e-5 apart, and --numerics f32 broke
+# the first the other way)
+_MOE_SEEDS = {("olmoe", "F32"): 1700, ("olmoe", "Q4_K"): 1701, ("qwen2moe", "F32"): 1721, ("qwen2moe", "Q8_0"): 1719}
+ALL_MODELS += list(OLMOE_MODELS) + list(QWEN2MOE_MODELS)
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -285,6 +300,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
         return dataclasses.replace(tiny_config("qwen2", variant), arch=arch, seed=1500 + list(_WEIGHT_TYPE).index(variant),
                                    extra={"rope_sections": QWEN2VL_SECTIONS})
+    if arch in ("olmoe", "qwen2moe"):
+        if (arch, variant) not in OLMOE_MODELS + QWEN2MOE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        olmoe = arch == "olmoe"
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=4 if olmoe else 2, head_dim=64, n_ff=256 if olmoe else 512,
+                          rope_base=10000.0 if olmoe else 1000000.0, rms_eps=1e-5 if olmoe else 1e-6, qkv_bias=not olmoe,
+                          qk_norm=olmoe, spm=False, n_expert=16, n_expert_used=4, n_ff_exp=0 if olmoe else 256,
+                          tied_experts=DEEPSEEK2_TIED if variant != "F32" else (), seed=_MOE_SEEDS[(arch, variant)],
+                          extra={"n_ff_shexp": 0 if olmoe else 512})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -539,6 +563,8 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_expert_weights_scale(x["weights_scale"])
         w.add_expert_weights_norm(True)
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if cfg.arch == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
 
 
 def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig, qtype: QT,
@@ -554,6 +580,14 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
         _add_matrix(w, p + "nextn.eh_proj.weight", rng, E, 2 * E, (2 * E) ** -0.5, qtype)
         for nm in ("nextn.enorm.weight", "nextn.hnorm.weight", "nextn.shared_head_norm.weight"):
             _add_norm(w, p + nm, rng, E)
+
+
+def _add_gated_shared_expert(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, XF: int, qtype: QT) -> None:
+    """qwen2moe: the shared expert's gate row (F32, as the converter keeps 1-D tensors) and its FFN."""
+    w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * 2 * E ** -0.5).astype(np.float32))
+    _add_matrix(w, p + "ffn_gate_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_up_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, XF, XF ** -0.5, qtype)
 
 
 def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
@@ -651,7 +685,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
-        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        if cfg.n_ff_exp:  # (olmoe's experts: feed_forward_length rows)
+            w.add_expert_feed_forward_length(cfg.n_ff_exp)
     _add_family_keys(w, cfg)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
@@ -725,9 +760,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if cfg.qkv_bias:
             for nm, n in (("attn_q", H * D), ("attn_k", HKV * D), ("attn_v", HKV * D)):
                 w.add_tensor(p + nm + ".bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if cfg.qk_norm:
-            _add_norm(w, p + "attn_q_norm.weight", rng, D)
-            _add_norm(w, p + "attn_k_norm.weight", rng, D)
+        if cfg.qk_norm:  # per head; olmoe: over all of q and k
+            _add_norm(w, p + "attn_q_norm.weight", rng, H * D if arch == "olmoe" else D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, HKV * D if arch == "olmoe" else D)
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         if arch == "gpt-oss":
             _add_gptoss_attention_extras(w, p, rng, cfg)
@@ -741,7 +776,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             for a, b in cfg.tied_experts:
                 router[b] = router[a]
             w.add_tensor(p + "ffn_gate_inp.weight", router)
-            XF = cfg.n_ff_exp
+            XF = cfg.n_ff_exp or F
             # gpt-oss: gate/up 4x larger, so that swiglu_oai's clamps at +-7 are reached
             big = 3.0 if arch == "gpt-oss" else 1.0
             _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, big * E ** -0.5, qtype)
@@ -751,6 +786,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 _add_gptoss_moe_biases(w, p, rng, cfg)
             if arch == "glm4moe":
                 _add_glm4moe_extras(w, p, rng, cfg, qtype, il >= cfg.n_layer)
+            if arch == "qwen2moe":
+                _add_gated_shared_expert(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

@@ -310,8 +310,8 @@ class DecoderModel:
         )
         self._load_ffn(ld, il, lw)
         if self.has_qk_norm:
-            lw.q_norm = ld.vector(p + "attn_q_norm.weight")
-            lw.k_norm = ld.vector(p + "attn_k_norm.weight")
+            lw.q_norm = ld.vector(p + "attn_q_norm.weight", a.head_dim)
+            lw.k_norm = ld.vector(p + "attn_k_norm.weight", a.head_dim)
         if self.has_attn_sinks:
             lw.attn_sinks = ld.vector(p + "attn_sinks.weight", a.n_head)
         if self.has_post_norms:
@@ -516,9 +516,10 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = q.shape[0]
-        if lw.q_norm is not None:
-            q = K.rms_norm(q, lw.q_norm, a.norm_eps)
-            k = K.rms_norm(k, lw.k_norm, a.norm_eps)
+        if lw.q_norm is not None:  # per head, or over all of q / k (olmoe): as long as the norm's weight
+            q = K.rms_norm(q.reshape(T, -1, lw.q_norm.shape[0]), lw.q_norm, a.norm_eps).reshape(q.shape)
+            assert lw.k_norm is not None
+            k = K.rms_norm(k.reshape(T, -1, lw.k_norm.shape[0]), lw.k_norm, a.norm_eps).reshape(k.shape)
         rope = self._rope_swa if a.swa_layers[il] else self._rope  # its n_dims and neox: as ropes() gives
         q = pr.rope(q, cos, sin, rope)
         k = pr.rope(k, cos, sin, rope)

@@ -194,9 +194,9 @@ def _linears(lw: LayerWeights) -> list[Linear]:
 
 
 def _moe_fits(m: MoEArgs, activation: str, layers: list[LayerWeights]) -> bool:
-    """Whether the layers with experts run in experts.py's calls: qwen3moe's block (soft max
-    gating, SiLU experts without biases, no selection bias, no shared experts), a float router,
-    quantized experts."""
+    """Whether the layers with experts run in experts.py's calls: qwen3moe's and olmoe's block
+    (soft max gating, weights normalised or not, SiLU experts without biases, no selection bias,
+    no shared experts), a float router, quantized experts."""
     if m.gating != "softmax" or m.probs_bias or m.n_shared or activation != "silu" or not m.gated:
         return False
     for lw in layers:

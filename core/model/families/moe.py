@@ -21,7 +21,8 @@ the block returns their weighted sum.
     out    += down_s(silu(gate_s(h)) * up_s(h))              (shared experts, where the family
                                                               has them: one dense gated FFN of
                                                               n_shared * n_ff_exp rows; Qwen3.5
-                                                              MoE: times sigmoid(h . gate_inp_s);
+                                                              MoE: times sigmoid(h . gate_inp_s),
+                                                              qwen2moe: times silu(x) / x of it;
                                                               without gates: down_s(relu(up_s(h))^2))
 
 The expert matmuls group the batch's rows by expert (Precision.expert_linears): one matmul per
@@ -65,6 +66,7 @@ class MoEArgs:
     n_group_used: int = 0  # expert_group_used_count: how many groups
     shared_gate: bool = False  # the shared FFN's output times sigmoid(h . ffn_gate_inp_shexp) (Qwen3.5 MoE)
     gated: bool = True  # False: experts and shared experts of up and down only, squared ReLU (Nemotron-H MoE)
+    shared_gate_silu: bool = False  # that sigmoid as silu(x) / x (qwen2moe's ggml_div(ggml_silu(x), x))
 
 
 @dataclass
@@ -180,8 +182,8 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
         gate, up, down = mw.shared
         shared = relu_sqr_ffn(pr, h, up, down) if gate is None else gated_ffn(pr, h, gate, up, down)
         if mw.shared_gate is not None:  # one gate logit per token: a row-wise sum, the same for any batch
-            logit = (h * mw.shared_gate).sum(axis=1, dtype=np.float32)
-            shared = shared * sigmoid_rows(np.ascontiguousarray(logit[:, None]))
+            logit = np.ascontiguousarray((h * mw.shared_gate).sum(axis=1, dtype=np.float32)[:, None])
+            shared = shared * (pr.silu(logit) / logit if m.shared_gate_silu else sigmoid_rows(logit))
         out += shared
     return out
 
