@@ -1,6 +1,6 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, gemma2 (GEMMA2_MODELS), gemma (GEMMA_MODELS), phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
 MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks; SPLIT_MODELS: NVFP4, Q1_0, Q2_0), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
@@ -145,7 +145,13 @@ GEMMA2_MODELS = (("gemma2", "F32"), ("gemma2", "Q4_K"))
 _GEMMA2_CAPS = (5.0, 8.0)  # attn_logit_softcapping, final_logit_softcapping
 _GEMMA2_SEEDS = {"F32": 1700, "Q4_K": 1708}  # Q4_K: greedy steps clear of near-ties (top two >= 0.15 apart)
 ALL_MODELS += list(GEMMA2_MODELS)
-_GEMMAS = ("gemma3", "gemma2")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings, post norms
+# gemma (Gemma 1 2B's shape: one KV head, head_dim * n_head != n_embd, tied output, no post norms):
+# 2 layers; F32 and Q4_K
+GEMMA_MODELS = (("gemma", "F32"), ("gemma", "Q4_K"))
+_GEMMA_SEEDS = {"F32": 1800, "Q4_K": 1818}  # Q4_K: greedy steps clear of near-ties (top two >= 0.16 apart)
+ALL_MODELS += list(GEMMA_MODELS)
+_GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
+_POST_NORMS = ("gemma3", "gemma2")
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -269,6 +275,11 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
         return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=128, n_ff=512, rope_base=10000.0,
                           rms_eps=1e-6, tied_output=True, sliding_window=16,
                           seed=_GEMMA2_SEEDS[variant])
+    if arch == "gemma":
+        if (arch, variant) not in GEMMA_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=1, head_dim=128, n_ff=512, rope_base=10000.0,
+                          rms_eps=1e-6, tied_output=True, seed=_GEMMA_SEEDS[variant])
     if arch == "qwen2vl":
         if (arch, variant) not in QWEN2VL_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -720,7 +731,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         if arch == "gpt-oss":
             _add_gptoss_attention_extras(w, p, rng, cfg)
-        if arch in _GEMMAS:
+        if arch in _POST_NORMS:
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
         # gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
         _add_norm(w, p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), rng, E)
@@ -747,7 +758,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
-        if arch in _GEMMAS:
+        if arch in _POST_NORMS:
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
     return _write_out(w, path)
