@@ -18,6 +18,7 @@ from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.text.chat_templates.detect import default_builtin
+from tests.test_decode_step import _decode_together
 from tests.tiny_models import GEMMA2_MODELS, GEMMA_MODELS, fixture_tokens, rewrite_gguf, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
@@ -109,6 +110,17 @@ def test_one_token_steps_equal_the_batched_forward(models: dict[tuple[str, str],
     assert model._decode_step is not None  # the fused path ran
     np.testing.assert_array_equal(steps[True], steps[False])
     np.testing.assert_array_equal(steps[True], full)
+
+
+def test_one_token_steps_of_many_sequences_give_the_same_bits(models: dict[tuple[str, str], DecoderModel]) -> None:
+    """gemma2 Q4_K: one token of each of ten sequences through the compiled layers (soft-capped
+    scores side by side) gives the bits of the batched operations, logits and cache."""
+    model = models["gemma2", "Q4_K"]
+    toks = fixture_tokens("gemma2", 24)
+    one_by_one, cache_a = _decode_together(model, False, toks)
+    fused, cache_b = _decode_together(model, True, toks)
+    np.testing.assert_array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
 
 
 def test_files_without_a_template_chat_in_gemma_turns() -> None:
