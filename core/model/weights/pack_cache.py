@@ -10,7 +10,7 @@ mapped read-only, like the model: pages the kernel can drop and read again, shar
 every process that serves the model, and a later load maps them without packing again.
 
 One cache file per model file and set of matrices, named by a digest of the model file's
-identity (real path, size, modification time, inode) and of the matrices (where each one's rows
+identity (each part's real path, size, modification time, inode) and of the matrices (where each one's rows
 lie in the file, their type and shape) and `VERSION` (bumped when a packed layout changes):
 
     MAGIC (8 bytes) | header length (u64, little-endian) | header (JSON) | zero padding
@@ -104,9 +104,13 @@ def _layout(entries: list[Entry], mats: list[QuantMatrix], header_room: int) -> 
 
 
 def _identity(gguf: GGUFFile, sources: list[tuple[int, int, int, int, int]]) -> dict[str, object]:
-    st = os.stat(gguf.path)
-    return {"version": VERSION, "model": os.path.realpath(gguf.path), "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sources": [list(s) for s in sources]}
+    """What the cache file is a function of: each part of the model file (real path, size,
+    modification time, inode), the matrices' places in them, the packed layouts' version."""
+    parts = []
+    for p in gguf.paths:
+        st = os.stat(p)
+        parts.append([os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino])
+    return {"version": VERSION, "parts": parts, "sources": [list(s) for s in sources]}
 
 
 def _read_header(path: Path) -> dict[str, object] | None:
