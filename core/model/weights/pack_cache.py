@@ -127,20 +127,20 @@ def _read_header(path: Path) -> dict[str, object] | None:
 
 
 def _write(path: Path, header: dict[str, object], entries: list[Entry], mats: list[QuantMatrix]) -> None:
-    """Pack every matrix into a new cache file at `path` (temporary name, then renamed)."""
+    """Pack every matrix into a new cache file at `path` (temporary name, then renamed). Each is
+    packed into one reused buffer and written with write(): a full disk is an OSError here,
+    where pages of a mapped sparse file would fault (SIGBUS) on their first store."""
     blob = json.dumps(header).encode()
     assert 16 + len(blob) <= min(e.at for e in entries), "the header outgrew its room"
-    end = max(e.at + e.rows * e.cols for e in entries)
+    buf = np.empty(max(e.rows * e.cols for e in entries), dtype=np.uint8)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + struct.pack("<Q", len(blob)) + blob)
-            f.truncate(end)
-        out = np.memmap(tmp, dtype=np.uint8, mode="r+", shape=(end,))
-        for e, m in zip(entries, mats):
-            pack_into(m, out[e.at : e.at + e.rows * e.cols].reshape(e.rows, e.cols))
-        out.flush()
-        del out
+            for e, m in zip(entries, mats):
+                packed = pack_into(m, buf[: e.rows * e.cols].reshape(e.rows, e.cols))
+                f.seek(e.at)
+                f.write(packed.reshape(-1).data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
