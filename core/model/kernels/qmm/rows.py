@@ -659,7 +659,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     another (prepare, terms) pair for one activation row, giving the same values. Both read
     `isa.TARGET`, set here from the target machine's features. `accumulators`: the float order
     (`PLAIN`: the terms are <16 x float>; `Q8_LANES`: ggml's lanes). `one_row`: where given, the
-    code for one activation row instead (`one_row(builder, w, row_bytes, nb, x, xd, xsub, out)`
+    code for one activation row instead (`one_row(builder, w, row_bytes, nb, x, xd, xsub, nsub, out)`
     with pointers to the 16 rows, the row's codes, scales, code sums per sub-block and its 16
     results; core/model/kernels/qmm/rows_k1.py), PLAIN's order."""
     prepare1, terms1 = single if single is not None else (prepare, terms)
@@ -750,7 +750,7 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
 
             builder.position_at_end(one_tok)
             if one_row is not None:
-                one_row(builder, wbase, row_bytes, nb_, xa.data, xda.data, xba.data, builder.bitcast(out_ptr(ir.Constant(_I64, 0)), f32.as_pointer()))
+                one_row(builder, wbase, row_bytes, nb_, xa.data, xda.data, xba.data, nsub, builder.bitcast(out_ptr(ir.Constant(_I64, 0)), f32.as_pointer()))
             else:
                 single_loop()
             builder.branch(done)

@@ -243,11 +243,11 @@ def _prefetch(builder: Any, first: Any, row_bytes: Any, boff: Any, block_bytes: 
         builder.call(fn, [builder.gep(nxt, [ir.Constant(_I64, k)]), ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
 
 
-def _one_row(block_bytes: int, nsub: int, quad_term: Any) -> Any:
+def _one_row(block_bytes: int, quad_term: Any) -> Any:
     """The code of one activation row against 16 weight rows: 4 rows at a time, all blocks in
     order (each quad's accumulators in registers), then the next 4 (module docstring)."""
 
-    def emit(builder: Any, wbase: Any, row_bytes: Any, nb: Any, x: Any, xd: Any, xsub: Any, out: Any) -> None:
+    def emit(builder: Any, wbase: Any, row_bytes: Any, nb: Any, x: Any, xd: Any, xsub: Any, nsub: Any, out: Any) -> None:
         """out[0:16] = rows 0..15 at wbase (row_bytes apart, nb blocks) . the activation row
         (x: its codes, i8*; xd: its nb scales, float*; xsub: its code sums, nsub per block, i32*;
         out: float*)."""
@@ -273,7 +273,7 @@ def _one_row(block_bytes: int, nsub: int, quad_term: Any) -> Any:
         dx4 = builder.shuffle_vector(builder.insert_element(ir.Constant(vec(_F32, QUAD), ir.Undefined), dx, ir.Constant(_I32, 0)),
                                      ir.Constant(vec(_F32, QUAD), ir.Undefined), const_vec(_I32, [0] * QUAD))
         term = quad_term(builder, builder.gep(first, [boff]), row_bytes, builder.gep(x, [builder.mul(b, ir.Constant(_I64, 256))]),
-                         dx4, builder.gep(xsub, [builder.mul(b, ir.Constant(_I64, nsub))]))
+                         dx4, builder.gep(xsub, [builder.mul(b, nsub)]))
         acc1 = builder.fadd(acc, term)
         b1 = builder.add(b, one)
         latch = builder.block  # (the rows' loop is in between)
@@ -293,5 +293,5 @@ def _one_row(block_bytes: int, nsub: int, quad_term: Any) -> Any:
     return emit
 
 
-one_row_q4_k = _one_row(144, 8, q4_k_term)
-one_row_q6_k = _one_row(210, 16, q6_k_term)
+one_row_q4_k = _one_row(144, q4_k_term)
+one_row_q6_k = _one_row(210, q6_k_term)
