@@ -14,8 +14,9 @@ NEG_INF_LOGPROB = -9999.0  # what OpenAI reports for a token of probability 0
 
 
 def piece(tokenizer: Any, token: int) -> tuple[str, list[int]]:
-    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes."""
-    b = tokenizer.token_to_piece(int(token), True)
+    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes; a control
+    token's (an end-of-generation token's) is empty, as llama-server renders it (special off)."""
+    b = tokenizer.token_to_piece(int(token), False)
     return b.decode("utf-8", "replace"), list(b)
 
 

@@ -246,7 +246,7 @@ async def completions() -> Response:
         match ev:
             case Done(i, final):
                 yield data(chunk(i, "", oai.finish_reason(final), timings=final.timings.to_dict()))
-            case Piece(i, r) if r.content or (n_top is not None and r.probs):
+            case Piece(i, r) if r.content or r.tokens:  # a chunk per token, as llama-server (an end token's is "")
                 lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
                 yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
             case Piece(i, r) if r.progress is not None:

@@ -10,15 +10,15 @@ from typing import Any
 from llamacli.core.runtime.tasks import Partial, TokenProb
 from llamacli.http import logprobs
 
-PIECES = {0: b"Hi", 1: b" there", 2: b"\xe2\x82", 3: b"!"}  # 2: the first two bytes of U+20AC
+PIECES = {0: b"Hi", 1: b" there", 2: b"\xe2\x82", 3: b"!", 4: b"<eos>"}  # 2: the first two bytes of U+20AC
+EOS = 4  # a control token: its text only with special on
 
 
 class Pieces:
     """The one tokenizer method these helpers use."""
 
     def token_to_piece(self, token: int, special: bool) -> bytes:
-        assert special
-        return PIECES[token]
+        return PIECES[token] if special or token != EOS else b""
 
 
 TOK = Pieces()
@@ -45,6 +45,8 @@ def test_piece_replaces_an_incomplete_utf8_sequence() -> None:
     # a truncated sequence is one U+FFFD; its bytes are kept as they are
     assert logprobs.piece(TOK, 2) == ("\ufffd", [0xE2, 0x82])
     assert logprobs.token_json(TOK, 3) == {"id": 3, "token": "!", "bytes": [33]}
+    # an end-of-generation (control) token: empty, as llama-server renders it (special off)
+    assert logprobs.token_json(TOK, EOS) == {"id": EOS, "token": "", "bytes": []}
 
 
 def test_token_probs_reads_pairs_and_skips_tokens_without_probs() -> None:
