@@ -180,6 +180,18 @@ def test_end_token_is_returned_and_counted(srv: LlamaServer) -> None:
     assert (g["content"], g["tokens"], g["tokens_predicted"], g["stop_type"]) == (" the capital", [506, 5279, 1], 3, "eos")
 
 
+def test_stop_string_tokens_carry_no_probabilities(srv: LlamaServer) -> None:
+    """After a stop string, the whole answer's probabilities leave out as many tokens from
+    the end as the string has (" of the": 2), as llama-server's do (/work/ref build, demo
+    model, this request: ids 506 and 5279); `tokens` keeps them all."""
+    body = {"prompt": "The capital of France is", "n_predict": 12, "n_probs": 1, "stop": [" of the"], "return_tokens": True}
+    code, a = srv.post("/completion", body)
+    assert code == 200 and (a["stop_type"], a["content"], a["tokens_predicted"]) == ("word", " the capital", 4)
+    assert a["tokens"] == [506, 5279, 529, 506] and [p["id"] for p in a["completion_probabilities"]] == [506, 5279]
+    code, o = srv.post("/v1/completions", {"prompt": body["prompt"], "max_tokens": 12, "stop": [" of the"], "logprobs": 1})
+    assert o["usage"]["completion_tokens"] == 4 and o["choices"][0]["logprobs"]["tokens"] == [" the", " capital"]
+
+
 def test_tokenize_detokenize_template(srv: LlamaServer) -> None:
     _, d = srv.post("/tokenize", {"content": "héllo", "with_pieces": True})
     pieces = d["tokens"]

@@ -5,9 +5,10 @@ built by hand (no model). Expected values follow from the definitions: logprob =
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from llamacli.core.runtime.tasks import Partial, TokenProb
+from llamacli.core.runtime.tasks import Final, Partial, TokenProb
 from llamacli.http import logprobs
 
 PIECES = {0: b"Hi", 1: b" there", 2: b"\xe2\x82", 3: b"!", 4: b"<eos>"}  # 2: the first two bytes of U+20AC
@@ -88,3 +89,18 @@ def test_completion_logprobs_offsets_count_characters_from_the_echoed_prompt() -
                                    {" there": math.log(0.25), "!": math.log(0.125)}]
     assert got["text_offset"] == [10, 12]  # "Hi" is two characters
     assert got["content"] == logprobs.chat_logprobs(TOK, two_steps(), n_top=2)["content"]
+
+
+def test_reported_drops_a_stop_strings_tokens_from_the_end() -> None:
+    """llama-server's whole answer after a stop string: as many entries dropped from the end
+    as the string has tokens (tokenized alone); other stops keep every entry."""
+
+    class Words(Pieces):
+        def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+            return [0] * len(text.split())  # one token per word
+
+    parts = two_steps() + [Partial("", [3], probs=[[TokenProb(3, 1.0)]], chosen_probs=[1.0]), Partial("", [])]
+    word = Final("Hi", [0, 1, 3], [], "word", stopping_word="there !")
+    assert [p.tokens for p in logprobs.reported(Words(), parts, word)] == [[0], []]
+    assert logprobs.reported(Words(), parts, replace(word, stopping_word="a b c d e")) == [parts[3]]
+    assert logprobs.reported(Words(), parts, replace(word, stop_type="eos")) == parts
