@@ -160,11 +160,9 @@ async def chat_completions() -> Response:
                     yield chunk([oai.chat_delta(i, d.to_openai())])
                 finish = parsers[i].finish_reason(oai.finish_reason(final))
                 yield chunk([oai.chat_delta(i, {}, finish)], timings=final.timings.to_dict())
-            case Piece(i, r) if r.content or (n_top is not None and r.probs):
-                deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
+            case Piece(i, r) if r.content:  # no text (an end token, a held-back one): no chunk, as llama-server
+                deltas = [d.to_openai() for d in parsers[i].feed(r.content)]
                 lp = logprobs.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                if not deltas and lp is not None:
-                    deltas = [{"content": ""}]
                 for k, delta in enumerate(deltas):
                     yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
             case Piece(i, r) if r.progress is not None:  # return_progress: llama-server's progress chunk

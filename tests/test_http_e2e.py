@@ -176,6 +176,13 @@ def test_end_token_is_returned_and_counted(srv: LlamaServer) -> None:
                                                     "stream": True})
     texts = [c["choices"][0]["text"] for c in chunks if c != "[DONE]" and c["choices"]]
     assert texts == [" the", " capital", " of", " the", " country", "", ""]  # the end token's, the finish
+    chat = {"messages": [{"role": "user", "content": body["prompt"]}], "max_tokens": 12, "logit_bias": {"1": 8},
+            "logprobs": True, "stream": True, "stream_options": {"include_usage": True}}
+    _, events = sse_stream(srv, "/v1/chat/completions", chat)
+    steps = [e["choices"][0] for e in events if e != "[DONE]" and e["choices"] and e["choices"][0].get("logprobs")]
+    usage = next(e["usage"] for e in events if e != "[DONE]" and e.get("usage"))
+    assert steps and all(c["delta"]["content"] for c in steps)  # the end token's empty text gets no chunk, as llama-server
+    assert usage["completion_tokens"] == len(steps) + 1  # and is counted
     code, g = srv.post("/completion", {"prompt": body["prompt"], "grammar": 'root ::= " the capital"', "return_tokens": True})
     assert (g["content"], g["tokens"], g["tokens_predicted"], g["stop_type"]) == (" the capital", [506, 5279, 1], 3, "eos")
 
