@@ -176,6 +176,7 @@ def test_end_token_is_returned_and_counted(srv: LlamaServer) -> None:
                                                     "stream": True})
     texts = [c["choices"][0]["text"] for c in chunks if c != "[DONE]" and c["choices"]]
     assert texts == [" the", " capital", " of", " the", " country", "", ""]  # the end token's, the finish
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and chunks[-2]["usage"]["completion_tokens"] == 6
     chat = {"messages": [{"role": "user", "content": body["prompt"]}], "max_tokens": 12, "logit_bias": {"1": 8},
             "logprobs": True, "stream": True, "stream_options": {"include_usage": True}}
     _, events = sse_stream(srv, "/v1/chat/completions", chat)
