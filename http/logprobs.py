@@ -8,14 +8,15 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from llamacli.core.runtime.tasks import Partial
+from llamacli.core.runtime.tasks import Final, Partial
 
 NEG_INF_LOGPROB = -9999.0  # what OpenAI reports for a token of probability 0
 
 
 def piece(tokenizer: Any, token: int) -> tuple[str, list[int]]:
-    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes."""
-    b = tokenizer.token_to_piece(int(token), True)
+    """A token's text (U+FFFD for an incomplete UTF-8 sequence) and its bytes; a control
+    token's (an end-of-generation token's) is empty, as llama-server renders it (special off)."""
+    b = tokenizer.token_to_piece(int(token), False)
     return b.decode("utf-8", "replace"), list(b)
 
 
@@ -36,6 +37,18 @@ def _pairs(items: Iterable[Any]) -> list[tuple[int, float]]:
 
 def logprob(p: float) -> float:
     return math.log(p) if p > 0 else NEG_INF_LOGPROB
+
+
+def reported(tokenizer: Any, parts: Sequence[Partial], final: Final) -> list[Partial]:
+    """The Partials whose probabilities a whole (non-streamed) answer reports: after a stop
+    string, llama-server drops as many entries from the end as the string has tokens
+    (tokenized alone), so the tokens that spelled it carry none."""
+    if final.stop_type != "word":
+        return list(parts)
+    n_drop = len(tokenizer.tokenize(final.stopping_word, add_special=False))
+    with_probs = [i for i, p in enumerate(parts) if p.probs]  # one token per Partial
+    dropped = set(with_probs[len(with_probs) - min(n_drop, len(with_probs)):])
+    return [p for i, p in enumerate(parts) if i not in dropped]
 
 
 def token_probs(parts: Sequence[Partial]) -> list[tuple[int, float, list[tuple[int, float]]]]:

@@ -16,7 +16,7 @@ from llamacli.core.multimodal.prompt import MediaSpan, prompt_with_media
 from llamacli.core.sampling import SamplingParams
 from llamacli.core.runtime.tasks import Final, Partial, TaskParams
 from llamacli.http.errors import bad_request, no_multimodal, not_supported
-from llamacli.http.logprobs import probs_json
+from llamacli.http.logprobs import probs_json, reported
 from llamacli.http.media import b64_media
 from llamacli.http.params import check_token_ids
 
@@ -209,7 +209,7 @@ def completion_json(
         "timings": final.timings.to_dict(),
     }
     if params.n_probs > 0 and not stream:
-        d["completion_probabilities"] = probs_json(tokenizer, parts, params.post_sampling_probs)
+        d["completion_probabilities"] = probs_json(tokenizer, reported(tokenizer, parts, final), params.post_sampling_probs)
     return d
 
 

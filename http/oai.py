@@ -16,7 +16,7 @@ import numpy as np
 from llamacli.core.multimodal.encoder import MEDIA_MARKER
 from llamacli.core.runtime.tasks import Final, Partial
 from llamacli.http.errors import bad_request, no_multimodal
-from llamacli.http.logprobs import chat_logprobs, completion_logprobs
+from llamacli.http.logprobs import chat_logprobs, completion_logprobs, reported
 from llamacli.http.params import Body
 
 if TYPE_CHECKING:
@@ -406,7 +406,7 @@ def chat_json(
                 "index": i,
                 "message": message,
                 "finish_reason": finish,
-                "logprobs": chat_logprobs(tokenizer, parts, n_top) if n_top is not None else None,
+                "logprobs": chat_logprobs(tokenizer, reported(tokenizer, parts, final), n_top) if n_top is not None else None,
             }
         )
     return _answer("chat.completion", choices, results, id=id, created=created, model=model, fingerprint=fingerprint)
@@ -449,7 +449,8 @@ def text_completion_json(
             {
                 "index": i,
                 "text": prefix + final.content,
-                "logprobs": completion_logprobs(tokenizer, parts, n_top, len(prefix)) if n_top is not None else None,
+                "logprobs": (completion_logprobs(tokenizer, reported(tokenizer, parts, final), n_top, len(prefix))
+                             if n_top is not None else None),
                 "finish_reason": finish_reason(final),
             }
         )

@@ -160,11 +160,9 @@ async def chat_completions() -> Response:
                     yield chunk([oai.chat_delta(i, d.to_openai())])
                 finish = parsers[i].finish_reason(oai.finish_reason(final))
                 yield chunk([oai.chat_delta(i, {}, finish)], timings=final.timings.to_dict())
-            case Piece(i, r) if r.content or (n_top is not None and r.probs):
-                deltas = [d.to_openai() for d in parsers[i].feed(r.content)] if r.content else []
+            case Piece(i, r) if r.content:  # no text (an end token, a held-back one): no chunk, as llama-server
+                deltas = [d.to_openai() for d in parsers[i].feed(r.content)]
                 lp = logprobs.chat_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
-                if not deltas and lp is not None:
-                    deltas = [{"content": ""}]
                 for k, delta in enumerate(deltas):
                     yield chunk([oai.chat_delta(i, delta, None, lp if k == 0 else None)], **_timings(r.timings))
             case Piece(i, r) if r.progress is not None:  # return_progress: llama-server's progress chunk
@@ -220,7 +218,8 @@ async def completions() -> Response:
     params = await st.task_params(body)
     n = oai.n_choices(req)
     streamed = body.bool("stream", False)
-    include_usage = _stream_options(body) if streamed else False
+    if streamed:
+        _stream_options(body)  # checked; the last chunk carries the usage either way
     echo = body.bool("echo", False)
     n_top = body.int("logprobs", 0) if "logprobs" in body else None
     ping = st.ping_interval(body)
@@ -244,19 +243,17 @@ async def completions() -> Response:
 
     def frame(ev: Piece | Done) -> Iterator[bytes]:
         match ev:
-            case Done(i, final):
-                yield data(chunk(i, "", oai.finish_reason(final), timings=final.timings.to_dict()))
-            case Piece(i, r) if r.content or (n_top is not None and r.probs):
+            case Done(i, final):  # with its usage, include_usage or not, as llama-server's last chunk
+                yield data(chunk(i, "", oai.finish_reason(final), usage=oai.usage_json([final]),
+                                 timings=final.timings.to_dict()))
+            case Piece(i, r) if r.content or r.tokens:  # a chunk per token, as llama-server (an end token's is "")
                 lp = logprobs.completion_logprobs(model.tokenizer, [r], n_top) if n_top is not None else None
                 yield data(chunk(i, r.content, logprobs=lp, **_timings(r.timings)))
             case Piece(i, r) if r.progress is not None:
                 yield data(chunk(i, "", prompt_progress=dict(r.progress), **_timings(r.timings)))
 
-    def usage(finals: list[Final]) -> bytes:
-        return data(chunk(0, "", usage=oai.usage_json(finals)) | {"choices": []})
-
     head = [data(chunk(i, text)) for i, text in enumerate(echo_texts or [])]
-    return stream.response(st, tasks, ping, _openai_stream(head, frame, usage if include_usage else None))
+    return stream.response(st, tasks, ping, _openai_stream(head, frame, None))
 
 
 @bp.post("/v1/embeddings")

@@ -155,6 +155,51 @@ def test_completion_stream_sse(srv: LlamaServer) -> None:
     assert events[-1]["stop_type"] == plain["stop_type"] and "timings" in events[-1]
 
 
+def test_end_token_is_returned_and_counted(srv: LlamaServer) -> None:
+    """A generation that ends on an end-of-generation token returns and counts it, as
+    llama-server does (/work/ref build, demo model, these requests: the same tokens and counts):
+    `tokens` ends with it, tokens_predicted, predicted_n and usage.completion_tokens count it, its
+    stream chunk (content "") carries it, its probabilities entry has empty text; a complete
+    grammar lets only an end token follow, which is sampled the next step."""
+    body = {"prompt": "The capital of France is", "n_predict": 12, "logit_bias": [[1, 10]], "n_probs": 1}
+    code, a = srv.post("/completion", body | {"return_tokens": True})
+    assert code == 200 and (a["stop_type"], a["content"]) == ("eos", " the capital of the country")
+    assert a["tokens"] == [506, 5279, 529, 506, 2891, 1]  # <eos> (1) last
+    assert a["tokens_predicted"] == a["timings"]["predicted_n"] == 6 and a["tokens_cached"] == 11
+    assert [(p["id"], p["token"], p["bytes"]) for p in a["completion_probabilities"]][-1] == (1, "", [])
+    _, events = sse_stream(srv, "/completion", body | {"stream": True})
+    assert [(e["content"], e["tokens"], e["tokens_predicted"]) for e in events[-2:]] == [("", [1], 6), ("", [], 6)]
+    assert events[-2]["completion_probabilities"][0]["id"] == 1 and events[-1]["timings"]["predicted_n"] == 6
+    code, o = srv.post("/v1/completions", {"prompt": body["prompt"], "max_tokens": 12, "logit_bias": {"1": 10}, "logprobs": 1})
+    assert o["usage"]["completion_tokens"] == 6 and o["choices"][0]["logprobs"]["content"][-1]["token"] == ""
+    _, chunks = sse_stream(srv, "/v1/completions", {"prompt": body["prompt"], "max_tokens": 12, "logit_bias": {"1": 10},
+                                                    "stream": True})
+    texts = [c["choices"][0]["text"] for c in chunks if c != "[DONE]" and c["choices"]]
+    assert texts == [" the", " capital", " of", " the", " country", "", ""]  # the end token's, the finish
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop" and chunks[-2]["usage"]["completion_tokens"] == 6
+    chat = {"messages": [{"role": "user", "content": body["prompt"]}], "max_tokens": 12, "logit_bias": {"1": 8},
+            "logprobs": True, "stream": True, "stream_options": {"include_usage": True}}
+    _, events = sse_stream(srv, "/v1/chat/completions", chat)
+    steps = [e["choices"][0] for e in events if e != "[DONE]" and e["choices"] and e["choices"][0].get("logprobs")]
+    usage = next(e["usage"] for e in events if e != "[DONE]" and e.get("usage"))
+    assert steps and all(c["delta"]["content"] for c in steps)  # the end token's empty text gets no chunk, as llama-server
+    assert usage["completion_tokens"] == len(steps) + 1  # and is counted
+    code, g = srv.post("/completion", {"prompt": body["prompt"], "grammar": 'root ::= " the capital"', "return_tokens": True})
+    assert (g["content"], g["tokens"], g["tokens_predicted"], g["stop_type"]) == (" the capital", [506, 5279, 1], 3, "eos")
+
+
+def test_stop_string_tokens_carry_no_probabilities(srv: LlamaServer) -> None:
+    """After a stop string, the whole answer's probabilities leave out as many tokens from
+    the end as the string has (" of the": 2), as llama-server's do (/work/ref build, demo
+    model, this request: ids 506 and 5279); `tokens` keeps them all."""
+    body = {"prompt": "The capital of France is", "n_predict": 12, "n_probs": 1, "stop": [" of the"], "return_tokens": True}
+    code, a = srv.post("/completion", body)
+    assert code == 200 and (a["stop_type"], a["content"], a["tokens_predicted"]) == ("word", " the capital", 4)
+    assert a["tokens"] == [506, 5279, 529, 506] and [p["id"] for p in a["completion_probabilities"]] == [506, 5279]
+    code, o = srv.post("/v1/completions", {"prompt": body["prompt"], "max_tokens": 12, "stop": [" of the"], "logprobs": 1})
+    assert o["usage"]["completion_tokens"] == 4 and o["choices"][0]["logprobs"]["tokens"] == [" the", " capital"]
+
+
 def test_tokenize_detokenize_template(srv: LlamaServer) -> None:
     _, d = srv.post("/tokenize", {"content": "héllo", "with_pieces": True})
     pieces = d["tokens"]

@@ -5,20 +5,21 @@ built by hand (no model). Expected values follow from the definitions: logprob =
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
-from llamacli.core.runtime.tasks import Partial, TokenProb
+from llamacli.core.runtime.tasks import Final, Partial, TokenProb
 from llamacli.http import logprobs
 
-PIECES = {0: b"Hi", 1: b" there", 2: b"\xe2\x82", 3: b"!"}  # 2: the first two bytes of U+20AC
+PIECES = {0: b"Hi", 1: b" there", 2: b"\xe2\x82", 3: b"!", 4: b"<eos>"}  # 2: the first two bytes of U+20AC
+EOS = 4  # a control token: its text only with special on
 
 
 class Pieces:
     """The one tokenizer method these helpers use."""
 
     def token_to_piece(self, token: int, special: bool) -> bytes:
-        assert special
-        return PIECES[token]
+        return PIECES[token] if special or token != EOS else b""
 
 
 TOK = Pieces()
@@ -45,6 +46,8 @@ def test_piece_replaces_an_incomplete_utf8_sequence() -> None:
     # a truncated sequence is one U+FFFD; its bytes are kept as they are
     assert logprobs.piece(TOK, 2) == ("\ufffd", [0xE2, 0x82])
     assert logprobs.token_json(TOK, 3) == {"id": 3, "token": "!", "bytes": [33]}
+    # an end-of-generation (control) token: empty, as llama-server renders it (special off)
+    assert logprobs.token_json(TOK, EOS) == {"id": EOS, "token": "", "bytes": []}
 
 
 def test_token_probs_reads_pairs_and_skips_tokens_without_probs() -> None:
@@ -86,3 +89,18 @@ def test_completion_logprobs_offsets_count_characters_from_the_echoed_prompt() -
                                    {" there": math.log(0.25), "!": math.log(0.125)}]
     assert got["text_offset"] == [10, 12]  # "Hi" is two characters
     assert got["content"] == logprobs.chat_logprobs(TOK, two_steps(), n_top=2)["content"]
+
+
+def test_reported_drops_a_stop_strings_tokens_from_the_end() -> None:
+    """llama-server's whole answer after a stop string: as many entries dropped from the end
+    as the string has tokens (tokenized alone); other stops keep every entry."""
+
+    class Words(Pieces):
+        def tokenize(self, text: str, add_special: bool = True) -> list[int]:
+            return [0] * len(text.split())  # one token per word
+
+    parts = two_steps() + [Partial("", [3], probs=[[TokenProb(3, 1.0)]], chosen_probs=[1.0]), Partial("", [])]
+    word = Final("Hi", [0, 1, 3], [], "word", stopping_word="there !")
+    assert [p.tokens for p in logprobs.reported(Words(), parts, word)] == [[0], []]
+    assert logprobs.reported(Words(), parts, replace(word, stopping_word="a b c d e")) == [parts[3]]
+    assert logprobs.reported(Words(), parts, replace(word, stop_type="eos")) == parts

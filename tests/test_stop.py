@@ -67,7 +67,7 @@ def test_stop_reason_goes_on_without_a_condition() -> None:
 def test_stop_reason_first_condition_wins() -> None:
     everything = AfterToken("</s>", grammar_complete=True, n_generated=4, limit=4, ms_generating=2.0, t_max_predict_ms=1.0)
     assert stop_reason(everything) == "word"  # the stop string, even on the last allowed token
-    assert stop_reason(replace(everything, stopped_word="")) == "eos"  # a complete grammar ends as EOG would
+    assert stop_reason(replace(everything, stopped_word="")) == "eos"  # a complete grammar that EOG may not end
     assert stop_reason(replace(everything, stopped_word="", grammar_complete=False)) == "limit"
 
 

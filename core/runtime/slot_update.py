@@ -113,15 +113,17 @@ class SlotUpdate:
         tok = pick(s, logits, self.metrics)
         if tok is None:
             return
+        emit(s, tok)  # an end-of-generation token too: llama-server streams, returns and counts it
         if tok in self.eog_ids and not p.ignore_eos:
             finish(s, "eos", self.metrics)
             return
-        emit(s, tok)
         assert s.stop is not None
         reason = stop_reason(
             AfterToken(
                 stopped_word=s.stop.stopped_word,
-                grammar_complete=s.grammar is not None and s.grammar.is_stopped,
+                # a complete grammar lets only EOG follow: the next step samples it, as llama-server
+                # does (and returns it); with EOG barred (ignore_eos) nothing may follow
+                grammar_complete=s.grammar is not None and s.grammar.is_stopped and p.ignore_eos,
                 n_generated=len(s.generated),
                 limit=n_limit,
                 ms_generating=(time.perf_counter() - s.t_prompt_done) * 1e3,

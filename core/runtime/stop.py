@@ -62,7 +62,7 @@ class AfterToken:
     """What decides whether a task ends after emitting a token (all known without a model)."""
 
     stopped_word: str = ""  # a stop string completed
-    grammar_complete: bool = False  # the grammar is complete: only EOG could follow
+    grammar_complete: bool = False  # the grammar is complete and EOG is barred (ignore_eos): nothing may follow
     n_generated: int = 0  # tokens generated so far, this one included
     limit: int = -1  # most tokens the task may generate (n_predict, server cap applied; -1: none)
     ms_generating: float = 0.0  # since the prompt was evaluated
@@ -72,8 +72,8 @@ class AfterToken:
 def stop_reason(a: AfterToken) -> str | None:
     """The task's stop type ("word", "eos", "limit") after a token, or None to go on.
 
-    The first condition that holds wins: a stop string, a complete grammar (as if the model
-    had sampled EOG), n_predict, then the time limit (llama-server's t_max_predict_ms)."""
+    The first condition that holds wins: a stop string, a complete grammar that EOG may not
+    end (ignore_eos), n_predict, then the time limit (llama-server's t_max_predict_ms)."""
     if a.stopped_word:
         return "word"
     if a.grammar_complete:
