@@ -30,6 +30,8 @@ tests/fixtures/tiny/qwen3next-F32-shift.npz   (the same on qwen3next, whose NeoX
                                         shifts; qwen35's IMRoPE it does not)
 tests/fixtures/tiny/nemotron_h-F32-shift.npz  (the same on nemotron_h: rope type NONE, llama.cpp
                                         moves the cells' positions and leaves the keys)
+tests/fixtures/tiny/smollm3-F32-shift.npz     (the same on smollm3: llama.cpp's K-shift turns the
+                                        keys of its layers without rope too)
 tests/fixtures/tiny/granitehybrid-Q8_0-server.json   (--hybrid-server PATH: llama-server's prompt cache
                                         on a hybrid model; PATH is llama.cpp's llama-server binary;
                                         also qwen35-Q8_0-server.json, the delta-net family's, and
@@ -225,7 +227,8 @@ def make_hybrid_shift(arch: str = "granitehybrid", variant: str = "F32_ROPE") ->
 
 
 HYBRID_SERVER_TEXT = "the quick brown fox jumps over the lazy dog. a model reads"
-HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"), ("nemotron_h", "F32"))
+# (smollm3: not a hybrid, but llama.cpp's K-shift turns the keys of its layers without rope too)
+HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"), ("nemotron_h", "F32"), ("smollm3", "F32"))
 HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"), ("nemotron_h", "Q8_0"))
 
 

@@ -12,7 +12,7 @@ top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID
 F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
 NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
 squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
-and Q4_K / Q8_0 with tied router rows).
+and Q4_K / Q8_0 with tied router rows); smollm3 (SMOLLM3_MODELS: F32, Q8_0).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -182,6 +182,11 @@ ALL_MODELS += list(GEMMA2_MODELS)
 GEMMA_MODELS = (("gemma", "F32"), ("gemma", "Q4_K"))
 _GEMMA_SEEDS = {"F32": 1800, "Q4_K": 1818}  # Q4_K: greedy steps clear of near-ties (top two >= 0.16 apart)
 ALL_MODELS += list(GEMMA_MODELS)
+# smollm3 (SmolLM3-3B's shape: GQA, tied output, GPT-2 BPE): 4 layers, the last without rope
+# (llama.cpp's every fourth); F32 and Q8_0
+SMOLLM3_MODELS = (("smollm3", "F32"), ("smollm3", "Q8_0"))
+_SMOLLM3_SEEDS = {"F32": 1900, "Q8_0": 1901}
+ALL_MODELS += list(SMOLLM3_MODELS)
 _GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
 _POST_NORMS = ("gemma3", "gemma2")
 
@@ -335,6 +340,11 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           qk_norm=olmoe, spm=False, n_expert=16, n_expert_used=4, n_ff_exp=0 if olmoe else 256,
                           tied_experts=DEEPSEEK2_TIED if variant != "F32" else (), seed=_MOE_SEEDS[(arch, variant)],
                           extra={"n_ff_shexp": 0 if olmoe else 512})
+    if arch == "smollm3":
+        if variant not in _SMOLLM3_SEEDS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=4, rope_base=10000.0, rms_eps=1e-6, tied_output=True, spm=False,
+                          seed=_SMOLLM3_SEEDS[variant])
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (

@@ -46,7 +46,7 @@ class ModelArgs:
     rope: K.RopeConfig
     rope_swa: K.RopeConfig | None = None  # rope of sliding-window layers, if different
     sliding_window: int | None = None
-    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window
+    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window (if any) and rope_swa
     attn_scale: float = 0.0  # multiplies q.k; 0 -> 1/sqrt(head_dim)
     embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
     attn_softcap: float | None = None
@@ -480,13 +480,18 @@ class DecoderModel:
         delta = np.full(m, -n_discard, dtype=np.int64)
         ropes = self.ropes(cache.n_ctx)
         for il in range(self.args.n_layer):
-            rope = ropes[1] if self.args.swa_layers[il] else ropes[0]
+            rope = self.shift_rope(il, ropes)
             cos, sin = K.rope_cos_sin(delta, rope)
             k = cache.k[il][seq, :, src].transpose(1, 0, 2)  # (m, Hkv, D)
             k = self.precision.kv(K.apply_rope(k, cos, sin, rope.n_dims, rope.neox))
             cache.k[il][seq, :, dst] = k.transpose(1, 0, 2)
             cache.v[il][seq, :, dst] = cache.v[il][seq, :, src]
         cache.lengths[seq] = n - n_discard
+
+    def shift_rope(self, il: int, ropes: tuple[K.RopeConfig, K.RopeConfig]) -> K.RopeConfig:
+        """The rope a context shift turns layer il's cached keys by, of ropes() (global,
+        sliding-window): the one the layer's forward uses (smollm3: llama.cpp's own choice)."""
+        return ropes[1] if self.args.swa_layers[il] else ropes[0]
 
     def attention(
         self,
