@@ -22,6 +22,7 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.families.delta_net import DeltaNetWeights
 from llamacli.core.model.families.mamba2 import Mamba2Weights
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
+from llamacli.core.model.families.shortconv import ShortConvWeights
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.families.decode_step import DecodeStep
@@ -175,7 +176,7 @@ class LayerWeights:
     attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
-    mixer: Mamba2Weights | DeltaNetWeights | None = None  # a recurrent layer's mixer in place of attention
+    mixer: Mamba2Weights | DeltaNetWeights | ShortConvWeights | None = None  # a recurrent layer's mixer in place of attention
 
 
 @dataclass
@@ -259,6 +260,8 @@ class DecoderModel:
     has_attn_sinks = False
     #: the pre-FFN norm's tensor (gpt-oss names it `post_attention_norm`)
     ffn_norm_name = "ffn_norm"
+    #: the final norm's tensor (lfm2 names it `token_embd_norm`)
+    output_norm_name = "output_norm"
     #: decoders attend causally over a KV cache, so a prompt may be split across batches;
     #: encoders (bert) see the whole sequence and need it in one batch
     causal = True
@@ -284,7 +287,7 @@ class DecoderModel:
         self.path = gguf.path
         self.precision = precision
         self.tok_embd = loader.embedding("token_embd.weight")
-        self.output_norm = loader.vector("output_norm.weight", args.n_embd)
+        self.output_norm = loader.vector(self.output_norm_name + ".weight", args.n_embd)
         self.output = loader.output("output.weight", tied_to=self.tok_embd)
         self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
         a = args
