@@ -2,7 +2,7 @@
 the mixer against its formula, the keys llama.cpp requires or refuses, incremental and batched
 decoding, and the conv state in the engine: llama-server's prompt reuse, its context shift
 (llama.cpp's logits after it), slot files, speculative rollback. The logits and greedy tokens
-against llama.cpp's are in test_parity_tiny.py (lfm2 F32 and Q8_0)."""
+against llama.cpp's are in test_parity_tiny.py (lfm2 and lfm2moe, F32 and Q8_0)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.lfm2 import Lfm2Model
+from llamacli.core.model.families.lfm2 import Lfm2Model, Lfm2MoeModel
 from llamacli.core.model.families.shortconv import ShortConvWeights
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.load import load_model
@@ -114,3 +114,20 @@ def test_slot_file_round_trip_carries_the_conv_state(tiny, tmp_path: Path) -> No
 
 def test_speculative_decoding_rolls_the_state_back(tiny) -> None:  # type: ignore[no-untyped-def]
     check_speculative_rollback(*tiny, 2, 5)
+
+
+def test_experts_as_lfm2_8b_a1b(tmp_path: Path) -> None:
+    """lfm2moe: after leading_dense_block_count dense layers, a router of expert_gating_func
+    (sigmoid) choosing the top 2 with exp_probs_b, weights normalised and not scaled, over experts
+    of expert_feed_forward_length rows; a gating function llama.cpp would not run is refused."""
+    path = write_tiny_model("lfm2moe", "F32", tmp_path / "m.gguf")
+    model, _, _ = load_model(path, numerics="ggml")
+    assert isinstance(model, Lfm2MoeModel) and model.recurrent == (True, True, False, True, False, True)
+    m = model.args.moe
+    assert m is not None and (m.n_expert, m.n_expert_used, m.n_ff_exp, m.gating, m.probs_bias, m.norm_weights,
+                              m.weights_scale, m.n_shared) == (8, 2, 256, "sigmoid", True, True, 0.0, 0)
+    assert [lw.moe is not None for lw in model.layers] == [False, False, True, True, True, True]
+    check_incremental_and_batched(model, "lfm2moe")
+    none = {"lfm2moe.expert_gating_func": (0, gguf.GGUFValueType.UINT32)}
+    with pytest.raises(ModelLoadError, match="expert_gating_func is 0"):
+        load_model(rewrite_gguf(path, tmp_path / "g.gguf", set_values=none))

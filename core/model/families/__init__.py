@@ -11,7 +11,7 @@ from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
-from llamacli.core.model.families.lfm2 import Lfm2Model
+from llamacli.core.model.families.lfm2 import Lfm2Model, Lfm2MoeModel
 from llamacli.core.model.families.llama import LlamaModel
 from llamacli.core.model.families.mistral3 import Mistral3Model
 from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
@@ -30,5 +30,5 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
                         NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
-                        SmolLM3Model, Lfm2Model)
+                        SmolLM3Model, Lfm2Model, Lfm2MoeModel)
 }

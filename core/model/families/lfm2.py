@@ -17,6 +17,12 @@ prompt reuses a cached prefix whole or back to a context checkpoint, a context s
 attention cells (their keys turned back by the NeoX rope) and keeps the states, slot files carry
 them. Files with sliding-window attention layers (`attention.sliding_window` > 0: llama.cpp's
 hybrid-iSWA memory) and LFM2-ColBert's `dense_2_out` projection are refused on load.
+
+`lfm2moe` (LFM2-8B-A1B, LFM2-24B-A2B; the same graph) has after its first
+`leading_dense_block_count` layers a mixture of experts in place of the dense FFN: the router's
+`expert_gating_func` (sigmoid in the released files; softmax and softmax-over-the-top-k also run),
+the top `expert_used_count` chosen with `exp_probs_b`, their weights normalised, no weight scale
+(llama.cpp reads no `expert_weights_scale` for it); experts of `expert_feed_forward_length` rows.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import LayerWeights, ModelArgs, md_float, md_int
 from llamacli.core.model.families.hybrid import HybridModel, kv_recurrent_args
+from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.families.shortconv import ShortConvWeights, load_shortconv, shortconv_mixer
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.recurrent import HybridCache
@@ -65,3 +72,25 @@ class Lfm2Model(HybridModel):
     def recurrent_mixer(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: HybridCache) -> np.ndarray:
         assert isinstance(lw.mixer, ShortConvWeights)
         return shortconv_mixer(self.precision, lw.mixer, h, batch, cache, il)
+
+
+# LLAMA_EXPERT_GATING_FUNC_TYPE_* (1 softmax, 2 sigmoid, 3 softmax over the top k): lfm2moe reads the key
+_GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+
+
+class Lfm2MoeModel(Lfm2Model):
+    arch = "lfm2moe"
+
+    @staticmethod
+    def read_args(g: GGUFFile) -> ModelArgs:
+        md, p, arch = g.metadata, g.path, g.architecture
+        a = Lfm2Model.read_args(g)
+        n_expert = md_int(md, p, f"{arch}.expert_count")
+        gating = md_int(md, p, f"{arch}.expert_gating_func", lo=0)
+        if gating not in _GATING:
+            raise ModelLoadError(p, f"{arch}.expert_gating_func is {gating}: not a gating function we run")
+        a.moe = MoEArgs(n_expert, md_int(md, p, f"{arch}.expert_used_count", hi=n_expert),
+                        md_int(md, p, f"{arch}.expert_feed_forward_length"), norm_weights=True,
+                        gating=_GATING[gating], probs_bias=True)
+        a.n_dense_lead = md_int(md, p, f"{arch}.leading_dense_block_count", 0, lo=0, hi=a.n_layer)
+        return a
