@@ -30,10 +30,13 @@ tests/fixtures/tiny/qwen3next-F32-shift.npz   (the same on qwen3next, whose NeoX
                                         shifts; qwen35's IMRoPE it does not)
 tests/fixtures/tiny/nemotron_h-F32-shift.npz  (the same on nemotron_h: rope type NONE, llama.cpp
                                         moves the cells' positions and leaves the keys)
+tests/fixtures/tiny/smollm3-F32-shift.npz     (the same on smollm3: llama.cpp's K-shift turns the
+                                        keys of its layers without rope too)
+tests/fixtures/tiny/lfm2-F32-shift.npz        (the same on lfm2: NeoX rope, short-conv states)
 tests/fixtures/tiny/granitehybrid-Q8_0-server.json   (--hybrid-server PATH: llama-server's prompt cache
                                         on a hybrid model; PATH is llama.cpp's llama-server binary;
-                                        also qwen35-Q8_0-server.json, the delta-net family's, and
-                                        nemotron_h-Q8_0-server.json)
+                                        also qwen35-Q8_0-server.json, the delta-net family's,
+                                        nemotron_h-Q8_0-server.json and lfm2-Q8_0-server.json)
     steps           [{prompt: token ids, cache_n: timings.cache_n (prompt tokens reused),
                       tokens: the 6 greedy tokens}] of /completion requests to slot 0, in order:
                     a prompt, the same again, its continuation, part of it, a short other one
@@ -225,8 +228,14 @@ def make_hybrid_shift(arch: str = "granitehybrid", variant: str = "F32_ROPE") ->
 
 
 HYBRID_SERVER_TEXT = "the quick brown fox jumps over the lazy dog. a model reads"
-HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"), ("nemotron_h", "F32"))
-HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"), ("nemotron_h", "Q8_0"))
+# (smollm3: not a hybrid, but llama.cpp's K-shift turns the keys of its layers without rope too)
+HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"), ("nemotron_h", "F32"), ("smollm3", "F32"),
+                       ("lfm2", "F32"))
+HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"), ("nemotron_h", "Q8_0"), ("lfm2", "Q8_0"))
+# llama-server flags per arch: lfm2's tiny model has greedy steps near a tie that llama-server's
+# default flash attention (on for CPU, docs/numerics.md 2.7) tips the other way from ggml's
+# attention without it (2.6, the engine's); the prompt tokens reused are the same either way
+HYBRID_SERVER_FLAGS = {"lfm2": ("-fa", "off")}
 
 
 def make_hybrid_server(binary: str, arch: str = "granitehybrid", variant: str = "Q8_0") -> None:
@@ -245,7 +254,7 @@ def make_hybrid_server(binary: str, arch: str = "granitehybrid", variant: str = 
         path = write_tiny_model(arch, variant, Path(td) / "m.gguf")
         port = 18000 + hash(td) % 1000
         proc = subprocess.Popen([binary, "-m", str(path), "-c", "512", "-np", "2", "-t", str(N_THREADS),
-                                 "--host", "127.0.0.1", "--port", str(port)],
+                                 "--host", "127.0.0.1", "--port", str(port), *HYBRID_SERVER_FLAGS.get(arch, ())],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             url = f"http://127.0.0.1:{port}"

@@ -6,6 +6,7 @@ against llama.cpp's are in test_parity_tiny.py."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -297,6 +298,23 @@ def logits_after_shift(model: Any, z: Any, clear_states: bool) -> np.ndarray:
     for st in (*cache.conv.values(), *cache.ssm.values()):
         st *= 0.0 if clear_states else 1.0
     return np.stack([model.forward(Batch.single([t], start_pos=n - d + i), cache)[-1] for i, t in enumerate(toks[n:])])
+
+
+def check_server_prompt_reuse(model: Any, tok: Any, arch: str) -> None:
+    """The /completion requests llama-server answered on the family's tiny Q8_0 file
+    (tests/fixtures/tiny/<arch>-Q8_0-server.json, scripts/oracle_fixtures.py --hybrid-server),
+    replayed on one slot of the engine: the prompt tokens reused (the same prompt again and a part
+    of it: back to the context checkpoint; a continuation: the whole state; a short other prompt:
+    nothing) and the tokens are llama-server's (each hybrid family's test)."""
+    steps = json.loads((FIXTURES / f"{arch}-Q8_0-server.json").read_text())["steps"]
+    assert [st["cache_n"] for st in steps] == [0, 33, 42, 33, 0]
+    params = TaskParams(n_predict=6, sampling=SamplingParams(temperature=0.0))
+    with Engine(model, tok, EngineConfig(n_ctx=512, n_parallel=1)) as eng:
+        for st in steps:
+            f = eng.run(Task(st["prompt"], params))
+            # llama-server's tokens end with the end-of-generation token that stopped it
+            ended = [t for t in st["tokens"][-1:] if f.stop_type == "eos" and t in tok.vocab.eog_ids]
+            assert (f.tokens_cached, f.tokens + ended) == (st["cache_n"], st["tokens"])
 
 
 def test_engine_context_shift_runs_past_the_context(tiny) -> None:  # type: ignore[no-untyped-def]

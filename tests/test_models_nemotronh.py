@@ -7,7 +7,6 @@ against llama.cpp's are in test_parity_tiny.py (nemotron_h and nemotron_h_moe, F
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,9 @@ from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.recurrent import HybridCache
-from llamacli.core.runtime.engine import Engine, EngineConfig
-from llamacli.core.runtime.tasks import Task, TaskParams
-from llamacli.core.sampling import SamplingParams
 from llamacli.core.text.tokenizer import load_tokenizer
-from tests.test_models_granitehybrid import (check_incremental_and_batched, check_slot_round_trip,
-                                             check_speculative_rollback, logits_after_shift)
+from tests.test_models_granitehybrid import (check_incremental_and_batched, check_server_prompt_reuse,
+                                             check_slot_round_trip, check_speculative_rollback, logits_after_shift)
 from tests.tiny_models import rewrite_gguf, write_tiny_model
 
 ARCH = "nemotron_h"
@@ -125,21 +121,7 @@ def test_context_shift_gives_llama_cpps_logits(f32_file: Path) -> None:
 
 
 def test_prompt_cache_reuses_what_llama_server_reuses(tiny) -> None:  # type: ignore[no-untyped-def]
-    """The /completion requests llama-server answered on this file (tests/fixtures/tiny/
-    nemotron_h-Q8_0-server.json, scripts/oracle_fixtures.py --hybrid-server), replayed on one slot
-    of the engine: the prompt tokens reused (the same prompt again and a part of it: back to the
-    context checkpoint; a continuation: the whole state; a short other prompt: nothing) and the
-    tokens are llama-server's."""
-    model, tok = tiny
-    steps = json.loads((FIXTURES / f"{ARCH}-Q8_0-server.json").read_text())["steps"]
-    assert [st["cache_n"] for st in steps] == [0, 33, 42, 33, 0]
-    params = TaskParams(n_predict=6, sampling=SamplingParams(temperature=0.0))
-    with Engine(model, tok, EngineConfig(n_ctx=512, n_parallel=1)) as eng:
-        for st in steps:
-            f = eng.run(Task(st["prompt"], params))
-            # llama-server's tokens end with the end-of-generation token that stopped it
-            ended = [t for t in st["tokens"][-1:] if f.stop_type == "eos" and t in tok.vocab.eog_ids]
-            assert (f.tokens_cached, f.tokens + ended) == (st["cache_n"], st["tokens"])
+    check_server_prompt_reuse(*tiny, ARCH)
 
 
 def test_slot_file_round_trip_carries_the_recurrent_state(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

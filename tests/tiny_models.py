@@ -12,7 +12,8 @@ top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID
 F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
 NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
 squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
-and Q4_K / Q8_0 with tied router rows).
+and Q4_K / Q8_0 with tied router rows); smollm3 (SMOLLM3_MODELS: F32, Q8_0); lfm2 and lfm2moe (LFM2_MODELS,
+LFM2MOE_MODELS, written by `write_lfm2`: short-conv and attention layers; F32, Q8_0).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -182,6 +183,22 @@ ALL_MODELS += list(GEMMA2_MODELS)
 GEMMA_MODELS = (("gemma", "F32"), ("gemma", "Q4_K"))
 _GEMMA_SEEDS = {"F32": 1800, "Q4_K": 1818}  # Q4_K: greedy steps clear of near-ties (top two >= 0.16 apart)
 ALL_MODELS += list(GEMMA_MODELS)
+# smollm3 (SmolLM3-3B's shape: GQA, tied output, GPT-2 BPE): 4 layers, the last without rope
+# (llama.cpp's every fourth); F32 and Q8_0
+SMOLLM3_MODELS = (("smollm3", "F32"), ("smollm3", "Q8_0"))
+_SMOLLM3_SEEDS = {"F32": 1900, "Q8_0": 1901}
+ALL_MODELS += list(SMOLLM3_MODELS)
+# lfm2 (LFM2-350M's shape, written by `write_lfm2`): 6 layers "CCACAC" (C a short conv of kernel 3,
+# A attention of 4 heads (2 KV) of 64 with Q/K norms, NeoX rope), each with a SiLU-gated FFN; the
+# final norm `token_embd_norm`, tied output; F32 and Q8_0
+LFM2_MODELS = (("lfm2", "F32"), ("lfm2", "Q8_0"))
+_LFM2 = {"F32": (QT.F32, 2000), "Q8_0": (QT.Q8_0, 2001)}
+ALL_MODELS += list(LFM2_MODELS)
+# lfm2moe (LFM2-8B-A1B's shape): lfm2's layers with, after 2 dense ones, 8 SiLU-gated experts of
+# 256 rows, top 2 by sigmoid + exp_probs_b, normalised; F32 and Q8_0
+LFM2MOE_MODELS = (("lfm2moe", "F32"), ("lfm2moe", "Q8_0"))
+_LFM2MOE = {"F32": (QT.F32, 2010), "Q8_0": (QT.Q8_0, 2011)}
+ALL_MODELS += list(LFM2MOE_MODELS)
 _GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
 _POST_NORMS = ("gemma3", "gemma2")
 
@@ -335,6 +352,20 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           qk_norm=olmoe, spm=False, n_expert=16, n_expert_used=4, n_ff_exp=0 if olmoe else 256,
                           tied_experts=DEEPSEEK2_TIED if variant != "F32" else (), seed=_MOE_SEEDS[(arch, variant)],
                           extra={"n_ff_shexp": 0 if olmoe else 512})
+    if arch in ("lfm2", "lfm2moe"):
+        moe = arch == "lfm2moe"
+        if variant not in (_LFM2MOE if moe else _LFM2):
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, rope_base=1000000.0,
+                          rms_eps=1e-5, tied_output=True, qk_norm=True, spm=False,
+                          n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
+                          seed=(_LFM2MOE if moe else _LFM2)[variant][1],
+                          extra={"pattern": "CCACAC", "l_cache": 3, "n_dense_lead": 2 if moe else 0})
+    if arch == "smollm3":
+        if variant not in _SMOLLM3_SEEDS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=4, rope_base=10000.0, rms_eps=1e-6, tied_output=True, spm=False,
+                          seed=_SMOLLM3_SEEDS[variant])
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -647,15 +678,16 @@ def _new_writer(cfg: TinyConfig, path: Path, n_ff: list[int] | None = None) -> g
     return w
 
 
-def _add_vocab_embd_norm(w: gguf.GGUFWriter, rng: np.random.Generator, E: int, qtype: QT) -> int:
-    """An F32 or Q8_0 file's type keys, the BPE vocabulary, token_embd and output_norm (rng in
-    that order: the hybrid and deepseek2 writers); the vocabulary's size."""
+def _add_vocab_embd_norm(w: gguf.GGUFWriter, rng: np.random.Generator, E: int, qtype: QT,
+                         norm: str = "output_norm.weight") -> int:
+    """An F32 or Q8_0 file's type keys, the BPE vocabulary, token_embd and the final norm `norm`
+    (rng in that order: the hybrid and deepseek2 writers); the vocabulary's size."""
     w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q8_0))
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
     n_vocab = len(_add_bpe_vocab(w))
     _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.25, qtype)
     signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)
-    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    w.add_tensor(norm, (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
     return n_vocab
 
 
@@ -673,6 +705,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch in ("nemotron_h", "nemotron_h_moe"):
         qt, seed = (_NEMOTRONH_MOE if arch == "nemotron_h_moe" else _NEMOTRONH)[variant]
         return write_nemotronh(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
+    if arch in ("lfm2", "lfm2moe"):
+        qt, seed = (_LFM2MOE if arch == "lfm2moe" else _LFM2)[variant]
+        return write_lfm2(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
@@ -1110,6 +1145,57 @@ def write_nemotronh(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, 2 * F ** -0.5, qtype)
         else:
             _add_mamba2(w, p, rng, E, d_inner, G, N, W, SH, qtype)
+    return _write_out(w, path)
+
+
+def write_lfm2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """lfm2: the keys and tensor names llama.cpp's converter writes for LFM2 (conversion LFM2Model):
+    head_count_kv per layer (0 on a short-conv layer), `shortconv.l_cache`, the RMS epsilon, no
+    key_length; the final norm `token_embd_norm`, no output matrix (tied); per layer attn_norm,
+    ffn_norm and the gated FFN, then an attention layer's attn_q/k/v/output with attn_q_norm and
+    attn_k_norm, or a short-conv layer's shortconv.in_proj (b, c, x rows), shortconv.conv
+    ({L, E} in ggml's order) and shortconv.out_proj. lfm2moe (cfg.n_expert): the expert keys and,
+    after the dense lead, ffn_gate_inp, exp_probs_b and ffn_{gate,up,down}_exps."""
+    x = cfg.extra
+    E, F, H, HKV, D, L, kinds = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim, x["l_cache"], x["pattern"]
+    w = _new_writer(cfg, path)
+    w.add_head_count_kv([HKV if k == "A" else 0 for k in kinds])
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_uint32(f"{cfg.arch}.shortconv.l_cache", L)
+    if cfg.n_expert:  # lfm2moe, as its converter writes them
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        w.add_leading_dense_block_count(x["n_dense_lead"])
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    _add_vocab_embd_norm(w, rng, E, qtype, "token_embd_norm.weight")
+    for il, kind in enumerate(kinds):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        if cfg.n_expert and il >= x["n_dense_lead"]:  # the router and its bias stay F32
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            w.add_tensor(p + "exp_probs_b.bias", (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32))
+            XF = cfg.n_ff_exp
+            _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+        else:
+            _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
+        if kind == "A":
+            _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+            _add_norm(w, p + "attn_q_norm.weight", rng, D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, D)
+        else:
+            _add_matrix(w, p + "shortconv.in_proj.weight", rng, 3 * E, E, E ** -0.5, qtype)
+            w.add_tensor(p + "shortconv.conv.weight", (0.6 * rng.standard_normal((E, L))).astype(np.float32))
+            _add_matrix(w, p + "shortconv.out_proj.weight", rng, E, E, E ** -0.5, qtype)
     return _write_out(w, path)
 
 

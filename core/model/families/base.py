@@ -22,6 +22,7 @@ from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.families.delta_net import DeltaNetWeights
 from llamacli.core.model.families.mamba2 import Mamba2Weights
 from llamacli.core.model.families.moe import MoEArgs, MoEWeights, gated_ffn, load_moe, moe_ffn
+from llamacli.core.model.families.shortconv import ShortConvWeights
 from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.families.decode_step import DecodeStep
@@ -46,7 +47,7 @@ class ModelArgs:
     rope: K.RopeConfig
     rope_swa: K.RopeConfig | None = None  # rope of sliding-window layers, if different
     sliding_window: int | None = None
-    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window
+    swa_layers: tuple[bool, ...] = ()  # per layer: uses the sliding window (if any) and rope_swa
     attn_scale: float = 0.0  # multiplies q.k; 0 -> 1/sqrt(head_dim)
     embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
     attn_softcap: float | None = None
@@ -175,7 +176,7 @@ class LayerWeights:
     attn_sinks: np.ndarray | None = None  # (n_head,): per-head logits in the softmax (gpt-oss)
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
-    mixer: Mamba2Weights | DeltaNetWeights | None = None  # a recurrent layer's mixer in place of attention
+    mixer: Mamba2Weights | DeltaNetWeights | ShortConvWeights | None = None  # a recurrent layer's mixer in place of attention
 
 
 @dataclass
@@ -259,6 +260,8 @@ class DecoderModel:
     has_attn_sinks = False
     #: the pre-FFN norm's tensor (gpt-oss names it `post_attention_norm`)
     ffn_norm_name = "ffn_norm"
+    #: the final norm's tensor (lfm2 names it `token_embd_norm`)
+    output_norm_name = "output_norm"
     #: decoders attend causally over a KV cache, so a prompt may be split across batches;
     #: encoders (bert) see the whole sequence and need it in one batch
     causal = True
@@ -284,7 +287,7 @@ class DecoderModel:
         self.path = gguf.path
         self.precision = precision
         self.tok_embd = loader.embedding("token_embd.weight")
-        self.output_norm = loader.vector("output_norm.weight", args.n_embd)
+        self.output_norm = loader.vector(self.output_norm_name + ".weight", args.n_embd)
         self.output = loader.output("output.weight", tied_to=self.tok_embd)
         self.layers = [self._load_layer(loader, il) for il in range(args.n_layer)]
         a = args
@@ -480,13 +483,18 @@ class DecoderModel:
         delta = np.full(m, -n_discard, dtype=np.int64)
         ropes = self.ropes(cache.n_ctx)
         for il in range(self.args.n_layer):
-            rope = ropes[1] if self.args.swa_layers[il] else ropes[0]
+            rope = self.shift_rope(il, ropes)
             cos, sin = K.rope_cos_sin(delta, rope)
             k = cache.k[il][seq, :, src].transpose(1, 0, 2)  # (m, Hkv, D)
             k = self.precision.kv(K.apply_rope(k, cos, sin, rope.n_dims, rope.neox))
             cache.k[il][seq, :, dst] = k.transpose(1, 0, 2)
             cache.v[il][seq, :, dst] = cache.v[il][seq, :, src]
         cache.lengths[seq] = n - n_discard
+
+    def shift_rope(self, il: int, ropes: tuple[K.RopeConfig, K.RopeConfig]) -> K.RopeConfig:
+        """The rope a context shift turns layer il's cached keys by, of ropes() (global,
+        sliding-window): the one the layer's forward uses (smollm3: llama.cpp's own choice)."""
+        return ropes[1] if self.args.swa_layers[il] else ropes[0]
 
     def attention(
         self,

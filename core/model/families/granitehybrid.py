@@ -27,7 +27,7 @@ import numpy as np
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import AttnGroup, LayerWeights, ModelArgs, md_float, md_int
-from llamacli.core.model.families.hybrid import Mamba2HybridModel, attention_args, per_layer, read_mamba2_args
+from llamacli.core.model.families.hybrid import Mamba2HybridModel, kv_recurrent_args, read_mamba2_args
 from llamacli.core.model.families.mamba2 import Mamba2Args, load_mamba2
 from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.state.batch import Batch
@@ -60,10 +60,7 @@ class GraniteHybridModel(Mamba2HybridModel):
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
         md, p, arch = g.metadata, g.path, g.architecture
-        n_layer = md_int(md, p, f"{arch}.block_count")
-        kv = per_layer(g, f"{arch}.attention.head_count_kv", n_layer)
-        recurrent = tuple(n == 0 for n in kv)
-        a = attention_args(g, kv, tuple(not r for r in recurrent))
+        a = kv_recurrent_args(g)
         rope = md.get(f"{arch}.rope.scaling.finetuned", True)
         if not isinstance(rope, (bool, np.bool_)):
             raise ModelLoadError(p, f"metadata key '{arch}.rope.scaling.finetuned' must be a boolean")
@@ -72,7 +69,7 @@ class GraniteHybridModel(Mamba2HybridModel):
         emb = _scale(g, f"{arch}.embedding_scale")
         attn = _scale(g, f"{arch}.attention.scale")
         a = replace(a, embed_scale=emb or None, attn_scale=attn or 0.0, moe=_moe_args(g, a.n_ff))
-        a.extra.update(ssm=read_mamba2_args(g), recurrent=recurrent,
+        a.extra.update(ssm=read_mamba2_args(g),
                        residual_scale=_scale(g, f"{arch}.residual_scale"), logit_scale=_scale(g, f"{arch}.logit_scale"))
         ssm: Mamba2Args = a.extra["ssm"]
         if ssm.d_inner != 2 * a.n_embd:
@@ -83,13 +80,7 @@ class GraniteHybridModel(Mamba2HybridModel):
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
         if not self.recurrent[il]:
             return super()._load_layer(ld, il)
-        a = self.args
-        p = f"blk.{il}."
-        lw = LayerWeights(attn_norm=ld.vector(p + "attn_norm.weight", a.n_embd), wq=None, wk=None, wv=None, wo=None,
-                          ffn_norm=ld.vector(p + "ffn_norm.weight", a.n_embd),
-                          mixer=load_mamba2(ld, p, a.n_embd, self.ssm))
-        self._load_ffn(ld, il, lw)
-        return lw
+        return self._mixer_layer(ld, il, load_mamba2(ld, f"blk.{il}.", self.args.n_embd, self.ssm))
 
     def _residual(self, h: np.ndarray) -> np.ndarray:
         rs = self.args.extra["residual_scale"]

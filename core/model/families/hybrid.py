@@ -18,6 +18,7 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.mamba2 import Mamba2Args, Mamba2Weights, mamba2_mixer
+from llamacli.core.model.families.shortconv import ShortConvWeights
 from llamacli.core.model.kernels.warmup import RECURRENT
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.state.batch import Batch
@@ -54,6 +55,17 @@ def attention_args(g: GGUFFile, kv: tuple[int, ...], attention: tuple[bool, ...]
     return a
 
 
+def kv_recurrent_args(g: GGUFFile) -> ModelArgs:
+    """attention_args for a hybrid whose recurrent layers are those of `attention.head_count_kv`
+    0 (a per-layer array; granitehybrid, lfm2), with `extra["recurrent"]` set."""
+    n_layer = md_int(g.metadata, g.path, f"{g.architecture}.block_count")
+    kv = per_layer(g, f"{g.architecture}.attention.head_count_kv", n_layer)
+    recurrent = tuple(n == 0 for n in kv)
+    a = attention_args(g, kv, tuple(not r for r in recurrent))
+    a.extra["recurrent"] = recurrent
+    return a
+
+
 def read_mamba2_args(g: GGUFFile) -> Mamba2Args:
     """The `{arch}.ssm.*` keys of a Mamba-2 hybrid."""
     md, p, a = g.metadata, g.path, g.architecture
@@ -81,6 +93,15 @@ class HybridModel(DecoderModel):
     def recurrent_mixer(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: HybridCache) -> np.ndarray:
         """Layer il's recurrent mixer over h (T, n_embd)."""
         raise TypeError(f"{type(self).__name__} gives no recurrent mixer")
+
+    def _mixer_layer(self, ld: WeightLoader, il: int, mixer: Mamba2Weights | ShortConvWeights) -> LayerWeights:
+        """A recurrent layer whose mixer, as attention elsewhere, is followed by the FFN
+        (granitehybrid, lfm2): attn_norm, the mixer, ffn_norm and the FFN's weights."""
+        p = f"blk.{il}."
+        lw = LayerWeights(attn_norm=ld.vector(p + "attn_norm.weight", self.args.n_embd), wq=None, wk=None, wv=None,
+                          wo=None, ffn_norm=ld.vector(p + "ffn_norm.weight", self.args.n_embd), mixer=mixer)
+        self._load_ffn(ld, il, lw)
+        return lw
 
     @property
     def attention_layers(self) -> tuple[bool, ...]:
