@@ -9,7 +9,7 @@ with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router 
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
 top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
 `write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
-F32_MOE).
+F32_MOE); granite and granitemoe (GRANITE_MODELS: Granite's multipliers, experts, a shared FFN).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -137,6 +137,16 @@ DEEPSEEK2_MODELS = (("deepseek2", "F32"), ("deepseek2", "Q8_0"), ("deepseek2", "
 DEEPSEEK2_TIED = ((2, 9), (5, 13))
 _DEEPSEEK2_SEEDS = {"F32": 1600, "Q8_0": 1601, "F32_KVB": 1602, "F32_V3": 1603}
 ALL_MODELS += list(DEEPSEEK2_MODELS)
+# granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
+# multipliers (granite 3.x's embedding 12, residual 0.22, attention 1/128, logits / 2) and a tied
+# output; granite F32 and Q4_K, 2 layers; granitemoe 8 experts of feed_forward_length (256) rows,
+# top 2, F32, Q8_0 with a shared FFN of 512 rows (GraniteMoeShared), F32_TIE: 32 experts, top 4,
+# TIED_EXPERTS' pairs of equal router rows. Their seeds are their own
+GRANITE_MODELS = (("granite", "F32"), ("granite", "Q4_K"), ("granitemoe", "F32"), ("granitemoe", "Q8_0"),
+                  ("granitemoe", "F32_TIE"))
+_GRANITE_SEEDS = {("granite", "F32"): 1700, ("granite", "Q4_K"): 1701, ("granitemoe", "F32"): 1710,
+                  ("granitemoe", "Q8_0"): 1711, ("granitemoe", "F32_TIE"): 1712}
+ALL_MODELS += list(GRANITE_MODELS)
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -254,6 +264,17 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                                  "n_dense_lead": 1, "absorbed": variant != "F32_KVB", "v3": v3,
                                  "mscale_all_dim": 1.0 if v3 else 0.707, "weights_scale": 2.5 if v3 else 1.0,
                                  "n_group": 4 if v3 else 0, "n_group_used": 2 if v3 else 0})
+    if arch in ("granite", "granitemoe"):
+        if (arch, variant) not in GRANITE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe, tie = arch == "granitemoe", variant == "F32_TIE"
+        n_ff = 256 if moe else 512
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=n_ff, tied_output=True, spm=False,
+                          n_expert=(32 if tie else 8) if moe else 0, n_expert_used=(4 if tie else 2) if moe else 0,
+                          n_ff_exp=n_ff if moe else 0, tied_experts=TIED_EXPERTS if tie else (),
+                          seed=_GRANITE_SEEDS[(arch, variant)],
+                          extra={"embedding_scale": 12.0, "residual_scale": 0.22, "attention_scale": 0.0078125,
+                                 "logit_scale": 2.0, "n_ff_shexp": 512 if variant == "Q8_0" else 0})
     if arch == "qwen2vl":
         if (arch, variant) not in QWEN2VL_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -506,6 +527,13 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_attn_temperature_scale(x["temp_scale"])
     if "rope_sections" in x:
         w.add_rope_dimension_sections(list(x["rope_sections"]))
+    if cfg.arch in ("granite", "granitemoe"):
+        w.add_embedding_scale(x["embedding_scale"])
+        w.add_residual_scale(x["residual_scale"])
+        w.add_attention_scale(x["attention_scale"])
+        w.add_logit_scale(x["logit_scale"])
+        if x["n_ff_shexp"]:
+            w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
     if cfg.arch == "glm4moe":
         w.add_expert_shared_count(x["n_shared"])
         w.add_leading_dense_block_count(x["n_dense_lead"])
@@ -622,7 +650,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
-        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        if arch != "granitemoe":  # (Granite's experts have feed_forward_length rows)
+            w.add_expert_feed_forward_length(cfg.n_ff_exp)
     _add_family_keys(w, cfg)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
              "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "Q4_K": gguf.LlamaFileType.MOSTLY_Q4_K_M,
@@ -722,6 +751,10 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 _add_gptoss_moe_biases(w, p, rng, cfg)
             if arch == "glm4moe":
                 _add_glm4moe_extras(w, p, rng, cfg, qtype, il >= cfg.n_layer)
+            if cfg.extra.get("n_ff_shexp"):  # granitemoe: GraniteMoeShared's shared FFN
+                S = cfg.extra["n_ff_shexp"]
+                for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
+                    _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

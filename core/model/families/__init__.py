@@ -8,6 +8,7 @@ from llamacli.core.model.families.deepseek2 import DeepSeek2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
+from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.llama import LlamaModel
 from llamacli.core.model.families.mistral3 import Mistral3Model
@@ -21,5 +22,5 @@ from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwe
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
-                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model)
+                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, GraniteModel, GraniteMoeModel)
 }
