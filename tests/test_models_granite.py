@@ -33,7 +33,7 @@ def test_hyperparameters_as_llama_cpp_reads_them(files: dict[str, Path]) -> None
         a = m.args
         assert (a.n_head, a.n_head_kv, a.head_dim) == (4, 2, 64)
         assert a.embed_scale == 12.0 and a.attn_scale == 0.0078125  # attention.scale, not 1/sqrt(64)
-        assert a.extra["residual_scale"] == pytest.approx(0.22) and a.extra["logit_scale"] == 2.0
+        assert a.residual_scale == pytest.approx(0.22) and a.logit_scale == 2.0
         assert a.rope.scale == 1.0 and not a.rope.neox  # rope on, normal (GPT-J) order
     assert dense.args.moe is None and dense.layers[0].w_gate is not None and dense.layers[0].w_gate.n_out == 512
     mo = moe.args.moe

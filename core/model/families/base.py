@@ -51,6 +51,8 @@ class ModelArgs:
     embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    residual_scale: float = 0.0  # multiplies each block's output before it joins the residual (Granite; 0: none)
+    logit_scale: float = 0.0  # the logits are multiplied by float32 1 / logit_scale (Granite; 0: none)
     activation: str = "silu"  # gated FFN activation: "silu", "gelu" or (experts) "swiglu_oai"
     scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
     moe: MoEArgs | None = None  # a mixture-of-experts FFN in every layer instead of a dense one
@@ -399,6 +401,8 @@ class DecoderModel:
         out = self.precision.output(hidden, self.output)
         if self.args.final_softcap:
             out = K.softcap(out, self.args.final_softcap)
+        if self.args.logit_scale:  # ggml_scale by the float32 reciprocal
+            out = out * (np.float32(1.0) / np.float32(self.args.logit_scale))
         return out
 
     def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
@@ -424,14 +428,20 @@ class DecoderModel:
             h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
             if lw.post_attn_norm is not None:
                 h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
-            x = x + h
+            x = x + self._residual(h)
             h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
             h = self.ffn(lw, h)
             if lw.post_ffn_norm is not None:
                 h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-            x = x + h
+            x = x + self._residual(h)
         cache.commit(batch.seq_ids, batch.positions)
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def _residual(self, h: np.ndarray) -> np.ndarray:
+        """A block's output (the mixer's or the FFN's) as it joins the residual stream: times
+        residual_scale where the family has one (ggml_scale, then ggml_add)."""
+        rs = self.args.residual_scale
+        return h * np.float32(rs) if rs else h
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled decode step, for a batch of one token per sequence (one sequence, or an

@@ -1,8 +1,9 @@
 """`granite` (IBM Granite 3.x dense, llama.cpp's LLM_ARCH_GRANITE, src/models/granite.cpp) and
 `granitemoe` (Granite 3.x MoE: granite-3.1-1b-a400m, 3b-a800m, and GraniteMoeShared; the same
-graph), and Granite's multipliers, which granitehybrid (Granite 4.0-H) shares.
+graph), and Granite's hyperparameters, which granitehybrid (Granite 4.0-H) shares (`granite_args`).
 
-The Llama block (normal rope, RMS norms, SiLU-gated FFN) with four scalings:
+The Llama block (normal rope, RMS norms, SiLU-gated FFN) with four scalings, each a ModelArgs
+field the base decoder (and its compiled one-token step) applies:
 - token embeddings times `embedding_scale` (ggml_scale in build_inp_embd);
 - Q.K times `attention.scale` (1/sqrt(head_dim) when absent or 0);
 - each block's output (attention's, then the FFN's) times `residual_scale` before it joins the
@@ -28,11 +29,9 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs
-from llamacli.core.model.state.batch import Batch
-from llamacli.core.model.state.kv_cache import KVCache
 from llamacli.core.model.weights.gguf_file import GGUFFile
 
 
@@ -65,34 +64,11 @@ def granite_args(g: GGUFFile, a: ModelArgs, rope_switch: bool = True, logit_requ
     emb = _scale(g, f"{arch}.embedding_scale")
     attn = _scale(g, f"{arch}.attention.scale")
     logit = md_float(md, p, f"{arch}.logit_scale") if logit_required else _scale(g, f"{arch}.logit_scale")
-    a = replace(a, embed_scale=emb or None, attn_scale=attn or 0.0, moe=granite_moe_args(g, a.n_ff))
-    a.extra.update(residual_scale=_scale(g, f"{arch}.residual_scale"), logit_scale=logit)
-    return a
+    return replace(a, embed_scale=emb or None, attn_scale=attn or 0.0, moe=granite_moe_args(g, a.n_ff),
+                   residual_scale=_scale(g, f"{arch}.residual_scale"), logit_scale=logit)
 
 
-class GraniteScaled(DecoderModel):
-    """The residual and logit scalings over the base blocks (the embedding and attention scales
-    are ModelArgs.embed_scale and attn_scale); a family's own mixers come after it in the MRO."""
-
-    def _residual(self, h: np.ndarray) -> np.ndarray:
-        rs = self.args.extra["residual_scale"]
-        return h * np.float32(rs) if rs else h
-
-    def attention(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: KVCache,
-                  groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """The layer's mixer (attention, or a hybrid's recurrent one) times residual_scale."""
-        return self._residual(super().attention(il, lw, h, batch, cache, groups, cos, sin))
-
-    def ffn(self, lw: LayerWeights, h: np.ndarray) -> np.ndarray:
-        return self._residual(super().ffn(lw, h))
-
-    def logits(self, hidden: np.ndarray) -> np.ndarray:
-        out = super().logits(hidden)
-        ls = self.args.extra["logit_scale"]
-        return out * (np.float32(1.0) / np.float32(ls)) if ls else out
-
-
-class GraniteModel(GraniteScaled):
+class GraniteModel(DecoderModel):
     arch = "granite"
 
     @staticmethod

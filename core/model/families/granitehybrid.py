@@ -4,7 +4,7 @@ each followed by a SiLU-gated FFN.
 
 - A layer is recurrent where `attention.head_count_kv` (a per-layer array) is 0.
 - Granite's multipliers, rope switch and experts as granite's (families/granite.py:
-  `granite_args`, `GraniteScaled`): the residual scale also applies to a Mamba-2 layer's output;
+  `granite_args`): the residual scale also applies to a Mamba-2 layer's output;
   `logit_scale` is optional here. Granite 4.0-H files turn rope off (no positional encoding in
   the attention layers; the Mamba layers carry the order); Granite 4.0-H Tiny/Small have experts
   and a shared FFN in every layer.
@@ -22,7 +22,7 @@ import numpy as np
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import LayerWeights, ModelArgs, md_int
-from llamacli.core.model.families.granite import GraniteScaled, granite_args
+from llamacli.core.model.families.granite import granite_args
 from llamacli.core.model.families.hybrid import HybridModel
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.mamba2 import Mamba2Args, Mamba2Weights, load_mamba2, mamba2_mixer
@@ -53,7 +53,7 @@ def read_mamba2_args(g: GGUFFile) -> Mamba2Args:
     return m
 
 
-class GraniteHybridModel(GraniteScaled, HybridModel):
+class GraniteHybridModel(HybridModel):
     arch = "granitehybrid"
 
     @staticmethod
