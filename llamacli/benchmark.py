@@ -16,13 +16,15 @@ from llamacli.loading import prepare_kernels, weight_types
 from llamacli.recent_models import remember
 
 
-def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0, packed_bytes: int = 0) -> str:
+def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_bytes: int = 0, packed_bytes: int = 0,
+                cached_bytes: int = 0) -> str:
     """What the weights take: the file is mapped (its pages are read as they are used and
     shared with the page cache); the ggml numerics pack some matrices for the kernels (a copy
     in memory, the file's pages of them handed back); numerics other than ggml hold float32
     copies. Resident: the process's memory in RAM after loading (the mapped pages touched so
     far included), and where known how much of it is file-backed (the rest is the process's
-    own memory)."""
+    own memory). A model with experts maps its packed matrices from a cache file instead
+    (core/model/weights/pack_cache.py): file-backed pages too."""
     mib = 2**20
     weights = f"weights mapped from the file {file_bytes / mib:.0f} MiB"
     copies = round(copied_bytes / mib)  # the norms' small vectors are copied in every mode
@@ -30,6 +32,8 @@ def memory_line(file_bytes: int, copied_bytes: int, rss_bytes: int, rss_file_byt
         weights += f" + float32 copies {copies} MiB"
     elif packed_bytes:
         weights += f" ({packed_bytes / mib:.0f} MiB of it packed for the kernels, the rest used in place)"
+    elif cached_bytes:
+        weights += f" ({cached_bytes / mib:.0f} MiB of it packed for the kernels in a mapped cache file, the rest used in place)"
     else:
         weights += " (used in place, not copied)"
     line = f"{weights}, process resident {rss_bytes / mib:.0f} MiB"
@@ -53,7 +57,7 @@ def run_bench(
     console.print(
         f"model {os.path.basename(path)} ({model.args.arch}), numerics {numerics}"
         f"{', batch-invariant' if batch_invariant else ''}: loaded in {stats.seconds:.2f} s; "
-        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes, stats.packed_bytes)}; "
+        f"{memory_line(gguf.file_size, stats.weight_bytes, stats.rss_bytes, stats.rss_file_bytes, stats.packed_bytes, stats.pack_cache.nbytes)}; "
         f"load average {load1:.2f}, {os.cpu_count()} cpus",
         markup=False, highlight=False,
     )

@@ -28,9 +28,12 @@ tests/fixtures/tiny/granitehybrid-F32_ROPE-shift.npz   (a context shift on a hyb
     logits          float32 [8, V]      the logits of those 8 single-token decodes
 tests/fixtures/tiny/qwen3next-F32-shift.npz   (the same on qwen3next, whose NeoX rope llama.cpp
                                         shifts; qwen35's IMRoPE it does not)
+tests/fixtures/tiny/nemotron_h-F32-shift.npz  (the same on nemotron_h: rope type NONE, llama.cpp
+                                        moves the cells' positions and leaves the keys)
 tests/fixtures/tiny/granitehybrid-Q8_0-server.json   (--hybrid-server PATH: llama-server's prompt cache
                                         on a hybrid model; PATH is llama.cpp's llama-server binary;
-                                        also qwen35-Q8_0-server.json, the delta-net family's)
+                                        also qwen35-Q8_0-server.json, the delta-net family's, and
+                                        nemotron_h-Q8_0-server.json)
     steps           [{prompt: token ids, cache_n: timings.cache_n (prompt tokens reused),
                       tokens: the 6 greedy tokens}] of /completion requests to slot 0, in order:
                     a prompt, the same again, its continuation, part of it, a short other one
@@ -222,8 +225,8 @@ def make_hybrid_shift(arch: str = "granitehybrid", variant: str = "F32_ROPE") ->
 
 
 HYBRID_SERVER_TEXT = "the quick brown fox jumps over the lazy dog. a model reads"
-HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"))
-HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"))
+HYBRID_SHIFT_MODELS = (("granitehybrid", "F32_ROPE"), ("qwen3next", "F32"), ("nemotron_h", "F32"))
+HYBRID_SERVER_MODELS = (("granitehybrid", "Q8_0"), ("qwen35", "Q8_0"), ("nemotron_h", "Q8_0"))
 
 
 def make_hybrid_server(binary: str, arch: str = "granitehybrid", variant: str = "Q8_0") -> None:

@@ -20,6 +20,15 @@ from tests.ui_browser import browser, page  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _pack_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Packed-weight cache files (core/model/weights/pack_cache.py) of the tests' models go to a
+    temporary directory, never the user's ~/.cache (servers started by tests inherit it)."""
+    import os
+
+    os.environ.setdefault("LLAMA_PACK_CACHE", str(tmp_path_factory.mktemp("packs")))
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _compiled_kernels() -> None:
     """Compile (or load) the matmul and tokenizer kernels once before any test, into numba's
     disk cache, so that a `llama` subprocess never compiles (and never prints that it does)

@@ -24,3 +24,6 @@ def test_memory_line_says_what_is_packed() -> None:
     line = memory_line(253_113_024, 190_000, 260 * 2**20, packed_bytes=222 * 2**20)
     assert line == ("weights mapped from the file 241 MiB (222 MiB of it packed for the kernels, the rest used in place), "
                     "process resident 260 MiB")
+    line = memory_line(4_964_094_752, 0, 109 * 2**20, 59 * 2**20, cached_bytes=384_276_480)
+    assert line == ("weights mapped from the file 4734 MiB (366 MiB of it packed for the kernels in a mapped cache file, "
+                    "the rest used in place), process resident 109 MiB (59 MiB file-backed)")

@@ -149,13 +149,19 @@ def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, var
     forward (the two interleaved), gives the bits of one full forward: the scan runs once over
     the batch, each token advancing its own sequence's state."""
     model, _, _ = load_model(write_tiny_model(ARCH, variant, tmp_path / "m.gguf"), numerics="ggml")
-    toks = fixture_tokens(ARCH, 20)
+    check_incremental_and_batched(model, ARCH)
+
+
+def check_incremental_and_batched(model: Any, arch: str) -> None:
+    """A prompt in chunks then token by token, and beside another sequence in one forward,
+    gives the bits of one full forward (each hybrid family's test)."""
+    toks = fixture_tokens(arch, 20)
     full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
     cache = model.new_cache(2, 64)
     edges = [0, 7, 12, *range(13, 21)]  # two chunks, then one token at a time
     parts = [model.forward(Batch.single(toks[a:b], start_pos=a, all_logits=True), cache) for a, b in zip(edges, edges[1:])]
     np.testing.assert_array_equal(np.concatenate(parts), full)
-    other = fixture_tokens(ARCH, 25)[5:]
+    other = fixture_tokens(arch, 25)[5:]
     alone = model.forward(Batch.single(other, all_logits=True), model.new_cache(1, 64))
     order = np.argsort(np.r_[np.arange(20), np.arange(20)], kind="stable")  # interleaved: a0 b0 a1 b1 ...
     seq = np.array([0] * 20 + [1] * 20)[order]
@@ -190,8 +196,13 @@ def test_cache_keeps_a_prefix_whole_or_nothing(tiny) -> None:  # type: ignore[no
 
 
 def test_slot_file_round_trip_carries_the_recurrent_state(tiny, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model, _ = tiny
-    toks = fixture_tokens(ARCH, 16)
+    check_slot_round_trip(tiny[0], ARCH, tmp_path)
+
+
+def check_slot_round_trip(model: Any, arch: str, tmp_path: Path) -> None:
+    """Sequence 0 saved to a slot file and restored into sequence 1 continues as it would have;
+    a file without recurrent states is refused (each hybrid family's test)."""
+    toks = fixture_tokens(arch, 16)
     cache = model.new_cache(2, 64)
     model.forward(Batch.single(toks[:12]), cache)
     res = save_slot(cache, 0, toks[:12], str(tmp_path / "s.bin"))
@@ -300,7 +311,12 @@ def test_speculative_decoding_rolls_the_state_back_to_the_accepted_tokens(tiny, 
     """Drafts of k tokens, the first `good` right: each verification keeps the states after its
     accepted tokens (the step's rollback copies); the output is plain decoding's, and two slots
     drafting together give each its own."""
-    model, tok = tiny
+    check_speculative_rollback(*tiny, good, k)
+
+
+def check_speculative_rollback(model: Any, tok: Any, good: int, k: int) -> None:
+    """Drafting with `good` of k tokens right gives plain decoding's tokens, each slot's cache
+    its own length afterwards (each hybrid family's test)."""
     params = TaskParams(n_predict=30, ignore_eos=True, sampling=SamplingParams(temperature=0.0))
     plain, _ = spec_run(model, tok, SPEC_PROMPTS, params, n_parallel=2)
     spec, eng = spec_run(model, tok, SPEC_PROMPTS, params, drafter=Oracle(spec_refs(plain), good, k, tok.n_vocab),

@@ -179,16 +179,3 @@ def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(moe, "route", spy)
     model.forward(Batch.single(fixture_tokens(arch), all_logits=True), model.new_cache(1, 64))
     assert edges >= 4
-
-
-def test_a_model_with_experts_keeps_its_matrices_in_the_mapped_file(tmp_path: Path) -> None:
-    """No packed (anonymous) copies at load for a model with experts: its resident memory is the
-    file's pages a step reads (issue 25's memory target), where a dense model of the same type
-    packs its matrices (core/model/weights/tensors.py)."""
-    model, g, stats = load_model(write_tiny_model("qwen3moe", "Q4_K", tmp_path / "m.gguf"), numerics="ggml")
-    assert stats.packed_bytes == 0
-    for lw in model.layers:
-        assert lw.wq.q is not None and lw.wq.q.packed is None and np.shares_memory(lw.wq.q.data, g.data)
-    assert model.output.q is not None and model.output.q.packed is None
-    _, _, dense = load_model(write_tiny_model("qwen3", "Q4_K", tmp_path / "d.gguf"), numerics="ggml")
-    assert dense.packed_bytes > 0

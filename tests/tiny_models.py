@@ -9,7 +9,11 @@ with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router 
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
 top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
 `write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
-F32_MOE); granite and granitemoe (GRANITE_MODELS: Granite's multipliers, experts, a shared FFN).
+F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
+NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
+squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
+and Q4_K / Q8_0 with tied router rows); granite and granitemoe (GRANITE_MODELS: Granite's multipliers,
+experts, a shared FFN).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -137,6 +141,35 @@ DEEPSEEK2_MODELS = (("deepseek2", "F32"), ("deepseek2", "Q8_0"), ("deepseek2", "
 DEEPSEEK2_TIED = ((2, 9), (5, 13))
 _DEEPSEEK2_SEEDS = {"F32": 1600, "Q8_0": 1601, "F32_KVB": 1602, "F32_V3": 1603}
 ALL_MODELS += list(DEEPSEEK2_MODELS)
+# nemotron_h (Nemotron-H / Nemotron Nano 2's shape, written by `write_nemotronh`): 6 single-part
+# layers "M-M*-M" (M Mamba-2 with 2 groups, - a squared-ReLU FFN of 768 rows, * attention without
+# positions), layer_norm_epsilon only, an output matrix of its own; F32 and Q8_0
+NEMOTRONH_MODELS = (("nemotron_h", "F32"), ("nemotron_h", "Q8_0"))
+_NEMOTRONH = {"F32": (QT.F32, 1700), "Q8_0": (QT.Q8_0, 1701)}
+ALL_MODELS += list(NEMOTRONH_MODELS)
+# nemotron_h_moe (Nemotron 3 Nano's shape): nemotron_h's layers with the FFN ones 8 ungated
+# squared-ReLU experts of 256 rows, top 2 by sigmoid + exp_probs_b, normalised and scaled by 2.5,
+# and a shared expert of 512 rows; F32 and Q8_0
+NEMOTRONH_MOE_MODELS = (("nemotron_h_moe", "F32"), ("nemotron_h_moe", "Q8_0"))
+_NEMOTRONH_MOE = {"F32": (QT.F32, 1710), "Q8_0": (QT.Q8_0, 1712)}
+# (Q8_0 skips 1711: there llama.cpp's logits and ours part by 0.14 from position 26 on, every
+# earlier position equal to the bit and no router near a tie (top-k edge 0.013 apart): most
+# likely one activation's Q8_0 rounding on an edge, carried on by the recurrent state, as in
+# qwen35's skipped seeds; 1712-1714 agree to the bit at all 40 positions)
+ALL_MODELS += list(NEMOTRONH_MOE_MODELS)
+# olmoe (OLMoE-1B-7B's shape): Q/K RMS norms over all of q and k (so no GQA: 4 heads of 64 for
+# both), 16 experts of feed_forward_length (256) rows, top 4, weights not renormalised, no
+# expert_feed_forward_length key (as its converter writes); qwen2moe (Qwen1.5-MoE-A2.7B's shape):
+# Q/K/V biases, 16 experts of 256 rows, top 4, not renormalised, a shared expert of 512 rows behind
+# its gate. Each in F32, and quantized with DEEPSEEK2_TIED's two pairs of experts of equal router
+# rows (the router stays F32: exact ties at the top-k edge, broken as ggml's argsort breaks them)
+OLMOE_MODELS = (("olmoe", "F32"), ("olmoe", "Q4_K"))
+QWEN2MOE_MODELS = (("qwen2moe", "F32"), ("qwen2moe", "Q8_0"))
+# (seeds: no router's top-k edge, exact ties aside, within 5e-5, greedy steps' top two > 0.1 apart;
+# qwen2moe's first seeds, 1710 and 1711, had edges 7e-6 and 8e-5 apart, and --numerics f32 broke
+# the first the other way)
+_MOE_SEEDS = {("olmoe", "F32"): 1700, ("olmoe", "Q4_K"): 1701, ("qwen2moe", "F32"): 1721, ("qwen2moe", "Q8_0"): 1719}
+ALL_MODELS += list(OLMOE_MODELS) + list(QWEN2MOE_MODELS)
 # granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
 # multipliers (granite 3.x's embedding 12, residual 0.22, attention 1/128, logits / 2) and a tied
 # output; granite F32 and Q4_K, 2 layers; granitemoe 8 experts of feed_forward_length (256) rows,
@@ -195,6 +228,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
     """The hyperparameters of a tiny model (what the GGUF metadata says)."""
     if (arch, variant) in ODD_WIDTH_MODELS:  # the Q8_0 model's weights, 160 wide (same seed)
         return dataclasses.replace(tiny_config(arch, "Q8_0"), n_embd=160)
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        moe = arch == "nemotron_h_moe"
+        if variant not in (_NEMOTRONH_MOE if moe else _NEMOTRONH):
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=6, n_head=4, n_head_kv=2, head_dim=64, n_ff=256 if moe else 768, spm=False,
+                          n_expert=8 if moe else 0, n_expert_used=2 if moe else 0, n_ff_exp=256 if moe else 0,
+                          seed=(_NEMOTRONH_MOE if moe else _NEMOTRONH)[variant][1],
+                          extra={"pattern": "M-M*-M", "d_conv": 4, "d_state": 64, "ssm_heads": 8, "ssm_groups": 2,
+                                 "n_ff_shexp": 512, "weights_scale": 2.5})
     if arch == "granitehybrid":
         if (arch, variant) not in GRANITEHYBRID_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -271,7 +313,7 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
         n_ff = 256 if moe else 512
         return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=n_ff, tied_output=True, spm=False,
                           n_expert=(32 if tie else 8) if moe else 0, n_expert_used=(4 if tie else 2) if moe else 0,
-                          n_ff_exp=n_ff if moe else 0, tied_experts=TIED_EXPERTS if tie else (),
+                          tied_experts=TIED_EXPERTS if tie else (),
                           seed=_GRANITE_SEEDS[(arch, variant)],
                           extra={"embedding_scale": 12.0, "residual_scale": 0.22, "attention_scale": 0.0078125,
                                  "logit_scale": 2.0, "n_ff_shexp": 512 if variant == "Q8_0" else 0})
@@ -280,6 +322,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
         return dataclasses.replace(tiny_config("qwen2", variant), arch=arch, seed=1500 + list(_WEIGHT_TYPE).index(variant),
                                    extra={"rope_sections": QWEN2VL_SECTIONS})
+    if arch in ("olmoe", "qwen2moe"):
+        if (arch, variant) not in OLMOE_MODELS + QWEN2MOE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        olmoe = arch == "olmoe"
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=4 if olmoe else 2, head_dim=64, n_ff=256 if olmoe else 512,
+                          rope_base=10000.0 if olmoe else 1000000.0, rms_eps=1e-5 if olmoe else 1e-6, qkv_bias=not olmoe,
+                          qk_norm=olmoe, spm=False, n_expert=16, n_expert_used=4, n_ff_exp=0 if olmoe else 256,
+                          tied_experts=DEEPSEEK2_TIED if variant != "F32" else (), seed=_MOE_SEEDS[(arch, variant)],
+                          extra={"n_ff_shexp": 0 if olmoe else 512})
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -541,6 +592,8 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_expert_weights_scale(x["weights_scale"])
         w.add_expert_weights_norm(True)
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if cfg.arch == "qwen2moe":
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
 
 
 def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig, qtype: QT,
@@ -558,6 +611,19 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
             _add_norm(w, p + nm, rng, E)
 
 
+def _add_gated_shared_expert(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, XF: int, qtype: QT) -> None:
+    """qwen2moe: the shared expert's gate row (F32, as the converter keeps 1-D tensors) and its FFN."""
+    w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * 2 * E ** -0.5).astype(np.float32))
+    _add_shared_ffn(w, p, rng, E, XF, qtype)
+
+
+def _add_shared_ffn(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, XF: int, qtype: QT) -> None:
+    """A shared expert's gated FFN of XF rows (qwen2moe; granitemoe: GraniteMoeShared's)."""
+    _add_matrix(w, p + "ffn_gate_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_up_shexp.weight", rng, XF, E, E ** -0.5, qtype)
+    _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, XF, XF ** -0.5, qtype)
+
+
 def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     """The GPT-2 byte-level BPE tokenizer keys; returns the tokens."""
     tokens, ttypes, merges, ids = _bpe_vocab()
@@ -573,15 +639,15 @@ def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     return tokens
 
 
-def _new_writer(cfg: TinyConfig, path: Path) -> gguf.GGUFWriter:
+def _new_writer(cfg: TinyConfig, path: Path, n_ff: list[int] | None = None) -> gguf.GGUFWriter:
     """A writer for cfg's file with its name and the first size keys (context, width, layers,
-    FFN rows, heads), in the order llama.cpp's converter writes them."""
+    FFN rows (n_ff: per layer), heads), in the order llama.cpp's converter writes them."""
     w = gguf.GGUFWriter(str(path), cfg.arch)
     w.add_name(f"tiny-{cfg.arch}")
     w.add_context_length(cfg.n_ctx_train)
     w.add_embedding_length(cfg.n_embd)
     w.add_block_count(cfg.n_layer)
-    w.add_feed_forward_length(cfg.n_ff)
+    w.add_feed_forward_length(cfg.n_ff if n_ff is None else n_ff)
     w.add_head_count(cfg.n_head)
     return w
 
@@ -609,6 +675,9 @@ def _write_out(w: gguf.GGUFWriter, path: Path) -> Path:
 
 def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     """Write the tiny (arch, variant) model to `path` and return it as a Path."""
+    if arch in ("nemotron_h", "nemotron_h_moe"):
+        qt, seed = (_NEMOTRONH_MOE if arch == "nemotron_h_moe" else _NEMOTRONH)[variant]
+        return write_nemotronh(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
     if arch == "granitehybrid":
         qt, seed = _GRANITEHYBRID[variant]
         return write_granitehybrid(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
@@ -650,7 +719,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if cfg.n_expert:
         w.add_expert_count(cfg.n_expert)
         w.add_expert_used_count(cfg.n_expert_used)
-        if arch != "granitemoe":  # (Granite's experts have feed_forward_length rows)
+        if cfg.n_ff_exp:  # (olmoe's experts: feed_forward_length rows)
             w.add_expert_feed_forward_length(cfg.n_ff_exp)
     _add_family_keys(w, cfg)
     ftype = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
@@ -725,9 +794,9 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if cfg.qkv_bias:
             for nm, n in (("attn_q", H * D), ("attn_k", HKV * D), ("attn_v", HKV * D)):
                 w.add_tensor(p + nm + ".bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if cfg.qk_norm:
-            _add_norm(w, p + "attn_q_norm.weight", rng, D)
-            _add_norm(w, p + "attn_k_norm.weight", rng, D)
+        if cfg.qk_norm:  # per head; olmoe: over all of q and k
+            _add_norm(w, p + "attn_q_norm.weight", rng, H * D if arch == "olmoe" else D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, HKV * D if arch == "olmoe" else D)
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         if arch == "gpt-oss":
             _add_gptoss_attention_extras(w, p, rng, cfg)
@@ -741,7 +810,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             for a, b in cfg.tied_experts:
                 router[b] = router[a]
             w.add_tensor(p + "ffn_gate_inp.weight", router)
-            XF = cfg.n_ff_exp
+            XF = cfg.n_ff_exp or F
             # gpt-oss: gate/up 4x larger, so that swiglu_oai's clamps at +-7 are reached
             big = 3.0 if arch == "gpt-oss" else 1.0
             _add_experts(w, p + "ffn_gate_exps.weight", rng, cfg.n_expert, XF, E, big * E ** -0.5, qtype)
@@ -751,10 +820,10 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 _add_gptoss_moe_biases(w, p, rng, cfg)
             if arch == "glm4moe":
                 _add_glm4moe_extras(w, p, rng, cfg, qtype, il >= cfg.n_layer)
-            if cfg.extra.get("n_ff_shexp"):  # granitemoe: GraniteMoeShared's shared FFN
-                S = cfg.extra["n_ff_shexp"]
-                for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
-                    _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
+            if arch == "qwen2moe":
+                _add_gated_shared_expert(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
+            if arch == "granitemoe" and cfg.extra["n_ff_shexp"]:  # GraniteMoeShared's shared FFN
+                _add_shared_ffn(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
@@ -768,16 +837,30 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     return _write_out(w, path)
 
 
+def _add_mamba2(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, d_inner: int, G: int, N: int, W: int,
+                SH: int, qtype: QT) -> None:
+    """A Mamba-2 layer's tensors as the converter stores them: ssm_a = -exp(A_log) (rates 1..16),
+    ssm_dt.bias = softplus^-1 of dt in [0.001, 0.1], ssm_conv1d (C, W), ssm_norm (G, d_inner / G)."""
+    C = d_inner + 2 * G * N
+    _add_matrix(w, p + "ssm_in.weight", rng, 2 * d_inner + 2 * G * N + SH, E, E ** -0.5, qtype)
+    w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
+    w.add_tensor(p + "ssm_conv1d.bias", (0.1 * rng.standard_normal(C)).astype(np.float32))
+    dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), SH))
+    w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
+    w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, (SH, 1))).astype(np.float32))
+    w.add_tensor(p + "ssm_d", (1.0 + 0.1 * rng.standard_normal((SH, 1))).astype(np.float32))
+    w.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((G, d_inner // G))).astype(np.float32))
+    _add_matrix(w, p + "ssm_out.weight", rng, E, d_inner, d_inner ** -0.5, qtype)
+
+
 def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
     """granitehybrid: the keys and tensor names llama.cpp's converter writes for Granite 4.0-H
     (conversion/granite.py): head_count_kv per layer (0: a Mamba-2 layer), `ssm.*`, the Granite
-    multipliers, rope.scaling.finetuned; a tied output. Mamba-2's tensors as the converter
-    stores them: ssm_a = -exp(A_log) (rates 1..16), ssm_dt.bias = softplus^-1 of dt in
-    [0.001, 0.1], ssm_conv1d (C, W), ssm_norm (1 group of d_inner)."""
+    multipliers, rope.scaling.finetuned; a tied output; Mamba-2's tensors (_add_mamba2) of one
+    group."""
     x = cfg.extra
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
     d_inner, N, W, SH = 2 * E, x["d_state"], x["d_conv"], x["ssm_heads"]
-    C = d_inner + 2 * N
     a = cfg.arch
     w = _new_writer(cfg, path)
     w.add_head_count_kv([HKV if il in x["attn_layers"] else 0 for il in range(cfg.n_layer)])
@@ -810,15 +893,7 @@ def write_granitehybrid(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.G
             _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
             _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         else:
-            _add_matrix(w, p + "ssm_in.weight", rng, 2 * d_inner + 2 * N + SH, E, E ** -0.5, qtype)
-            w.add_tensor(p + "ssm_conv1d.weight", (0.5 * rng.standard_normal((C, W))).astype(np.float32))
-            w.add_tensor(p + "ssm_conv1d.bias", (0.1 * rng.standard_normal(C)).astype(np.float32))
-            dt = np.exp(rng.uniform(np.log(1e-3), np.log(0.1), SH))
-            w.add_tensor(p + "ssm_dt.bias", np.log(np.expm1(dt)).astype(np.float32))
-            w.add_tensor(p + "ssm_a", (-rng.uniform(1.0, 16.0, (SH, 1))).astype(np.float32))
-            w.add_tensor(p + "ssm_d", (1.0 + 0.1 * rng.standard_normal((SH, 1))).astype(np.float32))
-            w.add_tensor(p + "ssm_norm.weight", (1.0 + 0.1 * rng.standard_normal((1, d_inner))).astype(np.float32))
-            _add_matrix(w, p + "ssm_out.weight", rng, E, d_inner, d_inner ** -0.5, qtype)
+            _add_mamba2(w, p, rng, E, d_inner, 1, N, W, SH, qtype)
         _add_norm(w, p + "ffn_norm.weight", rng, E)
         if cfg.n_expert:
             w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
@@ -984,6 +1059,64 @@ def write_deepseek2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Gener
             _add_experts(w, p + f"ffn_{nm}_exps.weight", rng, cfg.n_expert, rows, cols, 2 * cols ** -0.5, qtype)
         for nm, rows, cols in (("gate", S, E), ("up", S, E), ("down", E, S)):
             _add_matrix(w, p + f"ffn_{nm}_shexp.weight", rng, rows, cols, cols ** -0.5, qtype)
+    return _write_out(w, path)
+
+
+def write_nemotronh(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator) -> Path:
+    """nemotron_h: the keys and tensor names llama.cpp's converter writes for Nemotron-H
+    (conversion/nemotron.py NemotronHModel): feed_forward_length and head_count_kv per layer (an
+    FFN layer: n_ff, 0; attention: 0, n_kv; Mamba-2: 0, 0), layer_norm_epsilon (no RMS key),
+    key/value_length, `ssm.*` with 2 groups (ssm_norm (G, d_inner / G)); an attention layer's
+    attn_q/k/v/output, an FFN layer's ffn_up/ffn_down (no gate), one attn_norm per layer; the
+    Mamba-2 tensors (_add_mamba2); an output matrix. nemotron_h_moe (cfg.n_expert): the expert
+    keys and, on the FFN layers, ffn_gate_inp, exp_probs_b, ffn_{up,down}_exps and _shexp."""
+    x = cfg.extra
+    E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
+    N, W, SH, G, kinds = x["d_state"], x["d_conv"], x["ssm_heads"], x["ssm_groups"], x["pattern"]
+    d_inner = SH * 64
+    w = _new_writer(cfg, path, [F if k == "-" else 0 for k in kinds])
+    w.add_head_count_kv([HKV if k == "*" else 0 for k in kinds])
+    w.add_rope_scaling_finetuned(False)
+    w.add_layer_norm_eps(cfg.rms_eps)
+    w.add_key_length(D)
+    w.add_value_length(D)
+    w.add_ssm_conv_kernel(W)
+    w.add_ssm_inner_size(d_inner)
+    w.add_ssm_state_size(N)
+    w.add_ssm_time_step_rank(SH)
+    w.add_ssm_group_count(G)
+    if cfg.n_expert:  # as the converter writes Nemotron 3 Nano's
+        w.add_expert_used_count(cfg.n_expert_used)
+        w.add_expert_feed_forward_length(cfg.n_ff_exp)
+        w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
+        w.add_expert_count(cfg.n_expert)
+        w.add_expert_shared_count(1)
+        w.add_expert_weights_norm(True)
+        w.add_expert_weights_scale(x["weights_scale"])
+        w.add_expert_group_count(1)
+    n_vocab = _add_vocab_embd_norm(w, rng, E, qtype)
+    _add_matrix(w, "output.weight", rng, n_vocab, E, 0.25, qtype)
+    for il, kind in enumerate(kinds):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        if kind == "*":
+            _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_k.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_v.weight", rng, HKV * D, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        elif kind == "-" and cfg.n_expert:  # the router and its bias stay F32, as llama-quantize keeps them
+            w.add_tensor(p + "ffn_gate_inp.weight", (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32))
+            w.add_tensor(p + "exp_probs_b.bias", (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32))
+            XF, S = cfg.n_ff_exp, x["n_ff_shexp"]
+            _add_experts(w, p + "ffn_up_exps.weight", rng, cfg.n_expert, XF, E, E ** -0.5, qtype)
+            _add_experts(w, p + "ffn_down_exps.weight", rng, cfg.n_expert, E, XF, 2 * XF ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_up_shexp.weight", rng, S, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, S, 2 * S ** -0.5, qtype)
+        elif kind == "-":
+            _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+            _add_matrix(w, p + "ffn_down.weight", rng, E, F, 2 * F ** -0.5, qtype)
+        else:
+            _add_mamba2(w, p, rng, E, d_inner, G, N, W, SH, qtype)
     return _write_out(w, path)
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llamacli.core.errors import UnsupportedArchitecture
 from llamacli.core.model.weights.gguf_file import GGUFFile
+from llamacli.core.model.weights.pack_cache import Attached
 from llamacli.core.model.families import ARCHITECTURES
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.precision import make_precision
@@ -21,6 +22,7 @@ class LoadStats:
     rss_bytes: int  # resident set size of the process after loading
     rss_file_bytes: int = 0  # the part of it that is file-backed pages (the mapped GGUF's, libraries')
     packed_bytes: int = 0  # GGUF-byte weights packed for the kernels (their file pages handed back)
+    pack_cache: Attached = field(default_factory=Attached)  # packed weights mapped from the cache file
 
 
 def rss_bytes() -> int:
@@ -65,12 +67,15 @@ def load_model(
         )
     args = cls.read_args(g)
     args.check(g.path)
-    # a model with experts reads a small part of its file per step: no packed copies (tensors.py)
-    loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights, pack=args.moe is None)
+    # a model with experts reads a small part of its file per step: its packed copies are
+    # file-backed (tensors.py)
+    loader = WeightLoader(g, threads=threads, quantized=precision.quantized_weights,
+                          pack="memory" if args.moe is None else "file")
     try:
         model = cls(args, g, precision, loader)
     finally:
         loader.finish()
     model._fuse_layers()
-    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes(), rss_file_bytes(), loader.packed_bytes)
+    stats = LoadStats(time.perf_counter() - t0, loader.nbytes, rss_bytes(), rss_file_bytes(), loader.packed_bytes,
+                      loader.cached)
     return model, g, stats

@@ -87,8 +87,9 @@ FLAGS: list[Flag] = [
     F(("-ctvd", "--spec-draft-type-v", "--cache-type-v-draft"), True, "the draft model's V is cached as the target's"),
     F(("-cb", "--cont-batching"), False, "continuous batching is always on"),
     F(("-nocb", "--no-cont-batching"), False, "continuous batching is always on"),
-    F(("--repack",), False, "no weight repacking"),
-    F(("-nr", "--no-repack"), False, "no weight repacking"),
+    F(("--repack",), False, "matrices with a packed form are always packed (the same results)"),
+    F(("-nr", "--no-repack"), False, "matrices with a packed form are always packed (the same results; a model "
+      "with experts keeps them in a cache file: LLAMA_PACK_CACHE=off turns that off)"),
     F(("--check-tensors",), False, "tensors are validated while loading"),
     F(("-cram", "--cache-ram"), True, "no host-memory prompt cache beyond the slots"),
     F(("-cms", "--checkpoint-min-step"), True, "context checkpoints are taken near a prompt's end only"),

@@ -12,8 +12,11 @@ from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.llama import LlamaModel
 from llamacli.core.model.families.mistral3 import Mistral3Model
+from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
+from llamacli.core.model.families.olmoe import OlmoeModel
 from llamacli.core.model.families.phi3 import Phi3Model
 from llamacli.core.model.families.qwen2 import Qwen2Model
+from llamacli.core.model.families.qwen2moe import Qwen2MoeModel
 from llamacli.core.model.families.qwen2vl import Qwen2VLModel
 from llamacli.core.model.families.qwen3 import Qwen3Model
 from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
@@ -22,5 +25,7 @@ from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwe
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
-                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, GraniteModel, GraniteMoeModel)
+                        Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
+                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, GraniteModel,
+                        GraniteMoeModel)
 }

@@ -312,8 +312,8 @@ class DecoderModel:
         )
         self._load_ffn(ld, il, lw)
         if self.has_qk_norm:
-            lw.q_norm = ld.vector(p + "attn_q_norm.weight")
-            lw.k_norm = ld.vector(p + "attn_k_norm.weight")
+            lw.q_norm = ld.vector(p + "attn_q_norm.weight", a.head_dim)
+            lw.k_norm = ld.vector(p + "attn_k_norm.weight", a.head_dim)
         if self.has_attn_sinks:
             lw.attn_sinks = ld.vector(p + "attn_sinks.weight", a.n_head)
         if self.has_post_norms:
@@ -424,18 +424,25 @@ class DecoderModel:
             groups = plan_attention(batch, self.precision.batch_invariant, self.precision.singles_per_group)
         for il, lw in enumerate(self.layers if step is None else ()):
             cos, sin = cs_swa if a.swa_layers[il] else cs_global
-            h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
-            h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
-            if lw.post_attn_norm is not None:
-                h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
-            x = x + self._residual(h)
-            h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
-            h = self.ffn(lw, h)
-            if lw.post_ffn_norm is not None:
-                h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-            x = x + self._residual(h)
+            x = self.block(il, lw, x, batch, cache, groups, cos, sin)
         cache.commit(batch.seq_ids, batch.positions)
         return K.rms_norm(x[batch.output], self.output_norm, a.norm_eps)  # (n_out, n_embd)
+
+    def block(self, il: int, lw: LayerWeights, x: np.ndarray, batch: Batch, cache: KVCache, groups: list[AttnGroup],
+              cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Layer il on the residual stream x (T, n_embd): the attention block, then the FFN
+        block, each normed first and added to x; returns the new x."""
+        a = self.args
+        h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
+        h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
+        if lw.post_attn_norm is not None:
+            h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
+        x = x + self._residual(h)
+        h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
+        h = self.ffn(lw, h)
+        if lw.post_ffn_norm is not None:
+            h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
+        return x + self._residual(h)
 
     def _residual(self, h: np.ndarray) -> np.ndarray:
         """A block's output (the mixer's or the FFN's) as it joins the residual stream: times
@@ -519,9 +526,10 @@ class DecoderModel:
         a = self.args
         pr = self.precision
         T = q.shape[0]
-        if lw.q_norm is not None:
-            q = K.rms_norm(q, lw.q_norm, a.norm_eps)
-            k = K.rms_norm(k, lw.k_norm, a.norm_eps)
+        if lw.q_norm is not None:  # per head, or over all of q / k (olmoe): as long as the norm's weight
+            q = K.rms_norm(q.reshape(T, -1, lw.q_norm.shape[0]), lw.q_norm, a.norm_eps).reshape(q.shape)
+            assert lw.k_norm is not None
+            k = K.rms_norm(k.reshape(T, -1, lw.k_norm.shape[0]), lw.k_norm, a.norm_eps).reshape(k.shape)
         rope = self._rope_swa if a.swa_layers[il] else self._rope  # its n_dims and neox: as ropes() gives
         q = pr.rope(q, cos, sin, rope)
         k = pr.rope(k, cos, sin, rope)

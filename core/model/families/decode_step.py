@@ -103,7 +103,8 @@ class DecodeStep:
         ):
             return None
         mats = [lin.q for lw in model.layers for lin in _linears(lw)]
-        mats += [ex.whole for lw in model.layers if lw.moe is not None for ex in (lw.moe.gate, lw.moe.up, lw.moe.down)]
+        mats += [ex.whole for lw in model.layers if lw.moe is not None
+                 for ex in (lw.moe.gate, lw.moe.up, lw.moe.down) if ex is not None]
         if any(m is None or not supports_decode_plan(m) for m in mats):
             return None
         if len({decode_weights(m).flags.writeable for m in mats if m is not None}) != 1:
@@ -193,24 +194,25 @@ def _linears(lw: LayerWeights) -> list[Linear]:
 
 
 def _moe_fits(m: MoEArgs, activation: str, layers: list[LayerWeights]) -> bool:
-    """Whether the layers with experts run in experts.py's calls: qwen3moe's block (soft max
-    gating, SiLU experts without biases, no selection bias, no shared experts), a float router,
-    quantized experts."""
-    if m.gating != "softmax" or m.probs_bias or m.n_shared or activation != "silu":
+    """Whether the layers with experts run in experts.py's calls: qwen3moe's and olmoe's block
+    (soft max gating, weights normalised or not, SiLU experts without biases, no selection bias,
+    no shared experts), a float router, quantized experts."""
+    if m.gating != "softmax" or m.probs_bias or m.n_shared or activation != "silu" or not m.gated:
         return False
     for lw in layers:
         mw = lw.moe
         if mw is None:
             continue
         exs = (mw.gate, mw.up, mw.down)
-        if (mw.gate_inp.q is None or mw.gate_inp.qtype not in FLOAT_FORMATS
-                or any(ex.whole is None or ex.b is not None or not supports_decode_plan(ex.whole) for ex in exs)):
+        if (mw.gate_inp.q is None or mw.gate is None or mw.gate_inp.qtype not in FLOAT_FORMATS
+                or any(ex is None or ex.whole is None or ex.b is not None or not supports_decode_plan(ex.whole)
+                       for ex in exs)):
             return False
     return True
 
 
 def _moe_plan(m: MoEArgs, mw: MoEWeights) -> _MoEPlan:
-    assert mw.gate_inp.q is not None and mw.gate.whole is not None and mw.up.whole is not None and mw.down.whole is not None
+    assert mw.gate_inp.q is not None and mw.gate is not None and mw.gate.whole is not None and mw.up.whole is not None and mw.down.whole is not None
     ints = np.zeros(5, dtype=np.int64)
     ints[[X.N_USED, X.N_FF_EXP, X.NORM_WEIGHTS]] = [m.n_expert_used, m.n_ff_exp, int(m.norm_weights)]
     ints[X.STEP_UP] = X.task_rows(m.n_ff_exp, m.n_expert_used, 2)

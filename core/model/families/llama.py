@@ -14,9 +14,10 @@ from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int
 
 
-def common_args(g: GGUFFile, neox: bool, n_head_kv: int | None = None) -> ModelArgs:
-    """ModelArgs from the keys every llama-like architecture shares (`{arch}.*`); n_head_kv:
-    the family's own reading of `attention.head_count_kv` (hybrids: a per-layer array)."""
+def common_args(g: GGUFFile, neox: bool, n_head_kv: int | None = None, n_ff: int | None = None) -> ModelArgs:
+    """ModelArgs from the keys every llama-like architecture shares (`{arch}.*`); n_head_kv,
+    n_ff: the family's own reading of `attention.head_count_kv` and `feed_forward_length`
+    (hybrids: per-layer arrays)."""
     md: dict[str, Any] = g.metadata
     a = g.architecture
     p = g.path
@@ -44,7 +45,8 @@ def common_args(g: GGUFFile, neox: bool, n_head_kv: int | None = None) -> ModelA
     if "token_embd.weight" in g.tensors:
         n_vocab = g.tensors["token_embd.weight"].shape[0]
     n_layer = md_int(md, p, f"{a}.block_count")
-    n_ff = md_int(md, p, f"{a}.feed_forward_length")  # per-layer arrays: uniform only
+    if n_ff is None:
+        n_ff = md_int(md, p, f"{a}.feed_forward_length")  # per-layer arrays: uniform only
     n_ctx_train = md_int(md, p, f"{a}.context_length", 4096)
     rope = K.RopeConfig(n_rot, base, scale, neox, freq_factors)
     if scaling == "yarn":

@@ -15,12 +15,15 @@ the block returns their weighted sum.
               normalised; w *= scale if scale not in (0, 1)
     y[t, j] = down_e(act(gate_e(h_t), up_e(h_t))),  e = sel[t, j]   (ggml_mul_mat_id, then
               ggml_add_id of expert e's bias where the file has one)
-    act     = silu(g) * u, gelu(g) * u, or ggml_swiglu_oai(g, u) (gpt-oss: clamped at 7)
+    act     = silu(g) * u, gelu(g) * u, or ggml_swiglu_oai(g, u) (gpt-oss: clamped at 7);
+              experts without a gate (Nemotron-H MoE): relu(u)^2
     out     = y[:, 0] * w[:, 0] + y[:, 1] * w[:, 1] + ...     (added slot by slot, in float32)
     out    += down_s(silu(gate_s(h)) * up_s(h))              (shared experts, where the family
                                                               has them: one dense gated FFN of
                                                               n_shared * n_ff_exp rows; Qwen3.5
-                                                              MoE: times sigmoid(h . gate_inp_s))
+                                                              MoE: times sigmoid(h . gate_inp_s),
+                                                              qwen2moe: times silu(x) / x of it;
+                                                              without gates: down_s(relu(up_s(h))^2))
 
 The expert matmuls group the batch's rows by expert (Precision.expert_linears): one matmul per
 active expert, reading only its weights.
@@ -62,16 +65,18 @@ class MoEArgs:
     n_group: int = 0  # expert_group_count (DeepSeek-V3): > 1, experts chosen only from the best groups
     n_group_used: int = 0  # expert_group_used_count: how many groups
     shared_gate: bool = False  # the shared FFN's output times sigmoid(h . ffn_gate_inp_shexp) (Qwen3.5 MoE)
+    gated: bool = True  # False: experts and shared experts of up and down only, squared ReLU (Nemotron-H MoE)
+    shared_gate_silu: bool = False  # that sigmoid as silu(x) / x (qwen2moe's ggml_div(ggml_silu(x), x))
 
 
 @dataclass
 class MoEWeights:
     gate_inp: Linear  # the router (n_expert, n_embd)
-    gate: ExpertLinear
+    gate: ExpertLinear | None  # None: MoEArgs.gated false
     up: ExpertLinear
     down: ExpertLinear
     probs_bias: np.ndarray | None = None  # (n_expert,): MoEArgs.probs_bias
-    shared: tuple[Linear, Linear, Linear] | None = None  # the shared experts' gate, up, down
+    shared: tuple[Linear | None, Linear, Linear] | None = None  # the shared experts' gate (None: ungated), up, down
     shared_gate: np.ndarray | None = None  # (n_embd,): MoEArgs.shared_gate
 
 
@@ -80,7 +85,7 @@ def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeigh
     and where the family has them `exp_probs_b.bias`, `ffn_{gate,up,down}_shexp`."""
     mw = MoEWeights(
         gate_inp=ld.linear(prefix + "ffn_gate_inp", n_embd, m.n_expert),
-        gate=ld.experts(prefix + "ffn_gate_exps.weight", m.n_expert, n_embd, m.n_ff_exp),
+        gate=ld.experts(prefix + "ffn_gate_exps.weight", m.n_expert, n_embd, m.n_ff_exp) if m.gated else None,
         up=ld.experts(prefix + "ffn_up_exps.weight", m.n_expert, n_embd, m.n_ff_exp),
         down=ld.experts(prefix + "ffn_down_exps.weight", m.n_expert, m.n_ff_exp, n_embd),
     )
@@ -88,7 +93,8 @@ def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeigh
         mw.probs_bias = ld.vector(prefix + "exp_probs_b.bias", m.n_expert)
     if m.n_shared:
         n_ff = m.n_ff_shared or m.n_shared * m.n_ff_exp
-        mw.shared = (ld.linear(prefix + "ffn_gate_shexp", n_embd, n_ff), ld.linear(prefix + "ffn_up_shexp", n_embd, n_ff),
+        mw.shared = (ld.linear(prefix + "ffn_gate_shexp", n_embd, n_ff) if m.gated else None,
+                     ld.linear(prefix + "ffn_up_shexp", n_embd, n_ff),
                      ld.linear(prefix + "ffn_down_shexp", n_ff, n_embd))
     if m.shared_gate:
         mw.shared_gate = ld.vector(prefix + "ffn_gate_inp_shexp.weight", n_embd)
@@ -100,6 +106,17 @@ def gated_ffn(pr: "Precision", h: np.ndarray, gate: Linear, up: Linear, down: Li
     """A dense gated FFN (llama.cpp's build_ffn, LLM_FFN_PAR): down(act(gate(h)) * up(h))."""
     g, u = pr.linears(h, [gate, up], fused)
     return pr.linear(pr.gated(g, u, activation), down)
+
+
+def relu_sqr(u: np.ndarray) -> np.ndarray:
+    """ggml_relu then ggml_sqr (llama.cpp's LLM_FFN_RELU_SQR): exact in float32."""
+    r = np.maximum(u, np.float32(0.0))
+    return r * r
+
+
+def relu_sqr_ffn(pr: "Precision", h: np.ndarray, up: Linear, down: Linear) -> np.ndarray:
+    """llama.cpp's build_ffn with LLM_FFN_RELU_SQR and no gate: down(relu(up(h))^2), h (T, n_embd)."""
+    return pr.linear(relu_sqr(pr.linear(h, up)), down)
 
 
 def route(probs: np.ndarray, m: MoEArgs, softmax: Callable[[np.ndarray], np.ndarray] = softmax_rows,
@@ -150,20 +167,29 @@ def moe_ffn(pr: "Precision", mw: MoEWeights, h: np.ndarray, m: MoEArgs, activati
     else:
         probs = pr.router_probs(logits)
     sel, w = route(probs, m, pr.router_probs, mw.probs_bias)
-    g, u = pr.expert_linears(h, [mw.gate, mw.up], sel)  # (T, k, n_ff_exp) each
-    if activation == "swiglu_oai":
-        act = K.swiglu_oai(g, u)
+    if mw.gate is None:
+        (u,) = pr.expert_linears(h, [mw.up], sel)  # (T, k, n_ff_exp)
+        act = relu_sqr(u)
     else:
-        act = (pr.gelu(g) if activation == "gelu" else pr.silu(g)) * u
+        g, u = pr.expert_linears(h, [mw.gate, mw.up], sel)  # (T, k, n_ff_exp) each
+        act = _gated_act(pr, g, u, activation)
     (y,) = pr.expert_linears(act, [mw.down], sel)  # (T, k, n_embd)
     y = y * w[:, :, None]
     out = y[:, 0].copy()
     for j in range(1, m.n_expert_used):  # ggml_add over the slots' views, in slot order
         out += y[:, j]
     if mw.shared is not None:
-        shared = gated_ffn(pr, h, *mw.shared)
+        gate, up, down = mw.shared
+        shared = relu_sqr_ffn(pr, h, up, down) if gate is None else gated_ffn(pr, h, gate, up, down)
         if mw.shared_gate is not None:  # one gate logit per token: a row-wise sum, the same for any batch
-            logit = (h * mw.shared_gate).sum(axis=1, dtype=np.float32)
-            shared = shared * sigmoid_rows(np.ascontiguousarray(logit[:, None]))
+            logit = np.ascontiguousarray((h * mw.shared_gate).sum(axis=1, dtype=np.float32)[:, None])
+            shared = shared * (pr.silu(logit) / logit if m.shared_gate_silu else sigmoid_rows(logit))
         out += shared
     return out
+
+
+def _gated_act(pr: "Precision", g: np.ndarray, u: np.ndarray, activation: str) -> np.ndarray:
+    """The experts' gated activation of their gate and up outputs g, u (T, k, n_ff_exp)."""
+    if activation == "swiglu_oai":
+        return K.swiglu_oai(g, u)
+    return (pr.gelu(g) if activation == "gelu" else pr.silu(g)) * u

@@ -51,11 +51,17 @@ class Checkpoint:
 class HybridCache(KVCache):
     """KVCache whose recurrent layers hold no K/V cells (zero heads) but conv[il] (n_seq, C,
     W - 1) and ssm[il] float32 states (Mamba-2: (n_seq, H, P, N); the delta net: (n_seq, H_v,
-    S, S))."""
+    S, S)). `cells`: the layers with K/V cells (default: the others); a layer that is neither
+    (Nemotron-H's FFN-only layers) holds nothing."""
 
     def __init__(self, n_layer: int, n_seq: int, n_ctx: int, n_head_kv: int, head_dim: int, head_dim_v: int,
-                 recurrent: tuple[bool, ...], conv_shape: tuple[int, ...], ssm_shape: tuple[int, ...]) -> None:
+                 recurrent: tuple[bool, ...], conv_shape: tuple[int, ...], ssm_shape: tuple[int, ...],
+                 cells: tuple[bool, ...] | None = None) -> None:
         super().__init__(n_layer, n_seq, n_ctx, n_head_kv, head_dim, head_dim_v)
+        for il, c in enumerate(cells or ()):
+            if not c:
+                self.k[il] = np.zeros((n_seq, 0, n_ctx, head_dim), dtype=np.float32)
+                self.v[il] = np.zeros((n_seq, 0, n_ctx, head_dim_v), dtype=np.float32)
         self.recurrent = recurrent
         self.max_checkpoints = 32
         self.checkpoints: list[list[Checkpoint]] = [[] for _ in range(n_seq)]

@@ -8,10 +8,11 @@ the same bytes. Matrices of the 32-value types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) ar
 load, their rows interleaved by eights for the kernels (core/model/kernels/qmm/packed.py: the
 same bytes regrouped, and the same results, faster); the file's pages of a packed tensor are
 then handed back (a later read of them, an embedding row, maps its page again), so it is
-resident once. A model with experts packs nothing (`pack`): its packed copies would be
-anonymous memory on top of a file that a step reads only a small part of (the 30B-A3B shape's
-attention and vocabulary projection: ~0.8 GB), where its resident memory should follow the
-pages it reads.
+resident once. A model with experts packs its matrices into a file-backed cache instead
+(`pack="file"`, core/model/weights/pack_cache.py; its experts stay as stored): packed copies in
+memory would be anonymous memory on top of a file that a step reads only a small part of (the
+30B-A3B shape's attention and vocabulary projection: ~0.8 GB), where its resident memory
+should follow the pages it reads.
 
 `f32` numerics (the plain-maths reference): matrices are dequantized to float32 at load and
 multiplied with BLAS. They are held as (in, out) C-contiguous so that `x @ w` streams them row
@@ -29,7 +30,8 @@ from gguf import GGMLQuantizationType
 from llamacli.core.errors import ModelLoadError, UnsupportedTensorType
 from llamacli.core.model.weights.gguf_file import GGUFFile, release_pages
 from llamacli.core.model.kernels.qmm import QuantMatrix, supports
-from llamacli.core.model.kernels.qmm.matrix import pack_matrix
+from llamacli.core.model.kernels.qmm.matrix import pack_matrix, packable
+from llamacli.core.model.weights import pack_cache
 from llamacli.core.model.kernels.dequant import dequantize, dequantize_rows
 
 
@@ -131,9 +133,11 @@ class WeightLoader:
     otherwise dequantize to float32 in a small thread pool (NumPy releases the GIL).
 
     Methods may return objects filled in by `finish()`, so that tensors decode in parallel.
-    `pack`: give matrices their packed form (module docstring)."""
+    `pack`: give matrices their packed form in memory ("memory"), in the file-backed cache
+    ("file", `finish` attaches them), or not at all ("off") (module docstring)."""
 
-    def __init__(self, gguf: GGUFFile, threads: int = 2, quantized: bool = True, pack: bool = True) -> None:
+    def __init__(self, gguf: GGUFFile, threads: int = 2, quantized: bool = True, pack: str = "memory") -> None:
+        assert pack in ("memory", "file", "off")
         self.gguf = gguf
         self.quantized = quantized
         self.pack = pack
@@ -141,7 +145,9 @@ class WeightLoader:
         self.futures: list[Future[None]] = []
         self.loaded_names: set[str] = set()
         self.nbytes = 0  # bytes of float32 copies made (0 for quantized weights)
-        self.packed: list[QuantMatrix] = []  # matrices given their packed form
+        self.packed: list[QuantMatrix] = []  # matrices given their packed form in memory
+        self.to_file: dict[int, tuple[str, QuantMatrix]] = {}  # pack="file": id(m) -> (tensor, m)
+        self.cached = pack_cache.Attached()  # what the file-backed cache gave (pack="file")
 
     @property
     def packed_bytes(self) -> int:
@@ -149,7 +155,9 @@ class WeightLoader:
 
     def _pack(self, name: str, m: QuantMatrix) -> None:
         """Queue m's packed form (matrix.pack_matrix), then hand the tensor's file pages back."""
-        if not self.pack:
+        if self.pack == "file" and packable(m):
+            self.to_file[id(m)] = (name, m)
+        if self.pack != "memory":
             return
 
         def work() -> None:
@@ -288,10 +296,18 @@ class WeightLoader:
         return OutputWeight(tied_to.qtype, q=tied_to.q, w=tied_to.w, weight_name=tied_to.name)
 
     def finish(self) -> None:
-        """Wait for every queued dequantization; re-raise the first error."""
+        """Wait for every queued dequantization; re-raise the first error. Then, with
+        pack="file", map the packed matrices from the cache (pack_cache.attach) and hand the
+        model file's pages of their tensors back."""
         try:
             for f in self.futures:
                 f.result()
         finally:
             self.pool.shutdown(wait=True)
             self.futures.clear()
+        if self.to_file:
+            named = list(self.to_file.values())
+            self.cached = pack_cache.attach(self.gguf, named)
+            if self.cached.nbytes:
+                for name in {name for name, _ in named}:
+                    self._release(name)

@@ -193,9 +193,10 @@ def attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, 
         return False
     q3 = q.reshape((T, H, D))
     k3 = k.reshape((T, Hkv, D))
-    if norms[Q_NORM].shape[0] > 0:
-        q3 = _rms(q3.reshape((T * H, D)), norms[Q_NORM], eps).reshape((T, H, D))
-        k3 = _rms(k3.reshape((T * Hkv, D)), norms[K_NORM], eps).reshape((T, Hkv, D))
+    nq, nk = norms[Q_NORM].shape[0], norms[K_NORM].shape[0]
+    if nq > 0:  # per head (a norm of D), or over each row's whole q / k (olmoe: H * D, Hkv * D)
+        q3 = _rms(q.reshape((T * H * D // nq, nq)), norms[Q_NORM], eps).reshape((T, H, D))
+        k3 = _rms(k.reshape((T * Hkv * D // nk, nk)), norms[K_NORM], eps).reshape((T, Hkv, D))
     _rope_fma(q3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
     _rope_fma(k3, cos, sin, ints[ROPE_HALF], ints[ROPE_NEOX] != 0)
     if q_scale > 0:

@@ -57,14 +57,28 @@ class QuantMatrix:
         return int(self.data.shape[0])
 
 
-def pack_matrix(m: QuantMatrix) -> bool:
-    """Give m its packed form where its type has one (the 32-value legacy types) and its rows
-    come in eights; whether it did."""
+def packable(m: QuantMatrix) -> bool:
+    """Whether m's type has a packed form (the 32-value legacy types, MXFP4, Q4_K, Q6_K) and
+    its rows come in eights."""
     fmt = QUANT_FORMATS.get(m.qtype)
-    if fmt is None or fmt.kind not in packed.KINDS or m.n_out % packed.GROUP or m.packed is not None:
-        return m.packed is not None
-    m.packed = packed.pack(np.ascontiguousarray(m.data), fmt.kind)
-    return True
+    return fmt is not None and fmt.kind in packed.KINDS and m.n_out % packed.GROUP == 0
+
+
+def packed_shape(m: QuantMatrix) -> tuple[int, int]:
+    """The shape of a packable matrix's packed form (the same bytes, rows interleaved by GROUP)."""
+    return m.n_out // packed.GROUP, int(m.data.shape[1]) * packed.GROUP
+
+
+def pack_into(m: QuantMatrix, out: np.ndarray) -> np.ndarray:
+    """Write m's packed form into out (`packed_shape(m)`, uint8); the result as a read-only view."""
+    return packed.pack(np.ascontiguousarray(m.data), QUANT_FORMATS[m.qtype].kind, out.view(np.ndarray))
+
+
+def pack_matrix(m: QuantMatrix) -> bool:
+    """Give m its packed form (in memory) where `packable`; whether it has one."""
+    if m.packed is None and packable(m):
+        m.packed = packed.pack(np.ascontiguousarray(m.data), QUANT_FORMATS[m.qtype].kind)
+    return m.packed is not None
 
 
 def supports(qtype: GGMLQuantizationType) -> bool:

@@ -98,17 +98,22 @@ def _pack(w, bsize, qs_at, qh_at, m_at, eight_bit, scale_bytes, code_at, out):  
                             out[g, o + code_at + 128 + 4 * r + i] = bits
 
 
-def pack(data: np.ndarray, kind: int) -> np.ndarray:
+def pack(data: np.ndarray, kind: int, out: np.ndarray | None = None) -> np.ndarray:
     """The packed form (module docstring) of a matrix (N, row bytes) of type `kind`, N a
-    multiple of GROUP; read-only, as the mapped file's matrices (one compiled signature)."""
-    if kind in packed_k.KINDS:
-        return packed_k.pack(data, kind)
-    bsize, qs_at, qh_at, _, m_at = _layout(kind)
+    multiple of GROUP, written into `out` ((N / GROUP, row bytes * GROUP) uint8) if given, else
+    into a new array; returned read-only, as the mapped file's matrices (one compiled signature)."""
     n, row_bytes = data.shape
-    out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
-    _pack(data, bsize, qs_at, qh_at, m_at, kind == 4, _scale_bytes(kind), _code_at(kind), out)
-    out.flags.writeable = False
-    return out
+    if out is None:
+        out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
+    assert out.shape == (n // GROUP, row_bytes * GROUP) and out.dtype == np.uint8
+    if kind in packed_k.KINDS:
+        packed_k.pack(data, kind, out)
+    else:
+        bsize, qs_at, qh_at, _, m_at = _layout(kind)
+        _pack(data, bsize, qs_at, qh_at, m_at, kind == 4, _scale_bytes(kind), _code_at(kind), out)
+    res = out.view(np.ndarray)
+    res.flags.writeable = False
+    return res
 
 
 def _splat(builder: Any, v: Any, n: int) -> Any:

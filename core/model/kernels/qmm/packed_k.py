@@ -274,10 +274,7 @@ def _splat(builder: Any, v: Any, n: int) -> Any:
     return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), const_vec(_I32, [0] * n))
 
 
-def pack(data: np.ndarray, kind: int) -> np.ndarray:
-    """The packed form of a Q4_K or Q6_K matrix (N, row bytes), N a multiple of 8; read-only."""
-    n, row_bytes = data.shape
-    out = np.empty((n // GROUP, row_bytes * GROUP), dtype=np.uint8)
+def pack(data: np.ndarray, kind: int, out: np.ndarray) -> None:
+    """Write the packed form of a Q4_K or Q6_K matrix (N, row bytes), N a multiple of 8, into
+    out (N / 8, row bytes * 8) (packed.pack)."""
     (pack_q4_k if kind == U.Q4_K else pack_q6_k)(data, out)
-    out.flags.writeable = False
-    return out
