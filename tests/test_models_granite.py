@@ -7,13 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import gguf
+import numpy as np
 import pytest
 
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
 from llamacli.core.model.load import load_model
+from llamacli.core.model.state.batch import Batch
 from llamacli.core.text.chat_templates.detect import default_builtin
-from tests.tiny_models import rewrite_gguf, write_tiny_model
+from tests.tiny_models import fixture_tokens, rewrite_gguf, write_tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # (rewrite_gguf copies F32 files only; the Q8_0 granitemoe has the shared FFN)
     return {name: write_tiny_model(arch, v, d / f"{name}.gguf")
             for name, arch, v in (("granite", "granite", "F32"), ("granitemoe", "granitemoe", "F32"),
-                                  ("shared", "granitemoe", "Q8_0"))}
+                                  ("shared", "granitemoe", "Q8_0"), ("granitehybrid", "granitehybrid", "F32"))}
 
 
 def test_hyperparameters_as_llama_cpp_reads_them(files: dict[str, Path]) -> None:
@@ -79,3 +81,17 @@ def test_deepstack_layers_are_refused(files: dict[str, Path], tmp_path: Path) ->
 @pytest.mark.parametrize("arch", ["granite", "granitemoe"])
 def test_files_without_a_template_chat_in_granite_turns(arch: str) -> None:
     assert default_builtin({"general.architecture": arch}) == "granite"
+
+
+@pytest.mark.parametrize("name", ["granite", "granitemoe", "granitehybrid"])
+def test_given_embeddings_are_scaled_as_token_embeddings_are(files: dict[str, Path], name: str) -> None:
+    """llama.cpp's build_inp_embd multiplies every input row by `embedding_scale` (for Granite,
+    media embeddings too; Gemma scales its token rows only): a prompt given as its token
+    embedding rows (media rows) gives the logits of the tokens themselves."""
+    model, _, _ = load_model(files[name], numerics="ggml")
+    assert model.scale_media_embd and model.args.embed_scale == 12.0
+    toks = fixture_tokens(name, 12)
+    want = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
+    rows = model.tok_embd.rows(np.array(toks))  # (12, n_embd), unscaled
+    given = Batch(np.full(12, -1), np.zeros(12), np.arange(12), output=np.ones(12, dtype=bool), embd=rows)
+    np.testing.assert_array_equal(model.forward(given, model.new_cache(1, 64)), want)

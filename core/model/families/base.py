@@ -268,6 +268,9 @@ class DecoderModel:
     n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
     can_shift = True  # a full sequence may shift its cache (M-RoPE may not: llama.cpp's get_can_shift)
     mrope = False  # media tokens take M-RoPE positions (Batch.rope_pos; core/multimodal/mrope.py)
+    #: embed_scale also multiplies given embeddings (media rows): llama.cpp's build_inp_embd
+    #: scales every input row by `embedding_scale` (Granite); Gemma's scale is the tokens' only
+    scale_media_embd = False
 
     def check_input(self, n_tokens: int, n_batch: int) -> None:
         """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""
@@ -367,13 +370,16 @@ class DecoderModel:
 
     def embed_batch(self, batch: Batch) -> np.ndarray:
         """The batch's input rows (T, n_embd): token embeddings, and the given embeddings for
-        media rows (negative tokens) as they are (llama.cpp scales only token embeddings)."""
+        media rows (negative tokens) as they are (llama.cpp scales only token embeddings), or
+        where `scale_media_embd` times embed_scale too."""
         if batch.embd is None:
             return self.embed(batch.tokens)
         if batch.embd.shape[1] != self.args.n_embd:
             raise ValueError(f"embeddings of width {batch.embd.shape[1]} for a model of n_embd {self.args.n_embd}")
         media = batch.tokens < 0
         x = batch.embd.copy()
+        if self.scale_media_embd and self.args.embed_scale is not None:
+            x = x * np.float32(self.args.embed_scale)  # (the token rows are replaced below)
         if not media.all():
             x[~media] = self.embed(batch.tokens[~media])
         return x

@@ -4,7 +4,8 @@ graph), and Granite's hyperparameters, which granitehybrid (Granite 4.0-H) share
 
 The Llama block (normal rope, RMS norms, SiLU-gated FFN) with four scalings, each a ModelArgs
 field the base decoder (and its compiled one-token step) applies:
-- token embeddings times `embedding_scale` (ggml_scale in build_inp_embd);
+- the input rows times `embedding_scale` (ggml_scale in build_inp_embd): token embeddings and
+  given (media) embeddings alike (`scale_media_embd`);
 - Q.K times `attention.scale` (1/sqrt(head_dim) when absent or 0);
 - each block's output (attention's, then the FFN's) times `residual_scale` before it joins the
   residual stream;
@@ -70,6 +71,7 @@ def granite_args(g: GGUFFile, a: ModelArgs, rope_switch: bool = True, logit_requ
 
 class GraniteModel(DecoderModel):
     arch = "granite"
+    scale_media_embd = True
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:

@@ -27,6 +27,7 @@ from llamacli.core.model.weights.tensors import WeightLoader
 
 class GraniteHybridModel(Mamba2HybridModel):
     arch = "granitehybrid"
+    scale_media_embd = True
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
