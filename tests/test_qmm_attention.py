@@ -41,10 +41,11 @@ def _spec(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray, scale: 
             sc = np.zeros((Tq, kh.shape[0]), dtype=f32)
             for d in range(D):
                 sc = sc + qh[:, d : d + 1] * kh[None, :, d]  # exact products, one f32 rounding per step
-            w = sc * f32(scale) if scale != 1.0 else sc
-            if cap:
+            w = sc
+            if cap:  # llama.cpp's graph: kq * f32(1 / cap), tanh, * cap, then soft_max's scale
                 c = f32(cap)
-                w = np.vectorize(lambda x: f32(math.tanh(f64(x / c))))(w).astype(f32) * c
+                w = np.vectorize(lambda x: f32(math.tanh(f64(x * (f32(1) / c)))))(w).astype(f32) * c
+            w = w * f32(scale) if scale != 1.0 else w
             w = (w + mask[s]).astype(f32)
             m = np.max(w, axis=-1, keepdims=True)
             if sinks is not None:

@@ -1,6 +1,6 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3, phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, gemma2 (GEMMA2_MODELS), gemma (GEMMA_MODELS), phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
 MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks; SPLIT_MODELS: NVFP4, Q1_0, Q2_0), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
@@ -29,7 +29,7 @@ token's own scaled embedding, dominate the residual stream), head_dim * n_head !
 default sliding-window pattern gives 5 sliding layers and 1 global layer, window 8 tokens).
 
 Vocabularies llama.cpp accepts:
-- llama, gemma3: SPM (`tokenizer.ggml.model` = "llama"), special tokens first, the 256 byte
+- llama, gemma3, gemma2: SPM (`tokenizer.ggml.model` = "llama"), special tokens first, the 256 byte
   tokens `<0x00>`..`<0xFF>` (type BYTE), then word pieces (`▁` = space) learnt by a small
   deterministic BPE over a fixed English text, with scores = -rank.
 - qwen2, qwen3: GPT-2 byte-level BPE (`gpt2`, pre-tokenizer `qwen2`): the 256 byte-level
@@ -170,6 +170,21 @@ QWEN2MOE_MODELS = (("qwen2moe", "F32"), ("qwen2moe", "Q8_0"))
 # the first the other way)
 _MOE_SEEDS = {("olmoe", "F32"): 1700, ("olmoe", "Q4_K"): 1701, ("qwen2moe", "F32"): 1721, ("qwen2moe", "Q8_0"): 1719}
 ALL_MODELS += list(OLMOE_MODELS) + list(QWEN2MOE_MODELS)
+# gemma2 (Gemma 2 2B's shape: head_dim * n_head != n_embd, post norms, tied output): 4 layers,
+# window 16 on layers 0 and 2 (the default pattern 2; the fixtures' 40 tokens pass it), attention
+# scores capped at 5 and logits at 8 (the real files' 50 and 30 would not bite on these random
+# weights); F32 and Q4_K (the one-token steps through the compiled decode step)
+GEMMA2_MODELS = (("gemma2", "F32"), ("gemma2", "Q4_K"))
+_GEMMA2_CAPS = (5.0, 8.0)  # attn_logit_softcapping, final_logit_softcapping
+_GEMMA2_SEEDS = {"F32": 1700, "Q4_K": 1708}  # Q4_K: greedy steps clear of near-ties (top two >= 0.15 apart)
+ALL_MODELS += list(GEMMA2_MODELS)
+# gemma (Gemma 1 2B's shape: one KV head, head_dim * n_head != n_embd, tied output, no post norms):
+# 2 layers; F32 and Q4_K
+GEMMA_MODELS = (("gemma", "F32"), ("gemma", "Q4_K"))
+_GEMMA_SEEDS = {"F32": 1800, "Q4_K": 1818}  # Q4_K: greedy steps clear of near-ties (top two >= 0.16 apart)
+ALL_MODELS += list(GEMMA_MODELS)
+_GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
+_POST_NORMS = ("gemma3", "gemma2")
 # granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
 # multipliers (granite 3.x's embedding 12, residual 0.22, attention 1/128, logits / 2) and a tied
 # output; granite F32 and Q4_K, 2 layers; granitemoe 8 experts of feed_forward_length (256) rows,
@@ -205,7 +220,7 @@ class TinyConfig:
     n_ctx_train: int = 256
     rms_eps: float = 1e-5
     rope_base: float = 10000.0
-    sliding_window: int = 0            # gemma3 only
+    sliding_window: int = 0            # gemma3, gemma2, gpt-oss
     tied_output: bool = False
     qkv_bias: bool = False             # qwen2
     qk_norm: bool = False              # qwen3, gemma3
@@ -306,6 +321,17 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                                  "n_dense_lead": 1, "absorbed": variant != "F32_KVB", "v3": v3,
                                  "mscale_all_dim": 1.0 if v3 else 0.707, "weights_scale": 2.5 if v3 else 1.0,
                                  "n_group": 4 if v3 else 0, "n_group_used": 2 if v3 else 0})
+    if arch == "gemma2":
+        if (arch, variant) not in GEMMA2_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=128, n_ff=512, rope_base=10000.0,
+                          rms_eps=1e-6, tied_output=True, sliding_window=16,
+                          seed=_GEMMA2_SEEDS[variant])
+    if arch == "gemma":
+        if (arch, variant) not in GEMMA_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=1, head_dim=128, n_ff=512, rope_base=10000.0,
+                          rms_eps=1e-6, tied_output=True, seed=_GEMMA_SEEDS[variant])
     if arch in ("granite", "granitemoe"):
         if (arch, variant) not in GRANITE_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -398,7 +424,7 @@ def _bpe_learn(words: dict[tuple[str, ...], int], n_merges: int) -> list[tuple[s
 @functools.lru_cache(maxsize=None)
 def _spm_vocab(arch: str) -> tuple[tuple[str, ...], tuple[float, ...], tuple[int, ...], dict]:
     """SPM vocab: (tokens, scores, token_types, special ids)."""
-    if arch == "gemma3":
+    if arch in _GEMMAS:
         specials = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
         ids = {"pad": 0, "eos": 1, "bos": 2, "unk": 3}
         types = [TokenType.CONTROL, TokenType.CONTROL, TokenType.CONTROL, TokenType.UNKNOWN,
@@ -569,13 +595,16 @@ def _add_gptoss_moe_biases(w: gguf.GGUFWriter, p: str, rng: np.random.Generator,
 
 
 def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
-    """mistral3's YaRN and temperature keys, glm4moe's router and layer-layout keys."""
+    """mistral3's YaRN and temperature keys, glm4moe's router and layer-layout keys, gemma2's caps."""
     x = cfg.extra
     if cfg.arch == "mistral3":
         w.add_rope_scaling_yarn_beta_fast(x["yarn_beta_fast"])
         w.add_rope_scaling_yarn_beta_slow(x["yarn_beta_slow"])
         w.add_rope_scaling_yarn_log_mul(x["yarn_log_mul"])
         w.add_attn_temperature_scale(x["temp_scale"])
+    if cfg.arch == "gemma2":
+        w.add_attn_logit_softcapping(_GEMMA2_CAPS[0])
+        w.add_final_logit_softcapping(_GEMMA2_CAPS[1])
     if "rope_sections" in x:
         w.add_rope_dimension_sections(list(x["rope_sections"]))
     if cfg.arch in ("granite", "granitemoe"):
@@ -705,7 +734,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_rope_freq_base(cfg.rope_base)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
-    if arch != "gemma3":
+    if arch not in _GEMMAS:
         w.add_rope_dimension_count(cfg.n_rot or cfg.head_dim)
     if cfg.longrope:
         w.add_rope_scaling_orig_ctx_len(cfg.longrope)
@@ -753,7 +782,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             w.add_pad_token_id(ids["pad"])
         w.add_add_bos_token(True)
         w.add_add_eos_token(False)
-        if arch == "gemma3":
+        if arch in _GEMMAS:
             w.add_add_space_prefix(False)
     else:
         tokens = _add_bpe_vocab(w)
@@ -762,7 +791,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
     # gemma3 scales the embeddings by sqrt(n_embd) = 16 and ties the output: keep the residual
     # stream from being dominated by the token's own embedding (else top-1 = input token)
-    emb_std = 0.15 if arch == "gemma3" else 0.25
+    emb_std = 0.15 if arch in _GEMMAS else 0.25
     # tensors (norms F32, matrices in the variant's type)
     _add_matrix(w, "token_embd.weight", rng, n_vocab, E, emb_std, qtype)
     # output norm with random signs: with a tied output the logit of the input token would
@@ -800,7 +829,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         if arch == "gpt-oss":
             _add_gptoss_attention_extras(w, p, rng, cfg)
-        if arch == "gemma3":
+        if arch in _POST_NORMS:
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
         # gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
         _add_norm(w, p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), rng, E)
@@ -831,7 +860,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
             _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
-        if arch == "gemma3":
+        if arch in _POST_NORMS:
             _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
 
     return _write_out(w, path)

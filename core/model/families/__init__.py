@@ -5,6 +5,8 @@ from __future__ import annotations
 from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.families.bert import BertModel, NomicBertModel
 from llamacli.core.model.families.deepseek2 import DeepSeek2Model
+from llamacli.core.model.families.gemma import GemmaModel
+from llamacli.core.model.families.gemma2 import Gemma2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
@@ -26,6 +28,6 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
-                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, GraniteModel,
-                        GraniteMoeModel)
+                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
+                        GraniteModel, GraniteMoeModel)
 }

@@ -5,11 +5,11 @@ sqrt(n_embd); Q/K RMS norms; post-attention and post-FFN norms; GELU-gated FFN; 
 sliding-window layers (il % pattern < pattern - 1, pattern 6 unless the file says) with their
 own rope base (10000 unless `rope.freq_base_swa`) and no rope scaling; Q scaled by
 1/sqrt(head_dim) before attention (1/sqrt(n_embd/n_head) for the 27B); tied output.
+`gemma_args` is the part Gemma 1 and 2 (gemma.py, gemma2.py) share.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +17,25 @@ import numpy as np
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int, swa_pattern
 from llamacli.core.model.families.llama import common_args
+
+
+def inv_sqrt_f32(n: int) -> float:
+    """1.0f / sqrtf(float(n)), as llama.cpp computes Gemma's Q scale."""
+    return float(np.float32(1.0) / np.sqrt(np.float32(n)))
+
+
+def gemma_args(g: GGUFFile, n_layer_27b: int | None) -> ModelArgs:
+    """What Gemma 1, 2 and 3 read alike: the common keys, NeoX rope, a GELU-gated FFN, embeddings
+    times sqrt(n_embd), Q scaled before attention by 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head)
+    for a 27B (the family's layer count n_layer_27b; gemma_pytorch's query_pre_attn_scalar)."""
+    a = common_args(g, neox=True)
+    a.activation = "gelu"
+    # ggml_scale(inpL, sqrtf(n_embd)): a float32 sqrt
+    a.embed_scale = float(np.sqrt(np.float32(a.n_embd)))
+    # the 27B's n_embd / n_head an integer division
+    a.attn_scale = inv_sqrt_f32(a.n_embd // a.n_head if a.n_layer == n_layer_27b else a.head_dim)
+    a.scale_q = True
+    return a
 
 
 class Gemma3Model(DecoderModel):
@@ -27,15 +46,7 @@ class Gemma3Model(DecoderModel):
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
         md = g.metadata
-        a = common_args(g, neox=True)
-        a.activation = "gelu"
-        # ggml_scale(inpL, sqrtf(n_embd)): a float32 sqrt
-        a.embed_scale = float(np.sqrt(np.float32(a.n_embd)))
-        if a.n_layer == 62:  # 27B
-            a.attn_scale = 1.0 / math.sqrt(a.n_embd / a.n_head)
-        else:
-            a.attn_scale = 1.0 / math.sqrt(a.head_dim)
-        a.scale_q = True
+        a = gemma_args(g, 62)
         p = g.path
         softcap = md.get("gemma3.final_logit_softcapping")
         a.final_softcap = md_float(md, p, "gemma3.final_logit_softcapping") if softcap else None

@@ -103,8 +103,10 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
 
 def softcap(x: np.ndarray, cap: float) -> np.ndarray:
-    """Logit soft-capping: cap * tanh(x / cap)."""
-    return np.tanh(x / cap) * cap
+    """Logit soft-capping: cap * tanh(x / cap), in float32 as llama.cpp's graph: x * f32(1 / cap)
+    (ggml_scale), tanh, * cap."""
+    c = np.float32(cap)
+    return np.tanh(x * (np.float32(1.0) / c)) * c
 
 
 @dataclass(frozen=True)
@@ -327,9 +329,9 @@ def gqa_attention(
     G = H // Hkv
     qg = q.reshape(S, Hkv, G * Tq, D)
     scores = np.matmul(qg, k.transpose(0, 1, 3, 2))  # (S, Hkv, G*Tq, L)
-    scores *= np.float32(scale)
-    if softcap_val:
+    if softcap_val:  # llama.cpp's graph: the cap, then soft_max's scale
         scores = softcap(scores, softcap_val)
+    scores *= np.float32(scale)
     scores = scores.reshape(S, Hkv, G, Tq, -1) + mask[:, None, None, :, :]
     if sinks is not None:  # one more column per row holding its head's sink, dropped after
         sink = np.broadcast_to(sinks.astype(np.float32).reshape(1, Hkv, G, 1, 1), (S, Hkv, G, Tq, 1))

@@ -10,7 +10,7 @@ mapped read-only, like the model: pages the kernel can drop and read again, shar
 every process that serves the model, and a later load maps them without packing again.
 
 One cache file per model file and set of matrices, named by a digest of the model file's
-identity (real path, size, modification time, inode) and of the matrices (where each one's rows
+identity (each part's real path, size, modification time, inode) and of the matrices (where each one's rows
 lie in the file, their type and shape) and `VERSION` (bumped when a packed layout changes):
 
     MAGIC (8 bytes) | header length (u64, little-endian) | header (JSON) | zero padding
@@ -104,9 +104,13 @@ def _layout(entries: list[Entry], mats: list[QuantMatrix], header_room: int) -> 
 
 
 def _identity(gguf: GGUFFile, sources: list[tuple[int, int, int, int, int]]) -> dict[str, object]:
-    st = os.stat(gguf.path)
-    return {"version": VERSION, "model": os.path.realpath(gguf.path), "size": st.st_size,
-            "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "sources": [list(s) for s in sources]}
+    """What the cache file is a function of: each part of the model file (real path, size,
+    modification time, inode), the matrices' places in them, the packed layouts' version."""
+    parts = []
+    for p in gguf.paths:
+        st = os.stat(p)
+        parts.append([os.path.realpath(p), st.st_size, st.st_mtime_ns, st.st_ino])
+    return {"version": VERSION, "parts": parts, "sources": [list(s) for s in sources]}
 
 
 def _read_header(path: Path) -> dict[str, object] | None:
@@ -123,20 +127,20 @@ def _read_header(path: Path) -> dict[str, object] | None:
 
 
 def _write(path: Path, header: dict[str, object], entries: list[Entry], mats: list[QuantMatrix]) -> None:
-    """Pack every matrix into a new cache file at `path` (temporary name, then renamed)."""
+    """Pack every matrix into a new cache file at `path` (temporary name, then renamed). Each is
+    packed into one reused buffer and written with write(): a full disk is an OSError here,
+    where pages of a mapped sparse file would fault (SIGBUS) on their first store."""
     blob = json.dumps(header).encode()
     assert 16 + len(blob) <= min(e.at for e in entries), "the header outgrew its room"
-    end = max(e.at + e.rows * e.cols for e in entries)
+    buf = np.empty(max(e.rows * e.cols for e in entries), dtype=np.uint8)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
             f.write(MAGIC + struct.pack("<Q", len(blob)) + blob)
-            f.truncate(end)
-        out = np.memmap(tmp, dtype=np.uint8, mode="r+", shape=(end,))
-        for e, m in zip(entries, mats):
-            pack_into(m, out[e.at : e.at + e.rows * e.cols].reshape(e.rows, e.cols))
-        out.flush()
-        del out
+            for e, m in zip(entries, mats):
+                packed = pack_into(m, buf[: e.rows * e.cols].reshape(e.rows, e.cols))
+                f.seek(e.at)
+                f.write(packed.reshape(-1).data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

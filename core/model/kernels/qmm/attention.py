@@ -4,7 +4,7 @@ For each sequence s and KV head h, the R = G * Tq query rows that share that hea
 (row r = g * Tq + t: query head h * G + g, query token t) are computed together:
 
     s[r, l]  = sum over d of f16(q[r, d]) * k[l, d]          (float32, d = 0, 1, ... in order)
-    w        = f32(s * scale), soft-capped if asked, + mask  (mask: 0 or -inf)
+    w        = f32(s * scale) + mask  (mask: 0 or -inf); soft-capped if asked: f32(cap(s) * scale) + mask
     e        = expf(w - max w); p = f32(e * f32(1 / sum e))      (ggml's exp and sum: expf.py)
                with a sink (gpt-oss: one logit per head, ggml_soft_max_add_sinks): max w
                includes it and the float64 sum gets expf(sink - max) added after the keys'
@@ -71,13 +71,13 @@ def _softmax_row(sc, so, pb, po, mask, s, t, a, b, la, lb, scale, cap, sink, f16
     """Probabilities, rounded to f16 (f16 False: kept in float32), of the scores sc[so + l] for the visible keys l in
     [a, b) into pb[po + l]; pb is 0 for the other keys of [la, lb) (the row block's range).
     sink: the head's sink logit, or -inf for none."""
-    if cap > np.float32(0.0):
+    if cap > np.float32(0.0):  # llama.cpp's graph: kq * f32(1 / cap), tanh, * cap; then soft_max's scale
         m = np.float32(-np.inf)
+        inv_cap = np.float32(1.0) / cap
         for l in range(a, b):
-            w = sc[so + l]
+            w = np.float32(math.tanh(np.float64(sc[so + l] * inv_cap))) * cap
             if scale != np.float32(1.0):
                 w = w * scale
-            w = np.float32(math.tanh(np.float64(w / cap))) * cap
             w = w + mask[s, t, l]
             sc[so + l] = w
             m = max(m, w)
