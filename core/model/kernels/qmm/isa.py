@@ -172,9 +172,9 @@ def pmaddwd(builder: Any, a: Any, b: Any) -> Any:
     are small (a splatted scale), several times slower."""
     n = a.type.count
     width = TARGET.madd_bytes
-    if width and n * 2 % min(width, n * 2) == 0 and n >= 16:
+    if width and n * 2 % min(width, n * 2) == 0 and n >= 8:
         w = min(width, n * 2)
-        name = {64: "llvm.x86.avx512.pmaddw.d.512", 32: "llvm.x86.avx2.pmadd.wd"}[w]
+        name = {64: "llvm.x86.avx512.pmaddw.d.512", 32: "llvm.x86.avx2.pmadd.wd", 16: "llvm.x86.sse2.pmadd.wd"}[w]
         return _by_parts(builder, name, w, vec(_I32, w // 4), [a, b])
     return madd_i16(builder, a, b)
 

@@ -37,7 +37,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from llamacli.core.model.kernels.grids import KVALUES_FP4
-from llamacli.core.model.kernels.qmm import isa, lanes
+from llamacli.core.model.kernels.qmm import isa, lanes, rows_k1
 from llamacli.core.model.kernels.qmm.isa import concat, const_vec as _const_vec, vec as _vec
 from llamacli.core.model.kernels.qmm.unpack import MXFP4
 
@@ -405,12 +405,12 @@ def _k_min_terms(with_qh: bool) -> Any:
 
 
 def _k4_byte_terms() -> Any:
-    """Q4_K for one activation row (decoding): the same integers isum and msum as
-    `_k_min_terms(False)`, formed from the stored unsigned codes with byte products
+    """Q4_K for several activation rows on targets without vpdpwssd: the same integers isum
+    and msum as `_k_min_terms(False)`, formed from the stored unsigned codes with byte products
     (vpmaddubsw) and the scales applied to the int16 pair sums (vpmaddwd): about half the
-    unpacking work per block, which is what a single row pays for in full. Batches keep
-    `_k_min_terms`: its codes are widened once per block for every activation row, whose loop
-    is then one vpdpwssd per 32 values, as many instructions as the byte products."""
+    unpacking work per block. Targets with vpdpwssd take `_k_min_terms`: its codes are widened
+    once per block for every activation row, whose loop is then one vpdpwssd per 32 values, as
+    many instructions as the byte products. (One activation row: rows_k1.py.)"""
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
         """Per row: for each half h of the block (qs bytes 64h .. 64h + 63, groups 2h and 2h + 1)
@@ -498,11 +498,12 @@ def _q6_k_terms() -> Any:
 
 
 def _q6_k_byte_terms() -> Any:
-    """Q6_K for one activation row (decoding): the same integers isum as `_q6_k_terms`, formed
-    from the stored unsigned 6-bit codes with byte products (vpmaddubsw: |pair| <= 2 * 63 * 127,
-    no saturation) and the scales applied to the int16 pair sums (vpmaddwd); the codes' offset
-    32 comes back through the activation's code sums per 16 (xsub): isum = sum_g sc_g *
-    (dot(q_g, x_g) - 32 * xsum_g), summed in each row's 16 lanes before the tree (exact)."""
+    """Q6_K for several activation rows on targets without vpdpwssd (one row: rows_k1.py): the
+    same integers isum as `_q6_k_terms`, formed from the stored unsigned 6-bit codes with byte
+    products (vpmaddubsw: |pair| <= 2 * 63 * 127, no saturation) and the scales applied to the
+    int16 pair sums (vpmaddwd); the codes' offset 32 comes back through the activation's code
+    sums per 16 (xsub): isum = sum_g sc_g * (dot(q_g, x_g) - 32 * xsum_g), summed in each
+    row's 16 lanes before the tree (exact)."""
 
     def prepare(builder: Any, blocks: list[Any]) -> Any:
         """Per row: the codes of values 128h + 64p .. + 63 (<64 x i8>, unsigned) with their 4
@@ -649,7 +650,7 @@ Q8_LANES = Accumulators(lanes.LANES, _lanes_step, lanes.sum_row_pairs)  # ggml's
 
 
 def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any, Any] | None = None,
-                   accumulators: Accumulators = PLAIN) -> Any:
+                   accumulators: Accumulators = PLAIN, one_row: Any = None) -> Any:
     """The 16-row kernel around a type's `prepare(builder, blocks)` (what depends on the weights
     only: unpacked codes, scales; once per block step) and `terms(builder, state, blocks, x, b,
     dx, sx, xsub)` -> <16 x float>, the float terms of block b of the 16 rows for one activation
@@ -657,7 +658,10 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
     of block b, splatted; xsub: pointer to its code sums per sub-block, K-quants). `single`:
     another (prepare, terms) pair for one activation row, giving the same values. Both read
     `isa.TARGET`, set here from the target machine's features. `accumulators`: the float order
-    (`PLAIN`: the terms are <16 x float>; `Q8_LANES`: ggml's lanes)."""
+    (`PLAIN`: the terms are <16 x float>; `Q8_LANES`: ggml's lanes). `one_row`: where given, the
+    code for one activation row instead (`one_row(builder, w, row_bytes, nb, x, xd, xsub, nsub, out)`
+    with pointers to the 16 rows, the row's codes, scales, code sums per sub-block and its 16
+    results; core/model/kernels/qmm/rows_k1.py), PLAIN's order."""
     prepare1, terms1 = single if single is not None else (prepare, terms)
     n_acc, step, finish = accumulators.n, accumulators.step, accumulators.finish
 
@@ -718,30 +722,37 @@ def _make_rows_dot(block_bytes: int, prepare: Any, terms: Any, single: tuple[Any
             builder.cbranch(builder.icmp_signed("==", n_tok, one), one_tok, multi)
 
             # One activation row (decoding one sequence): the accumulators stay in registers.
+            def single_loop() -> None:
+                entry = builder.block
+                s_loop = fn.append_basic_block("rows_single_loop")
+                s_end = fn.append_basic_block("rows_single_end")
+                builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), s_loop, s_end)
+                builder.position_at_end(s_loop)
+                sb = builder.phi(_I64)
+                sacc = [builder.phi(vf) for _ in range(n_acc)]
+                sb.add_incoming(ir.Constant(_I64, 0), entry)
+                for a in sacc:
+                    a.add_incoming(zero, entry)
+                _, sblocks = block_ptrs(sb)
+                sacc1 = step(builder, sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
+                sb1 = builder.add(sb, one)
+                s_latch = builder.block  # (terms1 may have loops of its own)
+                sb.add_incoming(sb1, s_latch)
+                for a, a1 in zip(sacc, sacc1):
+                    a.add_incoming(a1, s_latch)
+                builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
+                builder.position_at_end(s_end)
+                sres = [builder.phi(vf) for _ in range(n_acc)]
+                for r, a1 in zip(sres, sacc1):
+                    r.add_incoming(zero, entry)
+                    r.add_incoming(a1, s_latch)
+                builder.store(finish(builder, sres), out_ptr(ir.Constant(_I64, 0)), align=4)
+
             builder.position_at_end(one_tok)
-            s_loop = fn.append_basic_block("rows_single_loop")
-            s_end = fn.append_basic_block("rows_single_end")
-            builder.cbranch(builder.icmp_signed(">", nb_, ir.Constant(_I64, 0)), s_loop, s_end)
-            builder.position_at_end(s_loop)
-            sb = builder.phi(_I64)
-            sacc = [builder.phi(vf) for _ in range(n_acc)]
-            sb.add_incoming(ir.Constant(_I64, 0), one_tok)
-            for a in sacc:
-                a.add_incoming(zero, one_tok)
-            _, sblocks = block_ptrs(sb)
-            sacc1 = step(builder, sacc, token_terms(prepare1(builder, sblocks), sblocks, ir.Constant(_I64, 0), sb, terms1))
-            sb1 = builder.add(sb, one)
-            s_latch = builder.block  # (terms1 may have loops of its own)
-            sb.add_incoming(sb1, s_latch)
-            for a, a1 in zip(sacc, sacc1):
-                a.add_incoming(a1, s_latch)
-            builder.cbranch(builder.icmp_signed("<", sb1, nb_), s_loop, s_end)
-            builder.position_at_end(s_end)
-            sres = [builder.phi(vf) for _ in range(n_acc)]
-            for r, a1 in zip(sres, sacc1):
-                r.add_incoming(zero, one_tok)
-                r.add_incoming(a1, s_latch)
-            builder.store(finish(builder, sres), out_ptr(ir.Constant(_I64, 0)), align=4)
+            if one_row is not None:
+                one_row(builder, wbase, row_bytes, nb_, xa.data, xda.data, xba.data, nsub, builder.bitcast(out_ptr(ir.Constant(_I64, 0)), f32.as_pointer()))
+            else:
+                single_loop()
             builder.branch(done)
 
             # Several rows: acc[t] = 0 for every t, then each block is unpacked once and its
@@ -818,13 +829,14 @@ rows_q5_0 = _legacy_rows_dot(2)
 rows_q5_1 = _legacy_rows_dot(3)
 rows_q8_0 = _legacy_rows_dot(4)
 rows_mxfp4 = _legacy_rows_dot(MXFP4)
-# Q4_K and Q6_K: one activation row takes byte products everywhere (`_k4_byte_terms`,
-# `_q6_k_byte_terms`); several take the codes widened once per block where the target has
-# vpdpwssd (one instruction per 32 products on AVX-512), else byte products too (AVX2: two
-# instructions per 32, against four for vpmaddwd and an add).
+# Q4_K and Q6_K: one activation row takes rows_k1.py's code (4 rows at a time, each row's codes
+# multiplied where they are unpacked); several take the codes widened once per block where the
+# target has vpdpwssd (one instruction per 32 products on AVX-512), else byte products
+# (`_k4_byte_terms`, `_q6_k_byte_terms`; AVX2: two instructions per 32, against four for
+# vpmaddwd and an add).
 _K4_BYTES, _Q6_K_BYTES = _k4_byte_terms()[1:], _q6_k_byte_terms()[1:]
-rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), single=_K4_BYTES)
+rows_q4_k = _make_rows_dot(144, *_on_vnni(_k_min_terms(False)[1:], _K4_BYTES), one_row=rows_k1.one_row_q4_k)
 rows_q5_k = _make_rows_dot(*_k_min_terms(True))
-rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), single=_Q6_K_BYTES)
+rows_q6_k = _make_rows_dot(210, *_on_vnni(_q6_k_terms()[1:], _Q6_K_BYTES), one_row=rows_k1.one_row_q6_k)
 rows_tq2_0 = _make_rows_dot(*_ternary_terms(66, 64, _tq2_0_codes))
 rows_tq1_0 = _make_rows_dot(*_ternary_terms(54, 52, _tq1_0_codes))
