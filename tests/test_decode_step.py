@@ -3,6 +3,7 @@ gives the bits of the step through the operations one by one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,25 @@ def test_overridden_block_keeps_its_own_code(model_dir: Path) -> None:
 def test_float_weights_are_not_fused(model_dir: Path) -> None:
     model = _model(model_dir, "llama", "F16")
     assert DecodeStep.plan(model) is None and model.one_token_step_kind() is None
+
+
+@pytest.mark.parametrize("arch,variant", [("granite", "Q4_K"), ("granitemoe", "Q8_0")])
+def test_residual_scale_in_the_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str) -> None:
+    """Granite's residual_scale (each block's output times it before the residual add) in the
+    compiled layers: the bits of the operations one by one, one sequence and several. granitemoe
+    without its shared FFN, so that its layers with experts run in experts.py's calls."""
+    model = _model(model_dir, arch, variant)
+    assert model.args.residual_scale == pytest.approx(0.22)
+    if model.args.moe is not None:
+        model.args.moe = replace(model.args.moe, n_shared=0, n_ff_shared=0)
+        for lw in model.layers:
+            assert lw.moe is not None
+            lw.moe.shared = None
+    toks = fixture_tokens(arch, 24)
+    for run in (_decode, _decode_together) if model.args.moe is None else (_decode,):
+        args = (toks, 5) if run is _decode else (toks,)
+        one_by_one, cache_a = run(model, False, *args)  # type: ignore[operator]
+        fused, cache_b = run(model, True, *args)  # type: ignore[operator]
+        assert model._decode_step is not None and model.one_token_step_kind() == ("silu" if arch == "granite" else "moe")
+        assert np.array_equal(one_by_one, fused)
+        assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))

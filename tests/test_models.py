@@ -11,9 +11,9 @@ import pytest
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.errors import ModelLoadError, UnsupportedArchitecture, UnsupportedTensorType
 from llamacli.core.model.load import load_model
-from tests.tiny_models import ARCHES, PHI3_MODELS, VARIANTS, fixture_tokens, rewrite_gguf, write_tiny_model
+from tests.tiny_models import ARCHES, GRANITE_MODELS, PHI3_MODELS, VARIANTS, fixture_tokens, rewrite_gguf, write_tiny_model
 
-ALL = [(a, v) for a in ARCHES for v in VARIANTS] + list(PHI3_MODELS)
+ALL = [(a, v) for a in ARCHES for v in VARIANTS] + list(PHI3_MODELS) + [m for m in GRANITE_MODELS if m[0] == "granite"]
 
 
 @pytest.fixture(scope="module")

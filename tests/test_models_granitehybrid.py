@@ -55,7 +55,7 @@ def test_hyperparameters_as_llama_cpp_reads_them(tmp_path: Path) -> None:
     assert model.recurrent == (True, True, False, True)  # head_count_kv 0: a Mamba-2 layer
     assert (a.n_head, a.n_head_kv, a.head_dim) == (4, 2, 64)
     assert a.embed_scale == 12.0 and a.attn_scale == 0.0078125
-    assert a.extra["residual_scale"] == pytest.approx(0.22) and a.extra["logit_scale"] == 2.0
+    assert a.residual_scale == pytest.approx(0.22) and a.logit_scale == 2.0
     assert a.rope.scale == 0.0  # rope.scaling.finetuned false: no rotation
     m = model.ssm
     assert (m.d_conv, m.d_inner, m.d_state, m.n_head, m.n_group, m.head_dim) == (4, 512, 64, 8, 1, 64)

@@ -15,7 +15,10 @@ from llamacli.core.model.kernels import qmm
 from llamacli.core.model.kernels.qmm.router import softmax_rows, top_k_rows
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
-from tests.tiny_models import MOE_MODELS, TIED_EXPERTS, fixture_tokens, write_tiny_model
+from tests.tiny_models import GRANITE_MODELS, MOE_MODELS, TIED_EXPERTS, fixture_tokens, write_tiny_model
+
+# every tiny model with experts (granitemoe's are listed with Granite's)
+EXPERT_MODELS = [*MOE_MODELS, *(m for m in GRANITE_MODELS if m[0] == "granitemoe")]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -136,7 +139,7 @@ def test_decode_reads_only_the_routed_experts(tmp_path: Path, monkeypatch: pytes
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("arch,variant", MOE_MODELS)
+@pytest.mark.parametrize("arch,variant", EXPERT_MODELS)
 def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, arch: str, variant: str) -> None:
     """ggml numerics: a prompt in chunks, then token by token, and beside another sequence in one
     forward, gives the bits of one full forward (experts routed per row, matmuls row-invariant)."""
@@ -156,11 +159,12 @@ def test_incremental_and_batched_decoding_equal_full_forward(tmp_path: Path, arc
     np.testing.assert_array_equal(both[:20], full)
 
 
-def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tie model's pairs of experts share a router row: ggml numerics keep their
+@pytest.mark.parametrize("arch", ["qwen3moe", "granitemoe"])
+def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arch: str) -> None:
+    """The tie models' pairs of experts share a router row: ggml numerics keep their
     probabilities equal (so the sort order decides, as in llama.cpp), and the prompt puts such
     ties on the top-k edge."""
-    model, _, _ = load_model(write_tiny_model("qwen3moe", "F32_TIE", tmp_path / "m.gguf"), numerics="ggml")
+    model, _, _ = load_model(write_tiny_model(arch, "F32_TIE", tmp_path / "m.gguf"), numerics="ggml")
     edges = 0
     real_route = moe.route
 
@@ -173,5 +177,5 @@ def test_tied_router_rows_give_equal_probabilities(tmp_path: Path, monkeypatch: 
         return real_route(probs, m, *rest)
 
     monkeypatch.setattr(moe, "route", spy)
-    model.forward(Batch.single(fixture_tokens("qwen3moe"), all_logits=True), model.new_cache(1, 64))
+    model.forward(Batch.single(fixture_tokens(arch), all_logits=True), model.new_cache(1, 64))
     assert edges >= 4

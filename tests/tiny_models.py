@@ -13,7 +13,8 @@ F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH
 NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
 squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
 and Q4_K / Q8_0 with tied router rows); smollm3 (SMOLLM3_MODELS: F32, Q8_0); lfm2 and lfm2moe (LFM2_MODELS,
-LFM2MOE_MODELS, written by `write_lfm2`: short-conv and attention layers; F32, Q8_0).
+LFM2MOE_MODELS, written by `write_lfm2`: short-conv and attention layers; F32, Q8_0); granite and
+granitemoe (GRANITE_MODELS: Granite's multipliers, experts, a shared FFN).
 
     from tests.tiny_models import write_tiny_model, ALL_MODELS, tiny_config
     path = write_tiny_model("gemma3", "Q4_K", tmp_path / "g.gguf")
@@ -201,6 +202,16 @@ _LFM2MOE = {"F32": (QT.F32, 2010), "Q8_0": (QT.Q8_0, 2011)}
 ALL_MODELS += list(LFM2MOE_MODELS)
 _GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
 _POST_NORMS = ("gemma3", "gemma2")
+# granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
+# multipliers (granite 3.x's embedding 12, residual 0.22, attention 1/128, logits / 2) and a tied
+# output; granite F32 and Q4_K, 2 layers; granitemoe 8 experts of feed_forward_length (256) rows,
+# top 2, F32, Q8_0 with a shared FFN of 512 rows (GraniteMoeShared), F32_TIE: 32 experts, top 4,
+# TIED_EXPERTS' pairs of equal router rows. Their seeds are their own
+GRANITE_MODELS = (("granite", "F32"), ("granite", "Q4_K"), ("granitemoe", "F32"), ("granitemoe", "Q8_0"),
+                  ("granitemoe", "F32_TIE"))
+_GRANITE_SEEDS = {("granite", "F32"): 1700, ("granite", "Q4_K"): 1701, ("granitemoe", "F32"): 1710,
+                  ("granitemoe", "Q8_0"): 1711, ("granitemoe", "F32_TIE"): 1712}
+ALL_MODELS += list(GRANITE_MODELS)
 
 _WEIGHT_TYPE = {"F32": QT.F32, "F16": QT.F16, "Q8_0": QT.Q8_0, "Q4_K": QT.Q4_K, "F32_ROPE_FREQS": QT.F32,
                 "F32_TIE": QT.F32, "F32_LONGROPE": QT.F32, "F32_SPLIT": QT.F32,
@@ -338,6 +349,17 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
         return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=1, head_dim=128, n_ff=512, rope_base=10000.0,
                           rms_eps=1e-6, tied_output=True, seed=_GEMMA_SEEDS[variant])
+    if arch in ("granite", "granitemoe"):
+        if (arch, variant) not in GRANITE_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        moe, tie = arch == "granitemoe", variant == "F32_TIE"
+        n_ff = 256 if moe else 512
+        return TinyConfig(arch, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=n_ff, tied_output=True, spm=False,
+                          n_expert=(32 if tie else 8) if moe else 0, n_expert_used=(4 if tie else 2) if moe else 0,
+                          tied_experts=TIED_EXPERTS if tie else (),
+                          seed=_GRANITE_SEEDS[(arch, variant)],
+                          extra={"embedding_scale": 12.0, "residual_scale": 0.22, "attention_scale": 0.0078125,
+                                 "logit_scale": 2.0, "n_ff_shexp": 512 if variant == "Q8_0" else 0})
     if arch == "qwen2vl":
         if (arch, variant) not in QWEN2VL_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -616,6 +638,13 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_final_logit_softcapping(_GEMMA2_CAPS[1])
     if "rope_sections" in x:
         w.add_rope_dimension_sections(list(x["rope_sections"]))
+    if cfg.arch in ("granite", "granitemoe"):
+        w.add_embedding_scale(x["embedding_scale"])
+        w.add_residual_scale(x["residual_scale"])
+        w.add_attention_scale(x["attention_scale"])
+        w.add_logit_scale(x["logit_scale"])
+        if x["n_ff_shexp"]:
+            w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
     if cfg.arch == "glm4moe":
         w.add_expert_shared_count(x["n_shared"])
         w.add_leading_dense_block_count(x["n_dense_lead"])
@@ -645,6 +674,11 @@ def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cf
 def _add_gated_shared_expert(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, XF: int, qtype: QT) -> None:
     """qwen2moe: the shared expert's gate row (F32, as the converter keeps 1-D tensors) and its FFN."""
     w.add_tensor(p + "ffn_gate_inp_shexp.weight", (rng.standard_normal(E) * 2 * E ** -0.5).astype(np.float32))
+    _add_shared_ffn(w, p, rng, E, XF, qtype)
+
+
+def _add_shared_ffn(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, E: int, XF: int, qtype: QT) -> None:
+    """A shared expert's gated FFN of XF rows (qwen2moe; granitemoe: GraniteMoeShared's)."""
     _add_matrix(w, p + "ffn_gate_shexp.weight", rng, XF, E, E ** -0.5, qtype)
     _add_matrix(w, p + "ffn_up_shexp.weight", rng, XF, E, E ** -0.5, qtype)
     _add_matrix(w, p + "ffn_down_shexp.weight", rng, E, XF, XF ** -0.5, qtype)
@@ -852,6 +886,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 _add_glm4moe_extras(w, p, rng, cfg, qtype, il >= cfg.n_layer)
             if arch == "qwen2moe":
                 _add_gated_shared_expert(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
+            if arch == "granitemoe" and cfg.extra["n_ff_shexp"]:  # GraniteMoeShared's shared FFN
+                _add_shared_ffn(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

@@ -10,6 +10,7 @@ from llamacli.core.model.families.gemma2 import Gemma2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
+from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.lfm2 import Lfm2Model, Lfm2MoeModel
 from llamacli.core.model.families.llama import LlamaModel
@@ -30,5 +31,5 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
                         NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
-                        SmolLM3Model, Lfm2Model, Lfm2MoeModel)
+                        SmolLM3Model, Lfm2Model, Lfm2MoeModel, GraniteModel, GraniteMoeModel)
 }

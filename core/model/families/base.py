@@ -52,6 +52,8 @@ class ModelArgs:
     embed_scale: float | None = None  # multiplies token embeddings (Gemma: sqrt(n_embd))
     attn_softcap: float | None = None
     final_softcap: float | None = None
+    residual_scale: float = 0.0  # multiplies each block's output before it joins the residual (Granite; 0: none)
+    logit_scale: float = 0.0  # the logits are multiplied by float32 1 / logit_scale (Granite; 0: none)
     activation: str = "silu"  # gated FFN activation: "silu", "gelu" or (experts) "swiglu_oai"
     scale_q: bool = False  # apply attn_scale to Q before attention (Gemma) instead of to Q.K
     moe: MoEArgs | None = None  # a mixture-of-experts FFN in every layer instead of a dense one
@@ -269,6 +271,9 @@ class DecoderModel:
     n_cls_out = 0  # outputs of a classification head (rerankers); 0: none
     can_shift = True  # a full sequence may shift its cache (M-RoPE may not: llama.cpp's get_can_shift)
     mrope = False  # media tokens take M-RoPE positions (Batch.rope_pos; core/multimodal/mrope.py)
+    #: embed_scale also multiplies given embeddings (media rows): llama.cpp's build_inp_embd
+    #: scales every input row by `embedding_scale` (Granite); Gemma's scale is the tokens' only
+    scale_media_embd = False
 
     def check_input(self, n_tokens: int, n_batch: int) -> None:
         """Raise InvalidRequest when a sequence of n_tokens cannot be evaluated (encoders)."""
@@ -368,13 +373,16 @@ class DecoderModel:
 
     def embed_batch(self, batch: Batch) -> np.ndarray:
         """The batch's input rows (T, n_embd): token embeddings, and the given embeddings for
-        media rows (negative tokens) as they are (llama.cpp scales only token embeddings)."""
+        media rows (negative tokens) as they are (llama.cpp scales only token embeddings), or
+        where `scale_media_embd` times embed_scale too."""
         if batch.embd is None:
             return self.embed(batch.tokens)
         if batch.embd.shape[1] != self.args.n_embd:
             raise ValueError(f"embeddings of width {batch.embd.shape[1]} for a model of n_embd {self.args.n_embd}")
         media = batch.tokens < 0
         x = batch.embd.copy()
+        if self.scale_media_embd and self.args.embed_scale is not None:
+            x = x * np.float32(self.args.embed_scale)  # (the token rows are replaced below)
         if not media.all():
             x[~media] = self.embed(batch.tokens[~media])
         return x
@@ -402,6 +410,8 @@ class DecoderModel:
         out = self.precision.output(hidden, self.output)
         if self.args.final_softcap:
             out = K.softcap(out, self.args.final_softcap)
+        if self.args.logit_scale:  # ggml_scale by the float32 reciprocal
+            out = out * (np.float32(1.0) / np.float32(self.args.logit_scale))
         return out
 
     def forward_hidden(self, batch: Batch, cache: KVCache) -> np.ndarray:
@@ -436,12 +446,18 @@ class DecoderModel:
         h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
         if lw.post_attn_norm is not None:
             h = K.rms_norm(h, lw.post_attn_norm, a.norm_eps)
-        x = x + h
+        x = x + self._residual(h)
         h = K.rms_norm(x, lw.ffn_norm, a.norm_eps)
         h = self.ffn(lw, h)
         if lw.post_ffn_norm is not None:
             h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-        return x + h
+        return x + self._residual(h)
+
+    def _residual(self, h: np.ndarray) -> np.ndarray:
+        """A block's output (the mixer's or the FFN's) as it joins the residual stream: times
+        residual_scale where the family has one (ggml_scale, then ggml_add)."""
+        rs = self.args.residual_scale
+        return h * np.float32(rs) if rs else h
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled decode step, for a batch of one token per sequence (one sequence, or an

@@ -47,7 +47,7 @@ def _vec(a: np.ndarray | None) -> np.ndarray:
 class _LayerPlan:
     """A layer's arguments to the compiled calls (core/model/kernels/qmm/layer.py)."""
 
-    norms: tuple[np.ndarray, ...]  # layer.ATTN_NORM ..: (n,) float32 or empty
+    norms: tuple[np.ndarray, ...]  # layer.ATTN_NORM .. RESIDUAL_SCALE: (n,) float32 or empty
     biases: tuple[np.ndarray, ...]  # layer.BQ ..
     qkv: tuple[DecodeCall, ...]
     o: tuple[DecodeCall, ...]
@@ -245,7 +245,8 @@ def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
     ints[[L.N_HEAD, L.N_HEAD_KV, L.HEAD_DIM, L.HEAD_DIM_V, L.N_FF, L.ROPE_HALF, L.ROPE_NEOX]] = [
         a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v, w_gate.n_out, rope.n_dims // 2, int(rope.neox)]
     return _LayerPlan(
-        norms=tuple(_vec(v) for v in (lw.attn_norm, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.ffn_norm, lw.post_ffn_norm)),
+        norms=tuple(_vec(v) for v in (lw.attn_norm, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.ffn_norm, lw.post_ffn_norm,
+                                      np.array([a.residual_scale], dtype=np.float32) if a.residual_scale else None)),
         biases=tuple(_vec(lin.b) for lin in lins) + (_NONE,) * (7 - len(lins)),
         qkv=plan_decode_calls([_q(wq), _q(wk), _q(wv)], 3),
         o=plan_decode_calls([_q(wo)], 1),

@@ -159,7 +159,7 @@ def _decode_step(kind: str) -> None:
         return QuantMatrix(_readonly(np.zeros((n, e // 32 * 34), dtype=np.uint8)), QT.Q8_0, e)
 
     none = np.zeros(0, dtype=np.float32)
-    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
+    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none, none)
     calls = [plan_decode_calls([mat(e)] * n, n) for n in (3, 1, 2, 1)]
     ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)
     rows = np.zeros((1, 3), dtype=np.int64)  # layer.ROW_SEQ ..: sequence 0, position 0
@@ -188,7 +188,7 @@ def _moe_step() -> None:
     def mat(n: int) -> QuantMatrix:
         return QuantMatrix(_readonly(np.zeros((n, e // 32 * 34), dtype=np.uint8)), QT.Q8_0, e)
 
-    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none)
+    norms = (np.ones(e, dtype=np.float32), none, none, none, np.ones(e, dtype=np.float32), none, none)
     qkv, o = plan_decode_calls([mat(e)] * 3, 3), plan_decode_calls([mat(e)], 1)
     up, down = plan_decode_calls([mat(2 * e)] * 2, 2), plan_decode_calls([mat(2 * e)], 1)
     ints = np.array([1, 1, e, e, e, e // 2, 1, 0, 0, 0], dtype=np.int64)

@@ -35,7 +35,7 @@ from llamacli.core.model.kernels.qmm.block_dots import ROWS_PER_TASK, mm_float
 from llamacli.core.model.kernels.qmm.matrix import MANY, MAX_ROWS_PER_TASK, TASKS_PER_CALL, QuantMatrix, _sub_sums
 from llamacli.core.model.kernels.qmm.per_type import ROWS16_KINDS
 from llamacli.core.model.kernels.qmm.weight_types import QUANT_FORMATS
-from llamacli.core.model.kernels.qmm.layer import FFN_NORM, POST_FFN_NORM, _add_block, _quantize, _rms, attend, set_num_threads
+from llamacli.core.model.kernels.qmm.layer import FFN_NORM, POST_FFN_NORM, RESIDUAL_SCALE, _add_block, _quantize, _rms, attend, set_num_threads
 from llamacli.core.model.kernels.qmm.router import softmax_rows, top_k_rows
 
 _call = per_type.caller(decode.LAYOUT)
@@ -190,7 +190,7 @@ def moe_down(x, act, sel, w, down_calls, norms, eps, mints, serial, want):  # ty
     for j in range(1, k):  # y * w, then ggml_add over the slots in slot order
         for c in range(n_embd):
             out[0, c] = out[0, c] + y[j, c] * w[j]
-    _add_block(x, out, norms[POST_FFN_NORM], eps)
+    _add_block(x, out, norms[POST_FFN_NORM], norms[RESIDUAL_SCALE], eps)
     return True
 
 

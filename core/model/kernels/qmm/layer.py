@@ -48,8 +48,9 @@ from llamacli.core.model.kernels.qmm.weight_types import ACT_Q8_1, ACT_Q8_K
 
 start()  # the threading layer's set_num_threads symbol, which `set_num_threads` calls
 
-# Indices into the per-layer norm and bias tuples.
-ATTN_NORM, Q_NORM, K_NORM, POST_ATTN_NORM, FFN_NORM, POST_FFN_NORM = range(6)
+# Indices into the per-layer norm and bias tuples (RESIDUAL_SCALE: (1,) the factor of each
+# block's output as it joins the residual stream, Granite's residual_scale; empty: none).
+ATTN_NORM, Q_NORM, K_NORM, POST_ATTN_NORM, FFN_NORM, POST_FFN_NORM, RESIDUAL_SCALE = range(7)
 BQ, BK, BV, BO, BGATE, BUP, BDOWN = range(7)
 # Indices into the per-layer integer parameters.
 N_HEAD, N_HEAD_KV, HEAD_DIM, HEAD_DIM_V, N_FF, ROPE_HALF, ROPE_NEOX, SEQ, POS, K_START = range(10)
@@ -142,10 +143,13 @@ def _project(h, calls, outs, biases, serial, want):  # type: ignore[no-untyped-d
 
 
 @njit(cache=True, nogil=True)
-def _add_block(x, y, post_norm, eps):  # type: ignore[no-untyped-def]
-    """x += post_norm(y) (or y): the residual after a block."""
+def _add_block(x, y, post_norm, scale, eps):  # type: ignore[no-untyped-def]
+    """x += post_norm(y) (or y), times scale[0] where scale (1,) is given (ggml_scale, then
+    ggml_add: two float32 roundings): the residual after a block."""
     if post_norm.shape[0] > 0:
         y = _rms(y, post_norm, eps)
+    if scale.shape[0] > 0:
+        y = y * scale[0]
     for t in range(x.shape[0]):
         for j in range(x.shape[1]):
             x[t, j] = x[t, j] + y[t, j]
@@ -172,7 +176,8 @@ def _attend_rows(q3, kc, vc, rows, attn_scale, cap, out):  # type: ignore[no-unt
 @njit(cache=True, nogil=True, inline="always")  # inlined into its callers: compiled once there
 def attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, attn_scale, cap, cos, sin, kc, vc,  # type: ignore[no-untyped-def]
                 serial, want):
-    """The layer's attention: x += post_norm(wo(attention(attn_norm(x)))) in place, x (T, E).
+    """The layer's attention: x += post_norm(wo(attention(attn_norm(x)))) (times the residual
+    scale where given) in place, x (T, E).
     kc, vc: the layer's cache (n_seq, Hkv, n_ctx, D) where row t's K, V are written at its
     (ROW_SEQ, ROW_POS); its keys ROW_K_START..ROW_POS are attended; cos, sin (T, half) its
     rope; q_scale > 0: Q is multiplied by it before attention (and attn_scale is then 1).
@@ -217,7 +222,7 @@ def attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, 
     o = np.empty((T, x.shape[1]), dtype=f32)
     if not _project(out.reshape((T, H * Dv)), o_calls, (o,), (biases[BO],), serial, want):
         return False
-    _add_block(x, o, norms[POST_ATTN_NORM], eps)
+    _add_block(x, o, norms[POST_ATTN_NORM], norms[RESIDUAL_SCALE], eps)
     return True
 
 
@@ -261,7 +266,7 @@ def ffn_out(x, act, norms, biases, down_calls, eps, serial, want):  # type: igno
     y = np.empty(x.shape, dtype=np.float32)
     if not _project(act, down_calls, (y,), (biases[BDOWN],), serial, want):
         return False
-    _add_block(x, y, norms[POST_FFN_NORM], eps)
+    _add_block(x, y, norms[POST_FFN_NORM], norms[RESIDUAL_SCALE], eps)
     return True
 
 
