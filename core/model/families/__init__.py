@@ -12,6 +12,7 @@ from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.llama import LlamaModel
+from llamacli.core.model.families.minimax_m2 import MinimaxM2Model
 from llamacli.core.model.families.mistral3 import Mistral3Model
 from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
 from llamacli.core.model.families.olmoe import OlmoeModel
@@ -22,10 +23,12 @@ from llamacli.core.model.families.qwen2vl import Qwen2VLModel
 from llamacli.core.model.families.qwen3 import Qwen3Model
 from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
 from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwen35MoeModel
+from llamacli.core.model.families.seed_oss import SeedOssModel
 
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
-                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel)
+                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
+                        MinimaxM2Model, SeedOssModel)
 }
