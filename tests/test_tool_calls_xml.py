@@ -101,3 +101,27 @@ GRAMMAR_CASES = [
 @pytest.mark.parametrize("fmt, choice, parallel, good, bad", GRAMMAR_CASES)
 def test_grammars_hold_calls(demo_tok, fmt: str, choice: ToolChoice, parallel: bool, good: list[str], bad: list[str]) -> None:  # type: ignore[no-untyped-def]
     check_grammar(demo_tok, fmt, choice, parallel, good, bad)
+
+
+EMPTY_ARGS = {"type": "function", "function": {"name": "empty_args", "parameters": {"type": "object", "properties": {}}}}
+
+
+@pytest.mark.parametrize("name, fmt, out, thoughts, content, calls", [
+    # test-chat.cpp: Seed-OSS writes its own <seed:think> block; MiniMax-M2's prompt opens <think>
+    ("ByteDance-Seed-OSS.jinja", "deepseek", "<seed:think>I'm thinking about the answer</seed:think>\nHello, world!",
+     "I'm thinking about the answer", "Hello, world!", []),
+    ("MiniMax-M2.jinja", "auto", "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?", "I'm\nthinking",
+     "Hello, world!\nWhat's up?", []),
+    ("MiniMax-M2.jinja", "auto", 'Let\'s call a tool:\n</think>\n\n<minimax:tool_call>\n<invoke name="empty_args">\n</invoke>\n'
+     "</minimax:tool_call>", "Let's call a tool:", None, [("empty_args", "{}")]),
+])
+def test_thoughts_then_content_or_calls(name: str, fmt: str, out: str, thoughts: str, content: str | None,
+                                        calls: list[tuple[str, str]]) -> None:
+    t = ChatTemplate.from_source((llama_cpp_path("models/templates") / name).read_text(), bos_token="<s>", eos_token="</s>")
+    s = prepare_chat(t, CONVERSATION[:1], tools=[EMPTY_ARGS], tool_choice="auto", reasoning_format=fmt)
+    p = s.parser()
+    for ch in out:
+        p.feed(ch)
+    p.finish()
+    assert (p.message.reasoning_content, p.message.content) == (thoughts, content)
+    assert [(c.name, c.arguments) for c in p.message.tool_calls] == calls
