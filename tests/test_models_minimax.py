@@ -19,6 +19,7 @@ from llamacli.core.model.families.minimax_m2 import MinimaxM2Model
 from llamacli.core.model.families.seed_oss import SeedOssModel
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
+from llamacli.core.text.chat_templates.detect import default_builtin
 from tests.test_decode_step import assert_chunked_and_batched_equal_full, assert_fused_step_same_bits
 from tests.tiny_models import DEEPSEEK2_TIED, MINIMAX_M2_MODELS, SEED_OSS_MODELS, fixture_tokens, rewrite_gguf, write_tiny_model
 
@@ -76,6 +77,12 @@ def test_seed_oss_refuses_partial_rope(files: dict[tuple[str, str], Path], tmp_p
     with pytest.raises(ModelLoadError, match="rope.dimension_count") as e:
         load_model(bad)
     assert str(bad) in str(e.value)
+
+
+def test_seed_oss_files_without_a_template_chat_in_seed_turns() -> None:
+    """Seed-OSS speaks one turn format (llama.cpp's built-in `seed_oss`); chatml would confuse it."""
+    assert default_builtin({"general.architecture": "seed_oss"}) == "seed_oss"
+    assert default_builtin({"general.architecture": "minimax-m2"}) == "chatml"  # llama.cpp has no built-in for it
 
 
 def test_minimax_m2_needs_a_gating_function(files: dict[tuple[str, str], Path], tmp_path: Path) -> None:
