@@ -36,6 +36,30 @@ def _decode(model: DecoderModel, fused: bool, toks: list[int], n_prompt: int) ->
     return np.concatenate(steps), cache.k + cache.v
 
 
+def assert_fused_step_same_bits(model: DecoderModel, toks: list[int]) -> None:
+    """One-token steps after a 5-token prompt through the compiled step and through the
+    operations one by one: the same logits and cache, to the bit."""
+    one_by_one, cache_a = _decode(model, False, toks, 5)
+    fused, cache_b = _decode(model, True, toks, 5)
+    assert np.array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+
+
+def assert_chunked_and_batched_equal_full(model: DecoderModel, arch: str) -> None:
+    """16 tokens in chunks, then token by token, and beside another sequence in one forward:
+    the bits of one full forward."""
+    toks = fixture_tokens(arch, 16)
+    full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
+    cache = model.new_cache(2, 64)
+    parts = [model.forward(Batch.single(toks[:7], all_logits=True), cache)]
+    parts += [model.forward(Batch.single(toks[i : i + 1], start_pos=i), cache) for i in range(7, 16)]
+    np.testing.assert_array_equal(np.concatenate(parts), full)
+    other = fixture_tokens(arch, 21)[5:]
+    batch = Batch(tokens=np.array(toks + other), seq_ids=np.array([0] * 16 + [1] * 16),
+                  positions=np.concatenate([np.arange(16), np.arange(16)]), output=np.ones(32, dtype=bool))
+    np.testing.assert_array_equal(model.forward(batch, model.new_cache(2, 64))[:16], full)
+
+
 @pytest.mark.parametrize("variant", ["Q8_0", "Q4_K"])
 @pytest.mark.parametrize("arch", ARCHES)
 def test_fused_step_gives_the_same_bits(model_dir: Path, arch: str, variant: str) -> None:

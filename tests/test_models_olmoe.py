@@ -18,7 +18,7 @@ from llamacli.core.model.families.olmoe import OlmoeModel
 from llamacli.core.model.families.qwen2moe import Qwen2MoeModel
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
-from tests.test_decode_step import _decode
+from tests.test_decode_step import assert_chunked_and_batched_equal_full, assert_fused_step_same_bits
 from tests.tiny_models import DEEPSEEK2_TIED, OLMOE_MODELS, QWEN2MOE_MODELS, fixture_tokens, rewrite_gguf, write_tiny_model
 
 QUANTIZED = [("olmoe", "Q4_K"), ("qwen2moe", "Q8_0")]
@@ -124,17 +124,7 @@ def test_incremental_and_batched_decoding_equal_full_forward(models: dict[tuple[
                                                              variant: str) -> None:
     """A prompt in chunks, then token by token (olmoe: through the compiled decode step), and
     beside another sequence in one forward: the bits of one full forward."""
-    model = models[(arch, variant)]
-    toks = fixture_tokens(arch, 16)
-    full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
-    cache = model.new_cache(2, 64)
-    parts = [model.forward(Batch.single(toks[:7], all_logits=True), cache)]
-    parts += [model.forward(Batch.single(toks[i : i + 1], start_pos=i), cache) for i in range(7, 16)]
-    np.testing.assert_array_equal(np.concatenate(parts), full)
-    other = fixture_tokens(arch, 21)[5:]
-    batch = Batch(tokens=np.array(toks + other), seq_ids=np.array([0] * 16 + [1] * 16),
-                  positions=np.concatenate([np.arange(16), np.arange(16)]), output=np.ones(32, dtype=bool))
-    np.testing.assert_array_equal(model.forward(batch, model.new_cache(2, 64))[:16], full)
+    assert_chunked_and_batched_equal_full(models[(arch, variant)], arch)
 
 
 @pytest.mark.parametrize("arch,variant", QUANTIZED)
@@ -145,9 +135,5 @@ def test_compiled_expert_step_gives_the_same_bits(models: dict[tuple[str, str], 
     moe.py one operation at a time, logits and cache; qwen2moe (a gated shared expert) keeps the
     step through its operations."""
     model = models[(arch, variant)]
-    toks = fixture_tokens(arch, 20)
-    one_by_one, cache_a = _decode(model, False, toks, 5)
-    fused, cache_b = _decode(model, True, toks, 5)
     assert model.one_token_step_kind() == ("moe" if arch == "olmoe" else None)
-    assert np.array_equal(one_by_one, fused)
-    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
+    assert_fused_step_same_bits(model, fixture_tokens(arch, 20))

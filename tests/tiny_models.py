@@ -9,7 +9,8 @@ with 8 experts, top 2; F32_TIE with 32 experts, top 4 and pairs of equal router 
 names: sinks, biases, YaRN, alternating sliding window; its seed chosen so that no router's
 top-k edge and no early greedy step is a near-tie); granitehybrid (GRANITEHYBRID_MODELS, written by
 `write_granitehybrid`: Mamba-2 and attention layers, Granite's multipliers; F32, Q8_0, F32_ROPE,
-F32_MOE); deepseek2 (DEEPSEEK2_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
+F32_MOE); deepseek2 (DEEPSEEK2_MODELS); minimax-m2 and seed_oss (MINIMAX_M2_MODELS,
+SEED_OSS_MODELS); nemotron_h and nemotron_h_moe (NEMOTRONH_MODELS,
 NEMOTRONH_MOE_MODELS, written by `write_nemotronh`: one part per layer, Mamba-2, attention or a
 squared-ReLU FFN / experts; F32, Q8_0); olmoe and qwen2moe (OLMOE_MODELS, QWEN2MOE_MODELS: F32,
 and Q4_K / Q8_0 with tied router rows); smollm3 (SMOLLM3_MODELS: F32, Q8_0); lfm2 and lfm2moe (LFM2_MODELS,
@@ -200,6 +201,19 @@ ALL_MODELS += list(LFM2_MODELS)
 LFM2MOE_MODELS = (("lfm2moe", "F32"), ("lfm2moe", "Q8_0"))
 _LFM2MOE = {"F32": (QT.F32, 2010), "Q8_0": (QT.Q8_0, 2011)}
 ALL_MODELS += list(LFM2MOE_MODELS)
+# minimax-m2 (MiniMax-M2's shape: head_dim * n_head != n_embd, GQA): 8 heads (2 KV) of 64, NeoX
+# rope over 32 of them, Q/K RMS norms over all of q (512) and of k (128), 16 experts of
+# feed_forward_length (256) rows (expert_feed_forward_length the same, as its converter writes),
+# top 4 by sigmoid + exp_probs_b, normalised; F32, and Q8_0 with DEEPSEEK2_TIED's pairs of equal
+# router rows and selection biases (exact ties at the top-k edge). seed_oss (Seed-OSS-36B's shape):
+# 8 heads (2 KV) of 64, Q/K/V biases, the pre-FFN norm as post_attention_norm; F32 and Q8_0
+MINIMAX_M2_MODELS = (("minimax-m2", "F32"), ("minimax-m2", "Q8_0"))
+SEED_OSS_MODELS = (("seed_oss", "F32"), ("seed_oss", "Q8_0"))
+_M2_SEEDS = {("minimax-m2", "F32"): 1900, ("minimax-m2", "Q8_0"): 1904, ("seed_oss", "F32"): 1955,
+             ("seed_oss", "Q8_0"): 1955}
+# (seeds: greedy steps' top two >= 0.07 apart, every logit llama.cpp's to the bit on the Q8_0 files;
+# seed_oss's 1950/1951 had greedy steps 0.009 and 0.004 apart)
+ALL_MODELS += list(MINIMAX_M2_MODELS) + list(SEED_OSS_MODELS)
 _GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
 _POST_NORMS = ("gemma3", "gemma2")
 # granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
@@ -388,6 +402,15 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
         return TinyConfig(arch, n_layer=4, rope_base=10000.0, rms_eps=1e-6, tied_output=True, spm=False,
                           seed=_SMOLLM3_SEEDS[variant])
+    if arch in ("minimax-m2", "seed_oss"):
+        if (arch, variant) not in MINIMAX_M2_MODELS + SEED_OSS_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        m2 = arch == "minimax-m2"
+        return TinyConfig(arch, n_layer=2, n_head=8, n_head_kv=2, head_dim=64, n_ff=256 if m2 else 512,
+                          rope_base=5000000.0 if m2 else 10000000.0, rms_eps=1e-6, qkv_bias=not m2, qk_norm=m2,
+                          spm=False, n_rot=32 if m2 else 0, n_expert=16 if m2 else 0, n_expert_used=4 if m2 else 0,
+                          n_ff_exp=256 if m2 else 0, tied_experts=DEEPSEEK2_TIED if m2 and variant != "F32" else (),
+                          seed=_M2_SEEDS[(arch, variant)])
     if arch not in ARCHES:
         raise ValueError(f"unknown tiny arch {arch!r}")
     if (variant not in VARIANTS + ("F32_ROPE_FREQS",) or (variant == "F32_ROPE_FREQS" and arch != "llama")) and (
@@ -654,6 +677,8 @@ def _add_family_keys(w: gguf.GGUFWriter, cfg: TinyConfig) -> None:
         w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if cfg.arch == "qwen2moe":
         w.add_expert_shared_feed_forward_length(x["n_ff_shexp"])
+    if cfg.arch == "minimax-m2":
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
 
 
 def _add_glm4moe_extras(w: gguf.GGUFWriter, p: str, rng: np.random.Generator, cfg: TinyConfig, qtype: QT,
@@ -858,16 +883,18 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
         if cfg.qkv_bias:
             for nm, n in (("attn_q", H * D), ("attn_k", HKV * D), ("attn_v", HKV * D)):
                 w.add_tensor(p + nm + ".bias", (0.1 * rng.standard_normal(n)).astype(np.float32))
-        if cfg.qk_norm:  # per head; olmoe: over all of q and k
-            _add_norm(w, p + "attn_q_norm.weight", rng, H * D if arch == "olmoe" else D)
-            _add_norm(w, p + "attn_k_norm.weight", rng, HKV * D if arch == "olmoe" else D)
+        if cfg.qk_norm:  # per head; olmoe, minimax-m2: over all of q and k
+            whole = arch in ("olmoe", "minimax-m2")
+            _add_norm(w, p + "attn_q_norm.weight", rng, H * D if whole else D)
+            _add_norm(w, p + "attn_k_norm.weight", rng, HKV * D if whole else D)
         _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
         if arch == "gpt-oss":
             _add_gptoss_attention_extras(w, p, rng, cfg)
         if arch in _POST_NORMS:
             _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
-        # gpt-oss and glm4moe name their pre-FFN norm post_attention_norm
-        _add_norm(w, p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe") else "ffn_norm.weight"), rng, E)
+        # gpt-oss, glm4moe and seed_oss name their pre-FFN norm post_attention_norm
+        _add_norm(w, p + ("post_attention_norm.weight" if arch in ("gpt-oss", "glm4moe", "seed_oss") else "ffn_norm.weight"),
+                  rng, E)
         if cfg.n_expert and il >= cfg.extra.get("n_dense_lead", 0):
             # the router stays F32 (llama-quantize keeps ffn_gate_inp unquantized)
             router = (rng.standard_normal((cfg.n_expert, E)) * 2 * E ** -0.5).astype(np.float32)
@@ -888,6 +915,11 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
                 _add_gated_shared_expert(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
             if arch == "granitemoe" and cfg.extra["n_ff_shexp"]:  # GraniteMoeShared's shared FFN
                 _add_shared_ffn(w, p, rng, E, cfg.extra["n_ff_shexp"], qtype)
+            if arch == "minimax-m2":  # the selection bias, equal for tied experts
+                bias = (0.05 * rng.standard_normal(cfg.n_expert)).astype(np.float32)
+                for a, b in cfg.tied_experts:
+                    bias[b] = bias[a]
+                w.add_tensor(p + "exp_probs_b.bias", bias)
         elif arch == "phi3":  # gate rows then up rows in one tensor
             _add_matrix(w, p + "ffn_up.weight", rng, 2 * F, E, E ** -0.5, qtype)
             _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)

@@ -14,6 +14,7 @@ from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
 from llamacli.core.model.families.lfm2 import Lfm2Model, Lfm2MoeModel
 from llamacli.core.model.families.llama import LlamaModel
+from llamacli.core.model.families.minimax_m2 import MinimaxM2Model
 from llamacli.core.model.families.mistral3 import Mistral3Model
 from llamacli.core.model.families.nemotronh import NemotronHModel, NemotronHMoeModel
 from llamacli.core.model.families.olmoe import OlmoeModel
@@ -24,6 +25,7 @@ from llamacli.core.model.families.qwen2vl import Qwen2VLModel
 from llamacli.core.model.families.qwen3 import Qwen3Model
 from llamacli.core.model.families.qwen3moe import Qwen3MoeModel
 from llamacli.core.model.families.qwen35 import Qwen3NextModel, Qwen35Model, Qwen35MoeModel
+from llamacli.core.model.families.seed_oss import SeedOssModel
 from llamacli.core.model.families.smollm3 import SmolLM3Model
 
 ARCHITECTURES: dict[str, type[DecoderModel]] = {
@@ -31,5 +33,6 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
                         NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
-                        SmolLM3Model, Lfm2Model, Lfm2MoeModel, GraniteModel, GraniteMoeModel)
+                        SmolLM3Model, Lfm2Model, Lfm2MoeModel, GraniteModel, GraniteMoeModel,
+                        MinimaxM2Model, SeedOssModel)
 }

@@ -32,6 +32,7 @@ ARCH_DEFAULTS: dict[str, str] = {
     "granitemoe": "granite",
     "granitehybrid": "granite-4.0",  # Granite 4.0-H: the granite-4.0 turns (files without a template)
     "llama4": "llama4",
+    "seed_oss": "seed_oss",  # Seed-OSS: <seed:bos>role\n...<seed:eos> turns (llama.cpp's seed_oss format)
 }
 
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from llamacli.core.text.grammar.spec import JSON_WHITESPACE, GrammarSpec, bound_numbers, closed_objects
+from llamacli.core.text.tool_calls.parse import XML_TAGS, XmlCallTags
 from llamacli.core.text.tool_calls.tools import Tool, ToolChoice
 
 if TYPE_CHECKING:
@@ -149,8 +150,8 @@ def tool_call_grammar(
         return GrammarSpec.lark(_glm45_grammar(chosen, required, parallel, tokenizer))
     if fmt in ("deepseek_r1", "deepseek_v31"):
         return GrammarSpec.lark(_deepseek_grammar(chosen, required, parallel, tokenizer, fmt == "deepseek_r1"))
-    if fmt == "qwen3_coder":
-        return GrammarSpec.lark(_qwen3_coder_grammar(chosen, required, parallel, tokenizer))
+    if fmt in XML_TAGS:
+        return GrammarSpec.lark(_xml_grammar(chosen, required, parallel, tokenizer, XML_TAGS[fmt]))
     raise ValueError(f"no grammar for tool-call format {fmt!r}")
 
 
@@ -167,19 +168,22 @@ def _calls(lines: list[str], op: str, body: str, required: bool, parallel: bool)
     return "\n".join(head + lines)
 
 
-def _qwen3_coder_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None) -> str:
-    """`<tool_call>\n<function=name>\n(<parameter=k>\nv\n</parameter>\n)*</function>\n</tool_call>`:
-    a chosen tool's name, its parameters' names, any text as a value (up to the first
-    `</parameter>`, a lazy match)."""
-    op, cl = (_marker(m, tokenizer) for m in ("<tool_call>", "</tool_call>"))
+def _xml_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None,
+                 t: XmlCallTags) -> str:
+    """A block `open` call `close` in the tags t: qwen3_coder's `<tool_call>\n<function=name>\n
+    (<parameter=k>\nv\n</parameter>\n)*</function>\n</tool_call>`, seed_oss's the same in
+    `<seed:tool_call>`, minimax_m2's `<invoke name="name">` calls of `<parameter name="k">v
+    </parameter>` pairs (several in one block when parallel): a chosen tool's name, its
+    parameters' names, any text as a value (up to the first `</parameter>`, a lazy match)."""
+    op, cl = (_marker(m, tokenizer) for m in (t.open, t.close))
     lines = [f"fn: {' | '.join(f'fn{i}' for i in range(len(chosen)))}", TEXT, "WS: /[ \\t\\n]{1,4}/",
-             'val[lazy]: TEXT "</parameter>"']
-    for i, t in enumerate(chosen):
-        keys = " | ".join(json.dumps(k, ensure_ascii=False) for k in (_params(t).get("properties") or {}))
-        pair = f'("<parameter=" ({keys}) ">" val "\\n"?)*' if keys else ""
-        name = json.dumps(f"<function={t.name}>", ensure_ascii=False)
-        lines.append(f'fn{i}: "\\n"? {name} "\\n"? {pair} "</function>" "\\n"? {cl}')
-    return _calls(lines, op, "fn", required, parallel)
+             f"val[lazy]: TEXT {json.dumps(t.param_end)}", f"block: fn{'+' if t.many and parallel else ''} {cl}"]
+    for i, tool in enumerate(chosen):
+        keys = " | ".join(json.dumps(k, ensure_ascii=False) for k in (_params(tool).get("properties") or {}))
+        pair = f'({json.dumps(t.param)} ({keys}) {json.dumps(t.key_end)} val "\\n"?)*' if keys else ""
+        name = json.dumps(t.fn + tool.name + t.name_end, ensure_ascii=False)
+        lines.append(f'fn{i}: "\\n"? {name} "\\n"? {pair} {json.dumps(t.fn_end)} "\\n"?')
+    return _calls(lines, op, "block", required, parallel)
 
 
 def _glm45_grammar(chosen: Sequence[Tool], required: bool, parallel: bool, tokenizer: Tokenizer | None) -> str:

@@ -3,7 +3,8 @@
 The template renders a short conversation in which the assistant calls a probe tool; how the
 call comes out (`<tool_call>{"name": ...`, `[TOOL_CALLS][{...`, `{"name": ..., "parameters"`,
 `<tool_call>name\n<arg_key>...`, DeepSeek's `<｜tool▁call▁begin｜>...<｜tool▁sep｜>...`,
-`<tool_call>\n<function=name>`)
+`<tool_call>\n<function=name>`, `<seed:tool_call>\n<function=name>`,
+`<minimax:tool_call>\n<invoke name="name">`)
 names the format. Templates that render no tool calls, or some other syntax, get llama.cpp's
 generic JSON format, whose prompt and grammar work with any template.
 """
@@ -19,7 +20,8 @@ from llamacli.core.errors import LlamaError
 if TYPE_CHECKING:
     from llamacli.core.text.chat_templates import ChatTemplate
 
-FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45", "deepseek_r1", "deepseek_v31", "qwen3_coder")
+FORMATS = ("generic", "hermes", "llama3", "mistral", "mistral_args", "glm45", "deepseek_r1", "deepseek_v31", "qwen3_coder",
+           "seed_oss", "minimax_m2")
 
 _PROBE = "probe_fn_7c1e"
 _PROBE_TOOLS = [
@@ -55,6 +57,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("deepseek_r1", re.compile(r"<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + _N + r"\s*```json")),
     ("deepseek_v31", re.compile(r"<｜tool▁call▁begin｜>" + _N + r"<｜tool▁sep｜>\s*\{")),
     ("qwen3_coder", re.compile(r"<tool_call>\s*<function=" + _N + ">")),
+    ("seed_oss", re.compile(r"<seed:tool_call>\s*<function=" + _N + ">")),
+    ("minimax_m2", re.compile(r'<minimax:tool_call>\s*<invoke name="' + _N + '">')),
 )
 
 
@@ -91,6 +95,8 @@ def native_markers(fmt: str) -> tuple[str, ...]:
         "deepseek_r1": _DEEPSEEK_MARKERS,
         "deepseek_v31": _DEEPSEEK_MARKERS,
         "qwen3_coder": ("<tool_call>", "</tool_call>"),
+        "seed_oss": ("<seed:tool_call>", "</seed:tool_call>"),
+        "minimax_m2": ("<minimax:tool_call>", "</minimax:tool_call>"),
     }.get(fmt, ())
 
 

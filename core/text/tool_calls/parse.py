@@ -24,6 +24,10 @@ Formats:
   qwen3_coder `<tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n...</function>\n</tool_call>`
            (Qwen3-Coder, Qwen3.5): as glm45, the arguments object is written pair by pair, a value
            that is JSON other than a string taken as that, any other text as a string
+  seed_oss `<seed:tool_call>\n<function=name>\n<parameter=k>v</parameter>\n</function>\n</seed:tool_call>`
+           (Seed-OSS): qwen3_coder's calls in their own tags
+  minimax_m2 `<minimax:tool_call>\n<invoke name="name">\n<parameter name="k">v</parameter>\n</invoke>\n...
+           </minimax:tool_call>` (MiniMax-M2): several calls in one block, values as qwen3_coder's
   generic  llama.cpp's format for templates with no tool syntax: the reply is one JSON object,
            `{"tool_call": {"name", "arguments"}}`, `{"tool_calls": [...]}` or `{"response": ...}`
   content  no tool calls (no tools, or tool_choice none)
@@ -33,6 +37,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable
 
 from llamacli.core.text.holdback import partial_stop_len
 from llamacli.core.text.tool_calls.partial_json import Node, parse_partial, skip_ws
@@ -388,49 +394,96 @@ def scan_deepseek(text: str, final: bool) -> Scan:
     return out
 
 
-def _qwen_args(text: str, k: int, final: bool, call: RawCall) -> int | None:
-    """The <parameter=k>...</parameter> pairs from k into call.arguments (a JSON object so far),
-    up to `</function>` and `</tool_call>`; where plain text resumes, or None while reading must
-    wait. A value loses one newline at each end (the template writes it between two)."""
+@dataclass(frozen=True)
+class XmlCallTags:
+    """The tags of an XML-like call format: a block `open`..`close` around calls `fn` NAME
+    `name_end` (pairs `param` KEY `key_end` VALUE `param_end`)* `fn_end`; `many`: several calls
+    in one block (MiniMax-M2), else one per block; `trim`: a value loses one newline at each end
+    (qwen3_coder's templates write it between two; Seed-OSS's and MiniMax-M2's write it bare)."""
+
+    open: str
+    close: str
+    fn: str
+    name_end: str
+    fn_end: str
+    param: str
+    key_end: str
+    param_end: str
+    many: bool = False
+    trim: bool = False
+
+
+QWEN3_CODER_TAGS = XmlCallTags(HERMES_OPEN, HERMES_CLOSE, QWEN_FN, ">", QWEN_FN_END, QWEN_PARAM, ">", QWEN_PARAM_END,
+                               trim=True)
+SEED_OSS_TAGS = XmlCallTags("<seed:tool_call>", "</seed:tool_call>", QWEN_FN, ">", QWEN_FN_END, QWEN_PARAM, ">",
+                            QWEN_PARAM_END)
+MINIMAX_M2_TAGS = XmlCallTags("<minimax:tool_call>", "</minimax:tool_call>", '<invoke name="', '">', "</invoke>",
+                              '<parameter name="', '">', QWEN_PARAM_END, many=True)
+XML_TAGS = {"qwen3_coder": QWEN3_CODER_TAGS, "seed_oss": SEED_OSS_TAGS, "minimax_m2": MINIMAX_M2_TAGS}
+
+
+def _xml_args(text: str, k: int, final: bool, call: RawCall, t: XmlCallTags) -> int | None:
+    """The parameter pairs from k into call.arguments (a JSON object so far), up to `fn_end`;
+    where reading resumes after it, or None while reading must wait (or, final, the call is
+    unfinished)."""
     pairs: list[str] = []
     while True:
         k = skip_ws(text, k)
-        if text.startswith(QWEN_FN_END, k):
-            e = skip_ws(text, k + len(QWEN_FN_END))
-            if not final and HERMES_CLOSE.startswith(text[e:]) and e + len(HERMES_CLOSE) > len(text):
-                call.arguments = "{" + ", ".join(pairs) + "}"
-                return None  # the closing tag is still coming
-            call.arguments, call.complete = "{" + ", ".join(pairs) + "}", True
-            return e + len(HERMES_CLOSE) if text.startswith(HERMES_CLOSE, e) else e
-        ke = text.find(">", k) if text.startswith(QWEN_PARAM, k) else -1
-        ve = text.find(QWEN_PARAM_END, ke) if ke >= 0 else -1
-        if ve < 0:  # a pair (or the end) still being written; or, final, what the call has
+        if text.startswith(t.fn_end, k):
+            call.arguments = "{" + ", ".join(pairs) + "}"
+            return k + len(t.fn_end)
+        ke = text.find(t.key_end, k) if text.startswith(t.param, k) else -1
+        ve = text.find(t.param_end, ke) if ke >= 0 else -1
+        if ve < 0:  # a pair (or the end) still being written; or, final, what the unfinished call has
             call.arguments = "{" + ", ".join(pairs) + ("}" if final else "")
-            return len(text) if final else None
-        raw = text[ke + 1 : ve]
-        raw = raw[1:] if raw.startswith("\n") else raw
-        raw = raw[:-1] if raw.endswith("\n") else raw
-        pairs.append(json.dumps(text[k + len(QWEN_PARAM) : ke].strip(), ensure_ascii=False) + ": " + _glm_value(raw))
-        k = ve + len(QWEN_PARAM_END)
+            return None
+        raw = text[ke + len(t.key_end) : ve]
+        if t.trim:
+            raw = raw[1:] if raw.startswith("\n") else raw
+            raw = raw[:-1] if raw.endswith("\n") else raw
+        pairs.append(json.dumps(text[k + len(t.param) : ke].strip(), ensure_ascii=False) + ": " + _glm_value(raw))
+        k = ve + len(t.param_end)
 
 
-def scan_qwen3_coder(text: str, final: bool) -> Scan:
-    out, parts, pos = Scan(), list[str](), 0
-    while (i := _next_marker(text, pos, HERMES_OPEN, final, parts)) >= 0:
-        j = skip_ws(text, i + len(HERMES_OPEN))
-        e = text.find(">", j) if text.startswith(QWEN_FN, j) else -1
-        if e < 0 and not final and QWEN_FN.startswith(text[j : j + len(QWEN_FN)]) and "\n" not in text[j:]:
-            break  # the function's name is still being written
-        name = text[j + len(QWEN_FN) : e].strip() if e >= 0 else ""
+def _xml_block(text: str, k: int, final: bool, out: Scan, t: XmlCallTags) -> int | None:
+    """The calls of one block from k (after `open`) into out.calls; where plain text resumes,
+    -1 when the block holds no call (its tag is text), None while reading must wait."""
+    first = True
+    while True:
+        j = skip_ws(text, k)
+        e = text.find(t.name_end, j) if text.startswith(t.fn, j) else -1
+        if e < 0 and not final and t.fn.startswith(text[j : j + len(t.fn)]) and "\n" not in text[j:]:
+            return None  # the function's name is still being written
+        name = text[j + len(t.fn) : e].strip() if e >= 0 else ""
         if _bad_name(name):
-            parts.append(HERMES_OPEN)  # not a call after all: the tag is text
-            pos = i + len(HERMES_OPEN)
-            continue
+            return -1 if first else j
         call = RawCall(name)
         out.calls.append(call)
-        rest = _qwen_args(text, e + 1, final, call)
+        end = _xml_args(text, e + len(t.name_end), final, call, t)
+        if end is None:
+            return None
+        n = skip_ws(text, end)
+        waiting = t.close.startswith(text[n:]) or (t.many and t.fn.startswith(text[n:]))
+        if not final and waiting and n + len(t.close) > len(text):
+            return None  # the closing tag (or the next call) is still coming
+        call.complete, first = True, False
+        if t.many and text.startswith(t.fn, n):
+            k = n
+            continue
+        return n + len(t.close) if text.startswith(t.close, n) else n
+
+
+def scan_xml_calls(text: str, final: bool, t: XmlCallTags) -> Scan:
+    """Calls in the XML-like format of tags t (qwen3_coder, seed_oss, minimax_m2)."""
+    out, parts, pos = Scan(), list[str](), 0
+    while (i := _next_marker(text, pos, t.open, final, parts)) >= 0:
+        rest = _xml_block(text, i + len(t.open), final, out, t)
         if rest is None:
             break
+        if rest < 0:  # not a call after all: the tag is text
+            parts.append(t.open)
+            pos = i + len(t.open)
+            continue
         pos = rest
     out.content = "".join(parts)
     return out
@@ -475,7 +528,7 @@ def scan_generic(text: str, final: bool) -> Scan:
     return Scan(text)  # some other JSON object: plain content
 
 
-SCANNERS = {
+SCANNERS: dict[str, Callable[[str, bool], Scan]] = {
     "content": scan_content,
     "hermes": scan_hermes,
     "llama3": scan_llama3,
@@ -484,7 +537,7 @@ SCANNERS = {
     "glm45": scan_glm45,
     "deepseek_r1": scan_deepseek,
     "deepseek_v31": scan_deepseek,
-    "qwen3_coder": scan_qwen3_coder,
+    **{fmt: partial(scan_xml_calls, t=t) for fmt, t in XML_TAGS.items()},
     "generic": scan_generic,
 }
 
