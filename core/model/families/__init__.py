@@ -8,6 +8,7 @@ from llamacli.core.model.families.deepseek2 import DeepSeek2Model
 from llamacli.core.model.families.gemma import GemmaModel
 from llamacli.core.model.families.gemma2 import Gemma2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
+from llamacli.core.model.families.gemma4 import Gemma4Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
 from llamacli.core.model.families.granitehybrid import GraniteHybridModel
@@ -27,5 +28,6 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
     m.arch: m for m in (LlamaModel, Qwen2Model, Qwen3Model, Qwen3MoeModel, GptOssModel, Phi3Model, Gemma3Model, Mistral3Model,
                         Glm4MoeModel, GraniteHybridModel, BertModel, NomicBertModel, Qwen2VLModel, Qwen35Model,
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
-                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel)
+                        NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
+                        Gemma4Model)
 }

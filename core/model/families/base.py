@@ -510,8 +510,8 @@ class DecoderModel:
 
     def attend(self, il: int, lw: LayerWeights, q: np.ndarray, k: np.ndarray, v: np.ndarray, batch: Batch,
                cache: KVCache, groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """The attention of layer il from its projections q (T, n_head, head_dim), k and v (T,
-        n_head_kv, .): Q/K norms, rope, this batch's K/V into the cache, then attention over the
+        """The attention of layer il from its projections q (T, n_head, D), k and v (T,
+        n_head_kv, .) (D: head_dim, or the layer's own: gemma4): Q/K norms, rope, this batch's K/V into the cache, then attention over the
         cache; returns (T, n_head, head_dim_v) before the output projection."""
         a = self.args
         pr = self.precision
@@ -530,7 +530,7 @@ class DecoderModel:
             q = q * np.float32(scale)
             scale = 1.0
         cache.write(il, batch.seq_ids, batch.positions, pr.kv(k), pr.kv(v))
-        out = np.empty((T, a.n_head, a.head_dim_v), dtype=np.float32)
+        out = np.empty((T, q.shape[1], v.shape[2]), dtype=np.float32)  # the layer's own shape (gemma4)
         window = a.layer_window(il)
 
         def attend(g: AttnGroup) -> None:  # groups are independent: they may run side by side
