@@ -100,7 +100,13 @@ def test_one_token_steps_equal_the_batched_forward(models: dict[tuple[str, str],
     """Q4_K: token by token through the compiled decode step (gemma2: soft-capped scores, the
     window on alternate layers; Q scaled before attention; the logits' cap after the step) gives
     the bits of the step through the operations one by one and of one full forward."""
-    model = models[arch, "Q4_K"]
+    check_steps_equal_batched(models[arch, "Q4_K"], arch)
+
+
+def check_steps_equal_batched(model: DecoderModel, arch: str) -> None:
+    """The 40 fixture tokens: 10 in a batch, then one by one through the compiled decode step,
+    and again through the operations one by one: both give the bits of one full forward (the
+    gemma families' tests)."""
     assert model.one_token_step_kind() == "gelu"
     toks = fixture_tokens(arch, 40)
     full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))

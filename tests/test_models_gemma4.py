@@ -15,7 +15,8 @@ from llamacli.core.model.families.base import DecoderModel
 from llamacli.core.model.families.gemma4 import Gemma4Model, LayerShape
 from llamacli.core.model.load import load_model
 from llamacli.core.model.state.batch import Batch
-from tests.test_models_gemma2 import greedy_tokens
+from tests.test_decode_step import _decode_together
+from tests.test_models_gemma2 import check_steps_equal_batched, greedy_tokens
 from tests.tiny_models import GEMMA4_MODELS, fixture_tokens, rewrite_gguf, write_tiny_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tiny"
@@ -44,7 +45,7 @@ def test_hyperparameters_as_llama_cpp_reads_them(models: dict[str, DecoderModel]
     assert (full.n_dims, full.base, swa.n_dims, swa.base) == (128, 1e6, 64, 1e4)
     assert full.freq_factors is not None and swa.freq_factors is None  # proportional rope on full layers only
     assert [lw.wv is None for lw in model.layers] == [False, True, False, True]  # V = K where no attn_v
-    assert all(s is not None and 0.5 <= s <= 1.5 for s in model.out_scale)
+    assert all(lw.out_scale is not None and 0.5 <= lw.out_scale <= 1.5 for lw in model.layers)
     cache = model.new_cache(1, 32)
     assert [k.shape for k in cache.k] == [(1, 2, 32, 64), (1, 1, 32, 128)] * 2
 
@@ -57,17 +58,22 @@ def test_greedy_continuation_equals_llama_cpp(models: dict[str, DecoderModel], v
     assert greedy_tokens(models[variant], z) == z["greedy"].tolist()
 
 
-def test_token_by_token_gives_the_batched_bits(models: dict[str, DecoderModel]) -> None:
-    """Q4_K: a prompt token by token (one-token steps through the operations one by one: the
-    compiled decode step does not take this family) gives the bits of one batched forward."""
+def test_one_token_steps_equal_the_batched_forward(models: dict[str, DecoderModel]) -> None:
+    """Q4_K: token by token through the compiled decode step (layers of two shapes, V normed and
+    taken from K where there is no attn_v, the layers' output scales) gives the bits of the step
+    through the operations one by one and of one full forward."""
+    check_steps_equal_batched(models["Q4_K"], "gemma4")
+
+
+def test_one_token_steps_of_many_sequences_give_the_same_bits(models: dict[str, DecoderModel]) -> None:
+    """Q4_K: one token of each of ten sequences through the compiled layers gives the bits of
+    the batched operations, logits and cache."""
     model = models["Q4_K"]
-    assert model.one_token_step_kind() is None
-    toks = fixture_tokens("gemma4", 40)
-    full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))
-    cache = model.new_cache(1, 64)
-    parts = [model.forward(Batch.single(toks[:10], all_logits=True), cache)]
-    parts += [model.forward(Batch.single(toks[i : i + 1], start_pos=i), cache) for i in range(10, 40)]
-    np.testing.assert_array_equal(np.concatenate(parts), full)
+    toks = fixture_tokens("gemma4", 24)
+    one_by_one, cache_a = _decode_together(model, False, toks)
+    fused, cache_b = _decode_together(model, True, toks)
+    np.testing.assert_array_equal(one_by_one, fused)
+    assert all(np.array_equal(a, b) for a, b in zip(cache_a, cache_b))
 
 
 U32 = gguf.GGUFValueType.UINT32

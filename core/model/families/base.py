@@ -176,6 +176,7 @@ class LayerWeights:
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
     mixer: Mamba2Weights | DeltaNetWeights | None = None  # a recurrent layer's mixer in place of attention
+    out_scale: np.float32 | None = None  # the layer's output times this (`layer_output_scale`: gemma4)
 
 
 @dataclass
@@ -257,6 +258,8 @@ class DecoderModel:
     has_qk_norm = False
     has_post_norms = False
     has_attn_sinks = False
+    #: V RMS-normed per head without a weight before the cache (gemma4)
+    v_norm = False
     #: the pre-FFN norm's tensor (gpt-oss names it `post_attention_norm`)
     ffn_norm_name = "ffn_norm"
     #: decoders attend causally over a KV cache, so a prompt may be split across batches;
@@ -345,6 +348,12 @@ class DecoderModel:
         a = self.args
         return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
 
+    def attn_shape(self, il: int) -> tuple[int, int, int]:
+        """Layer il's (KV heads, head size of Q and K, head size of V): the model's, or the
+        layer's own where a family's layers differ (gemma4)."""
+        a = self.args
+        return a.n_head_kv, a.head_dim, a.head_dim_v
+
     # ---- hooks ---------------------------------------------------------------------------
     def ropes(self, n_ctx: int) -> tuple[K.RopeConfig, K.RopeConfig]:
         """(global, sliding-window) rope for a cache of n_ctx cells per sequence (Phi-3's
@@ -427,7 +436,8 @@ class DecoderModel:
     def block(self, il: int, lw: LayerWeights, x: np.ndarray, batch: Batch, cache: KVCache, groups: list[AttnGroup],
               cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
         """Layer il on the residual stream x (T, n_embd): the attention block, then the FFN
-        block, each normed first and added to x; returns the new x."""
+        block, each normed first and added to x, then the layer's output scale if any; returns
+        the new x."""
         a = self.args
         h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
         h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
@@ -438,7 +448,8 @@ class DecoderModel:
         h = self.ffn(lw, h)
         if lw.post_ffn_norm is not None:
             h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-        return x + h
+        x = x + h
+        return x if lw.out_scale is None else x * lw.out_scale  # ggml_mul by a 1-element tensor
 
     def _one_token_step(self, batch: Batch) -> DecodeStep | None:
         """The compiled decode step, for a batch of one token per sequence (one sequence, or an
@@ -499,14 +510,19 @@ class DecoderModel:
         cos: np.ndarray,
         sin: np.ndarray,
     ) -> np.ndarray:
-        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache."""
+        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache.
+        Without a V matrix (gemma4) V is K's projection, before K's norm and rope; `v_norm`:
+        V RMS-normed per head without a weight."""
         a = self.args
         T = h.shape[0]
-        assert lw.wq is not None and lw.wk is not None and lw.wv is not None and lw.wo is not None
-        q, k, v = self.precision.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
-        out = self.attend(il, lw, q.reshape(T, a.n_head, a.head_dim), k.reshape(T, a.n_head_kv, a.head_dim),
-                          v.reshape(T, a.n_head_kv, a.head_dim_v), batch, cache, groups, cos, sin)
-        return self.precision.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)
+        n_kv, d, d_v = self.attn_shape(il)
+        assert lw.wq is not None and lw.wk is not None and lw.wo is not None
+        q, k, *v = self.precision.linears(h, [lw.wq, lw.wk] + ([] if lw.wv is None else [lw.wv]), lw.qkv)
+        v3 = (v[0] if v else k).reshape(T, n_kv, d_v)
+        if self.v_norm:
+            v3 = K.rms_norm(v3, None, a.norm_eps)
+        out = self.attend(il, lw, q.reshape(T, a.n_head, d), k.reshape(T, n_kv, d), v3, batch, cache, groups, cos, sin)
+        return self.precision.linear(out.reshape(T, a.n_head * d_v), lw.wo)
 
     def attend(self, il: int, lw: LayerWeights, q: np.ndarray, k: np.ndarray, v: np.ndarray, batch: Batch,
                cache: KVCache, groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:

@@ -13,7 +13,9 @@ sqrt(n_embd), NeoX rope, GELU-gated FFN, Q/K norms, post-attention and post-FFN 
 - each layer's output times its `layer_output_scale` when the file has one; logits soft-capped
   by `final_logit_softcapping` when the file has it.
 Per-layer embeddings (E2B/E4B), KV shared across layers (E2B/E4B) and experts (26B-A4B) are
-refused at load with a one-line error naming what the file uses.
+refused at load with a one-line error naming what the file uses. The base class's attention
+(`attn_shape`, `v_norm`, V from K without `attn_v`) and block (`LayerWeights.out_scale`) do the
+rest, so the compiled one-token step (decode_step.py) takes these layers too.
 """
 
 from __future__ import annotations
@@ -24,12 +26,9 @@ from typing import Any
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import (AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int,
-                                               swa_pattern)
+from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_float, md_int, swa_pattern
 from llamacli.core.model.families.gemma3 import gemma_args
-from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.precision import Precision
-from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.kv_cache import KVCache, lazy_zeros
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
@@ -78,6 +77,7 @@ class Gemma4Model(DecoderModel):
     arch = "gemma4"
     has_qk_norm = True
     has_post_norms = True
+    v_norm = True
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
@@ -109,8 +109,11 @@ class Gemma4Model(DecoderModel):
 
     def __init__(self, args: ModelArgs, gguf: GGUFFile, precision: Precision, loader: WeightLoader) -> None:
         self.shapes: tuple[LayerShape, ...] = args.extra["shapes"]
-        self.out_scale: list[np.float32 | None] = []
         super().__init__(args, gguf, precision, loader)
+
+    def attn_shape(self, il: int) -> tuple[int, int, int]:
+        s = self.shapes[il]
+        return s.n_head_kv, s.head_dim, s.head_dim
 
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:
         """Layer il at its own shape: V from K's projection where the file has no attn_v,
@@ -133,7 +136,7 @@ class Gemma4Model(DecoderModel):
         )
         self._load_ffn(ld, il, lw)
         name = p + "layer_output_scale.weight"
-        self.out_scale.append(np.float32(ld.vector(name, 1)[0]) if ld.has(name) else None)
+        lw.out_scale = np.float32(ld.vector(name, 1)[0]) if ld.has(name) else None
         return lw
 
     def new_cache(self, n_seq: int, n_ctx: int) -> KVCache:
@@ -143,26 +146,3 @@ class Gemma4Model(DecoderModel):
         cache.k = [lazy_zeros((n_seq, s.n_head_kv, n_ctx, s.head_dim)) for s in self.shapes]
         cache.v = [lazy_zeros((n_seq, s.n_head_kv, n_ctx, s.head_dim)) for s in self.shapes]
         return cache
-
-    def attention(self, il: int, lw: LayerWeights, h: np.ndarray, batch: Batch, cache: KVCache,
-                  groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """Self-attention of layer il at its shape; V is RMS-normed without a weight (from K's
-        projection where the layer has no attn_v), Q/K norms and rope follow in `attend`."""
-        T = h.shape[0]
-        s = self.shapes[il]
-        assert lw.wq is not None and lw.wk is not None and lw.wo is not None
-        lins = [lw.wq, lw.wk] if lw.wv is None else [lw.wq, lw.wk, lw.wv]
-        q, k, *rest = self.precision.linears(h, lins, lw.qkv)
-        v = rest[0] if rest else k  # ggml: Vcur = Kcur, before K's norm and rope
-        q = q.reshape(T, self.args.n_head, s.head_dim)
-        k = k.reshape(T, s.n_head_kv, s.head_dim)
-        v = K.rms_norm(v.reshape(T, s.n_head_kv, s.head_dim), None, self.args.norm_eps)
-        out = self.attend(il, lw, q, k, v, batch, cache, groups, cos, sin)
-        return self.precision.linear(out.reshape(T, -1), lw.wo)
-
-    def block(self, il: int, lw: LayerWeights, x: np.ndarray, batch: Batch, cache: KVCache, groups: list[AttnGroup],
-              cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """Gemma 3's block, its output times the layer's scale (ggml_mul by a 1-element tensor)."""
-        x = super().block(il, lw, x, batch, cache, groups, cos, sin)
-        scale = self.out_scale[il]
-        return x if scale is None else x * scale
