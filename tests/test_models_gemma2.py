@@ -78,8 +78,13 @@ def test_greedy_continuation_equals_llama_cpp(models: dict[tuple[str, str], Deco
     """Our own 16 greedy tokens after the 40-token prompt (gemma2: past the 16-token window; Q4_K:
     each step through the compiled decode step) are llama.cpp's, every one: the tiny files' steps
     are clear of near-ties (llama.cpp's top two at least 0.014 apart on gemma2 F32, 0.09 on the others)."""
-    model = models[arch, variant]
     z = np.load(FIXTURES / f"{arch}-{variant}.npz")
+    assert greedy_tokens(models[arch, variant], z) == z["greedy"].tolist()
+
+
+def greedy_tokens(model: DecoderModel, z: np.lib.npyio.NpzFile) -> list[int]:
+    """Our own greedy tokens after a fixture's prompt, as many as llama.cpp's, token by token
+    through the cache (the gemma families' tests)."""
     toks = z["tokens"].tolist()
     cache = model.new_cache(1, int(z["n_ctx"]))
     lg = model.forward(Batch.single(toks), cache)[-1]
@@ -87,7 +92,7 @@ def test_greedy_continuation_equals_llama_cpp(models: dict[tuple[str, str], Deco
     for i in range(len(z["greedy"])):
         got.append(int(lg.argmax()))
         lg = model.forward(Batch.single(got[-1:], start_pos=len(toks) + i), cache)[-1]
-    assert got == z["greedy"].tolist()
+    return got
 
 
 @pytest.mark.parametrize("arch", ["gemma2", "gemma"])
@@ -95,7 +100,13 @@ def test_one_token_steps_equal_the_batched_forward(models: dict[tuple[str, str],
     """Q4_K: token by token through the compiled decode step (gemma2: soft-capped scores, the
     window on alternate layers; Q scaled before attention; the logits' cap after the step) gives
     the bits of the step through the operations one by one and of one full forward."""
-    model = models[arch, "Q4_K"]
+    check_steps_equal_batched(models[arch, "Q4_K"], arch)
+
+
+def check_steps_equal_batched(model: DecoderModel, arch: str) -> None:
+    """The 40 fixture tokens: 10 in a batch, then one by one through the compiled decode step,
+    and again through the operations one by one: both give the bits of one full forward (the
+    gemma families' tests)."""
     assert model.one_token_step_kind() == "gelu"
     toks = fixture_tokens(arch, 40)
     full = model.forward(Batch.single(toks, all_logits=True), model.new_cache(1, 64))

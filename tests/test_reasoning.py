@@ -60,6 +60,8 @@ def stream(parser: object, text: str, step: int = 1) -> tuple[str, str, object]:
         ("ByteDance-Seed-OSS.jinja", {}, ("<seed:think>", "</seed:think>"), False),
         ("mistralai-Ministral-3-14B-Reasoning-2512.jinja", {}, ("[THINK]", "[/THINK]"), False),
         ("Apertus-8B-Instruct.jinja", {}, ("<|inner_prefix|>", "<|inner_suffix|>"), False),
+        ("google-gemma-4-31B-it.jinja", {}, ("<|channel>thought", "<channel|>"), False),
+        ("google-gemma-4-31B-it.jinja", {"enable_thinking": False}, ("<|channel>thought", "<channel|>"), False),
         (QWEN35, {}, ("<think>", "</think>"), True),  # the generation prompt ends with "<think>\n"
         (QWEN35, {"enable_thinking": False}, ("<think>", "</think>"), False),
     ],
@@ -110,6 +112,16 @@ def test_command_r7b_tags() -> None:
     s = prepare_chat(template(R7B), HI, reasoning_format="auto")
     out = "<|START_THINKING|>Greeting.<|END_THINKING|>Hello."
     assert stream(s.parser(), out, 5)[:2] == ("Greeting.", "Hello.")
+
+
+@pytest.mark.parametrize("step", [1, 3, 1000])
+def test_gemma_4_thought_channel(step: int) -> None:
+    """Gemma 4 thinks in `<|channel>thought\n...<channel|>` (llama.cpp's peg-gemma4 parser: the
+    whitespace after `thought` skipped); `<|channel>` is a special token, kept as text for the parser."""
+    s = prepare_chat(template("google-gemma-4-31B-it.jinja"), HI, reasoning_format="auto")
+    assert "<|channel>" in s.preserved_tokens
+    out = "<|channel>thought\nThe user says hi.<channel|>Hello!"
+    assert stream(s.parser(), out, step)[:2] == ("The user says hi.", "Hello!")
 
 
 def test_formats_none_and_legacy() -> None:

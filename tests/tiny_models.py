@@ -1,6 +1,6 @@
 """Tiny random GGUF models for tests, written deterministically with `gguf.GGUFWriter`.
 
-Architectures: llama, qwen2, qwen3, gemma3, gemma2 (GEMMA2_MODELS), gemma (GEMMA_MODELS), phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
+Architectures: llama, qwen2, qwen3, gemma3, gemma2 (GEMMA2_MODELS), gemma (GEMMA_MODELS), gemma4 (GEMMA4_MODELS), phi3 (PHI3_MODELS), qwen2vl (QWEN2VL_MODELS: M-RoPE sections); variants F32, F16, Q8_0, Q4_K (the 2-D weight
 matrices are stored in that type, 1-D norms/biases stay F32), llama in each low-bit type (LOW_BIT_MODELS:
 MXFP4, TQ1_0, TQ2_0, IQ1_S..IQ3_S, random valid blocks; SPLIT_MODELS: NVFP4, Q1_0, Q2_0), plus ("llama", "F32_ROPE_FREQS"):
 llama3-style `rope_freqs.weight` frequency factors; and qwen3moe (MOE_MODELS: F32, Q8_0, Q4_K
@@ -214,7 +214,14 @@ _M2_SEEDS = {("minimax-m2", "F32"): 1900, ("minimax-m2", "Q8_0"): 1904, ("seed_o
 # (seeds: greedy steps' top two >= 0.07 apart, every logit llama.cpp's to the bit on the Q8_0 files;
 # seed_oss's 1950/1951 had greedy steps 0.009 and 0.004 apart)
 ALL_MODELS += list(MINIMAX_M2_MODELS) + list(SEED_OSS_MODELS)
-_GEMMAS = ("gemma3", "gemma2", "gemma")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
+# gemma4 (Gemma 4 31B's layout: write_gemma4): 4 layers; sliding ones (0, 2: window 16, head size
+# 64, 2 KV heads, all 64 dims rotated with base 10000) and full ones (1, 3: head size 128, one KV
+# head, V = K's projection (no attn_v), base 1e6 with proportional rope factors: 16 of 64 pairs
+# rotate); a layer_output_scale per layer; logits capped at 8; F32 and Q4_K
+GEMMA4_MODELS = (("gemma4", "F32"), ("gemma4", "Q4_K"))
+_GEMMA4_SEEDS = {"F32": 1900, "Q4_K": 1922}  # Q4_K: greedy steps clear of near-ties (top two >= 0.09 apart)
+ALL_MODELS += list(GEMMA4_MODELS)
+_GEMMAS = ("gemma3", "gemma2", "gemma", "gemma4")  # SPM vocabulary with turn tokens, no space prefix, scaled embeddings
 _POST_NORMS = ("gemma3", "gemma2")
 # granite (Granite 3.x dense) and granitemoe (Granite 3.x MoE): the Llama block with Granite's
 # multipliers (granite 3.x's embedding 12, residual 0.22, attention 1/128, logits / 2) and a tied
@@ -374,6 +381,13 @@ def tiny_config(arch: str, variant: str = "F32") -> TinyConfig:
                           seed=_GRANITE_SEEDS[(arch, variant)],
                           extra={"embedding_scale": 12.0, "residual_scale": 0.22, "attention_scale": 0.0078125,
                                  "logit_scale": 2.0, "n_ff_shexp": 512 if variant == "Q8_0" else 0})
+    if arch == "gemma4":
+        if (arch, variant) not in GEMMA4_MODELS:
+            raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
+        return TinyConfig(arch, n_layer=4, n_head=4, n_head_kv=2, head_dim=128, n_ff=512, rope_base=1000000.0,
+                          rms_eps=1e-6, tied_output=True, qk_norm=True, sliding_window=16, seed=_GEMMA4_SEEDS[variant],
+                          extra={"swa": (True, False, True, False), "head_dim_swa": 64, "n_head_kv_full": 1,
+                                 "rope_base_swa": 10000.0, "final_softcap": 8.0, "rotated_pairs_full": 16})
     if arch == "qwen2vl":
         if (arch, variant) not in QWEN2VL_MODELS:
             raise ValueError(f"unknown tiny variant {variant!r} for {arch}")
@@ -724,6 +738,30 @@ def _add_bpe_vocab(w: gguf.GGUFWriter) -> tuple[str, ...]:
     return tokens
 
 
+def _add_spm_vocab(w: gguf.GGUFWriter, arch: str, variant: str) -> tuple[str, ...]:
+    """The SPM tokenizer keys of the llama-like and Gemma tiny models; returns the tokens."""
+    tokens, scores, ttypes, ids = _spm_vocab(arch)
+    if (arch, variant) == IDEFICS3_MODEL:  # "\n\n" a word piece (least preferred), the rest control tokens
+        tokens += IDEFICS3_TOKENS
+        scores += (-1000.0,) + (0.0,) * (len(IDEFICS3_TOKENS) - 1)
+        ttypes += (int(TokenType.NORMAL),) + (int(TokenType.CONTROL),) * (len(IDEFICS3_TOKENS) - 1)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(list(tokens))
+    w.add_token_scores(list(scores))
+    w.add_token_types(list(ttypes))
+    w.add_bos_token_id(ids["bos"])
+    w.add_eos_token_id(ids["eos"])
+    w.add_unk_token_id(ids["unk"])
+    if "pad" in ids:
+        w.add_pad_token_id(ids["pad"])
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    if arch in _GEMMAS:
+        w.add_add_space_prefix(False)
+    return tokens
+
+
 def _new_writer(cfg: TinyConfig, path: Path, n_ff: list[int] | None = None) -> gguf.GGUFWriter:
     """A writer for cfg's file with its name and the first size keys (context, width, layers,
     FFN rows (n_ff: per layer), heads), in the order llama.cpp's converter writes them."""
@@ -773,6 +811,8 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     if arch in _DELTA_NET:
         qt, seed = _DELTA_NET[arch][variant]
         return write_qwen35(tiny_config(arch, variant), qt, Path(path), np.random.default_rng(seed))
+    if arch == "gemma4":
+        return write_gemma4(tiny_config(arch, variant), _WEIGHT_TYPE[variant], Path(path))
     if arch == "deepseek2":
         cfg = tiny_config(arch, variant)
         return write_deepseek2(cfg, QT.Q8_0 if variant == "Q8_0" else QT.F32, Path(path),
@@ -824,28 +864,7 @@ def write_tiny_model(arch: str, variant: str, path: str | os.PathLike) -> Path:
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
 
     # vocabulary
-    if cfg.spm:
-        tokens, scores, ttypes, ids = _spm_vocab(arch)
-        if (arch, variant) == IDEFICS3_MODEL:  # "\n\n" a word piece (least preferred), the rest control tokens
-            tokens += IDEFICS3_TOKENS
-            scores += (-1000.0,) + (0.0,) * (len(IDEFICS3_TOKENS) - 1)
-            ttypes += (int(TokenType.NORMAL),) + (int(TokenType.CONTROL),) * (len(IDEFICS3_TOKENS) - 1)
-        w.add_tokenizer_model("llama")
-        w.add_tokenizer_pre("default")
-        w.add_token_list(list(tokens))
-        w.add_token_scores(list(scores))
-        w.add_token_types(list(ttypes))
-        w.add_bos_token_id(ids["bos"])
-        w.add_eos_token_id(ids["eos"])
-        w.add_unk_token_id(ids["unk"])
-        if "pad" in ids:
-            w.add_pad_token_id(ids["pad"])
-        w.add_add_bos_token(True)
-        w.add_add_eos_token(False)
-        if arch in _GEMMAS:
-            w.add_add_space_prefix(False)
-    else:
-        tokens = _add_bpe_vocab(w)
+    tokens = _add_spm_vocab(w, arch, variant) if cfg.spm else _add_bpe_vocab(w)
     n_vocab = len(tokens)
 
     E, F, H, HKV, D = cfg.n_embd, cfg.n_ff, cfg.n_head, cfg.n_head_kv, cfg.head_dim
@@ -1264,6 +1283,66 @@ def write_lfm2(cfg: TinyConfig, qtype: QT, path: Path, rng: np.random.Generator)
             _add_matrix(w, p + "shortconv.in_proj.weight", rng, 3 * E, E, E ** -0.5, qtype)
             w.add_tensor(p + "shortconv.conv.weight", (0.6 * rng.standard_normal((E, L))).astype(np.float32))
             _add_matrix(w, p + "shortconv.out_proj.weight", rng, E, E, E ** -0.5, qtype)
+    return _write_out(w, path)
+
+
+def write_gemma4(cfg: TinyConfig, qtype: QT, path: Path) -> Path:
+    """gemma4: the keys and tensor names llama.cpp's converter writes for Gemma 4's text model
+    (the 31B's layout): `attention.sliding_window_pattern` and `head_count_kv` per layer,
+    key/value_length (full layers) and their `_swa`, rope.dimension_count and its `_swa`,
+    rope.freq_base_swa, final_logit_softcapping, embedding_length_per_layer_input 0; rope_freqs.weight (1 for the rotated pairs,
+    1e30 for the rest, as the converter's proportional rope); per layer attn_q/k(/v on sliding
+    layers only)/output, Q/K norms at the layer's head size, the four Gemma norms, the FFN and
+    layer_output_scale; the output tied to token_embd."""
+    x = cfg.extra
+    rng = np.random.default_rng(cfg.seed)
+    E, F, H = cfg.n_embd, cfg.n_ff, cfg.n_head
+    swa = x["swa"]
+    shapes = [(cfg.n_head_kv, x["head_dim_swa"]) if s else (x["n_head_kv_full"], cfg.head_dim) for s in swa]
+    w = _new_writer(cfg, path)
+    a = cfg.arch
+    w.add_head_count_kv([hkv for hkv, _ in shapes])
+    w.add_layer_norm_rms_eps(cfg.rms_eps)
+    w.add_rope_freq_base(cfg.rope_base)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_uint32(f"{a}.attention.key_length_swa", x["head_dim_swa"])
+    w.add_uint32(f"{a}.attention.value_length_swa", x["head_dim_swa"])
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_uint32(f"{a}.rope.dimension_count_swa", x["head_dim_swa"])
+    w.add_float32(f"{a}.rope.freq_base_swa", x["rope_base_swa"])
+    w.add_sliding_window(cfg.sliding_window)
+    w.add_array(f"{a}.attention.sliding_window_pattern", list(swa))
+    w.add_final_logit_softcapping(x["final_softcap"])
+    w.add_uint32(f"{a}.embedding_length_per_layer_input", 0)  # (required by llama.cpp; 0: none)
+    w.add_file_type(int(gguf.LlamaFileType.ALL_F32 if qtype == QT.F32 else gguf.LlamaFileType.MOSTLY_Q4_K_M))
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    n_vocab = len(_add_spm_vocab(w, a, "F32"))
+    _add_matrix(w, "token_embd.weight", rng, n_vocab, E, 0.15, qtype)
+    signs = np.where(rng.random(E) < 0.5, -1.0, 1.0)  # (as write_tiny_model: no self term in the tied logits)
+    w.add_tensor("output_norm.weight", (signs * (1.0 + 0.1 * rng.standard_normal(E))).astype(np.float32))
+    ff = np.full(cfg.head_dim // 2, 1e30, dtype=np.float32)
+    ff[: x["rotated_pairs_full"]] = 1.0
+    w.add_tensor("rope_freqs.weight", ff)
+    for il, (hkv, D) in enumerate(shapes):
+        p = f"blk.{il}."
+        _add_norm(w, p + "attn_norm.weight", rng, E)
+        _add_matrix(w, p + "attn_q.weight", rng, H * D, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "attn_k.weight", rng, hkv * D, E, E ** -0.5, qtype)
+        if swa[il]:
+            _add_matrix(w, p + "attn_v.weight", rng, hkv * D, E, E ** -0.5, qtype)
+        # attention scale 1: Q/K norms of D ** -0.25 each keep the scores' spread near 1 (at 1 the
+        # softmax is near one-hot, and the Q4_K file's logits chaotic: llama.cpp's own two passes 2.7 apart)
+        _add_norm(w, p + "attn_q_norm.weight", rng, D, D ** -0.25)
+        _add_norm(w, p + "attn_k_norm.weight", rng, D, D ** -0.25)
+        _add_matrix(w, p + "attn_output.weight", rng, E, H * D, (H * D) ** -0.5, qtype)
+        _add_norm(w, p + "post_attention_norm.weight", rng, E, 4.0)
+        _add_norm(w, p + "ffn_norm.weight", rng, E)
+        _add_matrix(w, p + "ffn_gate.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_up.weight", rng, F, E, E ** -0.5, qtype)
+        _add_matrix(w, p + "ffn_down.weight", rng, E, F, F ** -0.5, qtype)
+        _add_norm(w, p + "post_ffw_norm.weight", rng, E, 4.0)
+        w.add_tensor(p + "layer_output_scale.weight", rng.uniform(0.5, 1.5, 1).astype(np.float32))
     return _write_out(w, path)
 
 

@@ -8,6 +8,7 @@ from llamacli.core.model.families.deepseek2 import DeepSeek2Model
 from llamacli.core.model.families.gemma import GemmaModel
 from llamacli.core.model.families.gemma2 import Gemma2Model
 from llamacli.core.model.families.gemma3 import Gemma3Model
+from llamacli.core.model.families.gemma4 import Gemma4Model
 from llamacli.core.model.families.glm4moe import Glm4MoeModel
 from llamacli.core.model.families.gptoss import GptOssModel
 from llamacli.core.model.families.granite import GraniteModel, GraniteMoeModel
@@ -34,5 +35,5 @@ ARCHITECTURES: dict[str, type[DecoderModel]] = {
                         Qwen35MoeModel, Qwen3NextModel, DeepSeek2Model, NemotronHModel,
                         NemotronHMoeModel, OlmoeModel, Qwen2MoeModel, Gemma2Model, GemmaModel,
                         SmolLM3Model, Lfm2Model, Lfm2MoeModel, GraniteModel, GraniteMoeModel,
-                        MinimaxM2Model, SeedOssModel)
+                        MinimaxM2Model, SeedOssModel, Gemma4Model)
 }

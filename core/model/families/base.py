@@ -179,6 +179,7 @@ class LayerWeights:
     qkv: FusedLinear | None = None  # wq|wk|wv side by side when their inputs round alike
     gate_up: FusedLinear | None = None
     mixer: Mamba2Weights | DeltaNetWeights | ShortConvWeights | None = None  # a recurrent layer's mixer in place of attention
+    out_scale: np.float32 | None = None  # the layer's output times this (`layer_output_scale`: gemma4)
 
 
 @dataclass
@@ -260,6 +261,8 @@ class DecoderModel:
     has_qk_norm = False
     has_post_norms = False
     has_attn_sinks = False
+    #: V RMS-normed per head without a weight before the cache (gemma4)
+    v_norm = False
     #: the pre-FFN norm's tensor (gpt-oss names it `post_attention_norm`)
     ffn_norm_name = "ffn_norm"
     #: the final norm's tensor (lfm2 names it `token_embd_norm`)
@@ -353,6 +356,12 @@ class DecoderModel:
         a = self.args
         return KVCache(a.n_layer, n_seq, n_ctx, a.n_head_kv, a.head_dim, a.head_dim_v)
 
+    def attn_shape(self, il: int) -> tuple[int, int, int]:
+        """Layer il's (KV heads, head size of Q and K, head size of V): the model's, or the
+        layer's own where a family's layers differ (gemma4)."""
+        a = self.args
+        return a.n_head_kv, a.head_dim, a.head_dim_v
+
     # ---- hooks ---------------------------------------------------------------------------
     def ropes(self, n_ctx: int) -> tuple[K.RopeConfig, K.RopeConfig]:
         """(global, sliding-window) rope for a cache of n_ctx cells per sequence (Phi-3's
@@ -440,7 +449,8 @@ class DecoderModel:
     def block(self, il: int, lw: LayerWeights, x: np.ndarray, batch: Batch, cache: KVCache, groups: list[AttnGroup],
               cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
         """Layer il on the residual stream x (T, n_embd): the attention block, then the FFN
-        block, each normed first and added to x; returns the new x."""
+        block, each normed first and added to x, then the layer's output scale if any; returns
+        the new x."""
         a = self.args
         h = K.rms_norm(x, lw.attn_norm, a.norm_eps)
         h = self.attention(il, lw, h, batch, cache, groups, cos, sin)
@@ -451,7 +461,8 @@ class DecoderModel:
         h = self.ffn(lw, h)
         if lw.post_ffn_norm is not None:
             h = K.rms_norm(h, lw.post_ffn_norm, a.norm_eps)
-        return x + self._residual(h)
+        x = x + self._residual(h)
+        return x if lw.out_scale is None else x * lw.out_scale  # ggml_mul by a 1-element tensor
 
     def _residual(self, h: np.ndarray) -> np.ndarray:
         """A block's output (the mixer's or the FFN's) as it joins the residual stream: times
@@ -523,19 +534,24 @@ class DecoderModel:
         cos: np.ndarray,
         sin: np.ndarray,
     ) -> np.ndarray:
-        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache."""
+        """Self-attention of layer il over h (T, n_embd); writes this batch's K/V to the cache.
+        Without a V matrix (gemma4) V is K's projection, before K's norm and rope; `v_norm`:
+        V RMS-normed per head without a weight."""
         a = self.args
         T = h.shape[0]
-        assert lw.wq is not None and lw.wk is not None and lw.wv is not None and lw.wo is not None
-        q, k, v = self.precision.linears(h, [lw.wq, lw.wk, lw.wv], lw.qkv)
-        out = self.attend(il, lw, q.reshape(T, a.n_head, a.head_dim), k.reshape(T, a.n_head_kv, a.head_dim),
-                          v.reshape(T, a.n_head_kv, a.head_dim_v), batch, cache, groups, cos, sin)
-        return self.precision.linear(out.reshape(T, a.n_head * a.head_dim_v), lw.wo)
+        n_kv, d, d_v = self.attn_shape(il)
+        assert lw.wq is not None and lw.wk is not None and lw.wo is not None
+        q, k, *v = self.precision.linears(h, [lw.wq, lw.wk] + ([] if lw.wv is None else [lw.wv]), lw.qkv)
+        v3 = (v[0] if v else k).reshape(T, n_kv, d_v)
+        if self.v_norm:
+            v3 = K.rms_norm(v3, None, a.norm_eps)
+        out = self.attend(il, lw, q.reshape(T, a.n_head, d), k.reshape(T, n_kv, d), v3, batch, cache, groups, cos, sin)
+        return self.precision.linear(out.reshape(T, a.n_head * d_v), lw.wo)
 
     def attend(self, il: int, lw: LayerWeights, q: np.ndarray, k: np.ndarray, v: np.ndarray, batch: Batch,
                cache: KVCache, groups: list[AttnGroup], cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-        """The attention of layer il from its projections q (T, n_head, head_dim), k and v (T,
-        n_head_kv, .): Q/K norms, rope, this batch's K/V into the cache, then attention over the
+        """The attention of layer il from its projections q (T, n_head, D), k and v (T,
+        n_head_kv, .) (D: head_dim, or the layer's own: gemma4): Q/K norms, rope, this batch's K/V into the cache, then attention over the
         cache; returns (T, n_head, head_dim_v) before the output projection."""
         a = self.args
         pr = self.precision
@@ -554,7 +570,7 @@ class DecoderModel:
             q = q * np.float32(scale)
             scale = 1.0
         cache.write(il, batch.seq_ids, batch.positions, pr.kv(k), pr.kv(v))
-        out = np.empty((T, a.n_head, a.head_dim_v), dtype=np.float32)
+        out = np.empty((T, q.shape[1], v.shape[2]), dtype=np.float32)  # the layer's own shape (gemma4)
         window = a.layer_window(il)
 
         def attend(g: AttnGroup) -> None:  # groups are independent: they may run side by side

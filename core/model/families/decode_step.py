@@ -2,7 +2,8 @@
 
 `DecoderModel.forward_hidden` hands a one-token batch to `DecodeStep.run` when `DecodeStep.plan`
 accepted the model: quantized weights (the ggml numerics), the base class's own attention and
-FFN blocks (a family that overrides one keeps its code), a gated GELU or SiLU FFN, and no LoRA
+FFN blocks (a family that overrides one keeps its code; the base's per-layer shapes, V norm, V
+from K and layer output scale are the step's too: gemma4), a gated GELU or SiLU FFN, and no LoRA
 adapter active for the step. Each layer is then `decode_layer` (GELU) or `attention_block`,
 the SiLU gate in NumPy (as `Precision.silu`), `ffn_out` (core/model/kernels/qmm/layer.py): the
 kernels, values and order of the step through `attention` and `ffn`, so the same bits
@@ -53,10 +54,11 @@ class _LayerPlan:
     o: tuple[DecodeCall, ...]
     up: tuple[DecodeCall, ...]
     down: tuple[DecodeCall, ...]
-    ints: np.ndarray  # layer.N_HEAD .. ROPE_NEOX (SEQ, POS, K_START filled per step)
+    ints: np.ndarray  # layer.N_HEAD .. V_NORM (SEQ, POS, K_START filled per step)
     swa: bool  # rotated with the sliding-window layers' rope
     window: int | None
     moe: _MoEPlan | None = None  # a layer with experts: `up` and `down` are unused
+    out_scale: np.float32 | None = None  # the layer's output times this (LayerWeights.out_scale)
 
 
 @dataclass
@@ -77,7 +79,7 @@ class DecodeStep:
 
     def __init__(self, layers: list[_LayerPlan], eps: float, q_scale: float, attn_scale: float, cap: float, gelu: bool) -> None:
         self.layers = layers
-        self.ints = np.stack([lp.ints for lp in layers])  # (n_layer, 10)
+        self.ints = np.stack([lp.ints for lp in layers])  # (n_layer, 12)
         self.eps = np.float32(eps)
         self.q_scale = np.float32(q_scale)
         self.attn_scale = np.float32(attn_scale)
@@ -102,7 +104,7 @@ class DecodeStep:
             or (a.attn_temp is not None and a.scale_q)  # one Q factor per step: the temperature's
         ):
             return None
-        mats = [lin.q for lw in model.layers for lin in _linears(lw)]
+        mats = [lin.q for lw in model.layers for lin in _linears(lw) if lin is not None]
         mats += [ex.whole for lw in model.layers if lw.moe is not None
                  for ex in (lw.moe.gate, lw.moe.up, lw.moe.down) if ex is not None]
         if any(m is None or not supports_decode_plan(m) for m in mats):
@@ -161,6 +163,8 @@ class DecodeStep:
                     ok = ok and L.ffn_out(x, model.precision.silu(g) * u, lp.norms, lp.biases, lp.down, self.eps, serial, want)
                 if not ok:
                     raise RuntimeError(f"layer {il}'s decode kernels failed (their error is printed above)")
+                if lp.out_scale is not None:  # (in place: the bits of base.block's x * scale)
+                    x *= lp.out_scale
         finally:
             threads.forget()
         return x
@@ -186,11 +190,12 @@ def _with_start(rows: np.ndarray, window: int | None) -> np.ndarray:
     return r
 
 
-def _linears(lw: LayerWeights) -> list[Linear]:
-    """The layer's matrices: attention's four, then the dense FFN's three (none with experts)."""
+def _linears(lw: LayerWeights) -> list[Linear | None]:
+    """The layer's matrices: attention's four (wv None where V is K's projection: gemma4), then
+    the dense FFN's three (none with experts)."""
     ffn = [] if lw.moe is not None else [lw.w_gate, lw.w_up, lw.w_down]
     assert all(lin is not None for lin in ffn)
-    return [lw.wq, lw.wk, lw.wv, lw.wo, *ffn]  # type: ignore[list-item]
+    return [lw.wq, lw.wk, lw.wv, lw.wo, *ffn]
 
 
 def _moe_fits(m: MoEArgs, activation: str, layers: list[LayerWeights]) -> bool:
@@ -239,16 +244,19 @@ def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
     rope = model._rope_swa if swa else model._rope
     lins = _linears(lw)
     wq, wk, wv, wo = lins[:4]
+    assert wq is not None and wk is not None and wo is not None
     # a layer with experts: its attention's matrices stand in for the dense FFN's (never run)
     w_gate, w_up, w_down = lins[4:] if lw.moe is None else (wq, wq, wo)
-    ints = np.zeros(10, dtype=np.int64)
-    ints[[L.N_HEAD, L.N_HEAD_KV, L.HEAD_DIM, L.HEAD_DIM_V, L.N_FF, L.ROPE_HALF, L.ROPE_NEOX]] = [
-        a.n_head, a.n_head_kv, a.head_dim, a.head_dim_v, w_gate.n_out, rope.n_dims // 2, int(rope.neox)]
+    assert w_gate is not None and w_up is not None and w_down is not None
+    n_kv, d, d_v = model.attn_shape(il)
+    ints = np.zeros(12, dtype=np.int64)
+    ints[[L.N_HEAD, L.N_HEAD_KV, L.HEAD_DIM, L.HEAD_DIM_V, L.N_FF, L.ROPE_HALF, L.ROPE_NEOX, L.V_FROM_K, L.V_NORM]] = [
+        a.n_head, n_kv, d, d_v, w_gate.n_out, rope.n_dims // 2, int(rope.neox), int(wv is None), int(model.v_norm)]
     return _LayerPlan(
         norms=tuple(_vec(v) for v in (lw.attn_norm, lw.q_norm, lw.k_norm, lw.post_attn_norm, lw.ffn_norm, lw.post_ffn_norm,
                                       np.array([a.residual_scale], dtype=np.float32) if a.residual_scale else None)),
-        biases=tuple(_vec(lin.b) for lin in lins) + (_NONE,) * (7 - len(lins)),
-        qkv=plan_decode_calls([_q(wq), _q(wk), _q(wv)], 3),
+        biases=tuple(_NONE if lin is None else _vec(lin.b) for lin in lins) + (_NONE,) * (7 - len(lins)),
+        qkv=plan_decode_calls([_q(wq), _q(wk)] + ([] if wv is None else [_q(wv)]), 3),
         o=plan_decode_calls([_q(wo)], 1),
         up=plan_decode_calls([_q(w_gate), _q(w_up)], 2),
         down=plan_decode_calls([_q(w_down)], 1),
@@ -256,4 +264,5 @@ def _plan_layer(model: DecoderModel, il: int, lw: LayerWeights) -> _LayerPlan:
         swa=swa,
         window=a.layer_window(il),
         moe=None if lw.moe is None else _moe_plan(model.args.moe, lw.moe),  # type: ignore[arg-type]
+        out_scale=lw.out_scale,
     )

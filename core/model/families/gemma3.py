@@ -24,11 +24,12 @@ def inv_sqrt_f32(n: int) -> float:
     return float(np.float32(1.0) / np.sqrt(np.float32(n)))
 
 
-def gemma_args(g: GGUFFile, n_layer_27b: int | None) -> ModelArgs:
+def gemma_args(g: GGUFFile, n_layer_27b: int | None, n_head_kv: int | None = None) -> ModelArgs:
     """What Gemma 1, 2 and 3 read alike: the common keys, NeoX rope, a GELU-gated FFN, embeddings
     times sqrt(n_embd), Q scaled before attention by 1/sqrt(head_dim), or 1/sqrt(n_embd / n_head)
-    for a 27B (the family's layer count n_layer_27b; gemma_pytorch's query_pre_attn_scalar)."""
-    a = common_args(g, neox=True)
+    for a 27B (the family's layer count n_layer_27b; gemma_pytorch's query_pre_attn_scalar);
+    n_head_kv: the family's own reading of `attention.head_count_kv` (Gemma 4: per layer)."""
+    a = common_args(g, neox=True, n_head_kv=n_head_kv)
     a.activation = "gelu"
     # ggml_scale(inpL, sqrtf(n_embd)): a float32 sqrt
     a.embed_scale = float(np.sqrt(np.float32(a.n_embd)))

@@ -33,6 +33,9 @@ class ThinkingTags:
     # markers that also end the block and stay in the content (llama.cpp's Qwen3-Coder/Qwen3.5
     # parser: a tool call's `<tool_call>` after thoughts that were never closed)
     end_before: tuple[str, ...] = ()
+    # special tokens inside the tags, where a tag is more than one token (Gemma 4's start is the
+    # token `<|channel>` then the word `thought`): kept as text in the output too
+    tokens: tuple[str, ...] = ()
 
 
 # the tag pairs of the reasoning models llama.cpp's chat parser knows; `<think>` (DeepSeek-R1,
@@ -43,6 +46,7 @@ KNOWN_TAGS: tuple[ThinkingTags, ...] = (
     ThinkingTags("<seed:think>", "</seed:think>"),  # ByteDance Seed-OSS
     ThinkingTags("[THINK]", "[/THINK]"),  # Magistral, Ministral reasoning
     ThinkingTags("<|inner_prefix|>", "<|inner_suffix|>"),  # Apertus
+    ThinkingTags("<|channel>thought", "<channel|>", tokens=("<|channel>",)),  # Gemma 4
     DEFAULT_TAGS,
 )
 

@@ -120,7 +120,8 @@ def prepare_chat(
     if setup.template_thinks and detect_format(template) == "qwen3_coder":  # thoughts may end at a call
         setup.thinking = replace(setup.thinking, end_before=(HERMES_OPEN,))
     if setup.template_thinks:  # the template's own tags reach the parser as text
-        setup.preserved_tokens = (*setup.preserved_tokens, setup.thinking.start, setup.thinking.end)
+        setup.preserved_tokens = (*setup.preserved_tokens, setup.thinking.start, setup.thinking.end,
+                                  *setup.thinking.tokens)
     return setup
 
 

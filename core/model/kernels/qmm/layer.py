@@ -53,7 +53,7 @@ start()  # the threading layer's set_num_threads symbol, which `set_num_threads`
 ATTN_NORM, Q_NORM, K_NORM, POST_ATTN_NORM, FFN_NORM, POST_FFN_NORM, RESIDUAL_SCALE = range(7)
 BQ, BK, BV, BO, BGATE, BUP, BDOWN = range(7)
 # Indices into the per-layer integer parameters.
-N_HEAD, N_HEAD_KV, HEAD_DIM, HEAD_DIM_V, N_FF, ROPE_HALF, ROPE_NEOX, SEQ, POS, K_START = range(10)
+N_HEAD, N_HEAD_KV, HEAD_DIM, HEAD_DIM_V, N_FF, ROPE_HALF, ROPE_NEOX, SEQ, POS, K_START, V_FROM_K, V_NORM = range(12)
 # Columns of the per-row step parameters (rows (T, 3)).
 ROW_SEQ, ROW_POS, ROW_K_START = range(3)
 
@@ -191,6 +191,10 @@ def attend_rows(x, norms, biases, qkv_calls, o_calls, ints, rows, eps, q_scale, 
     v = np.empty((T, Hkv * Dv), dtype=f32)
     if not _project(h, qkv_calls, (q, k, v), (biases[BQ], biases[BK], biases[BV]), serial, want):
         return False
+    if ints[V_FROM_K] != 0:  # no V matrix (gemma4): V is K's projection, before K's norm and rope
+        v[:, :] = k
+    if ints[V_NORM] != 0:  # V RMS-normed per head without a weight (gemma4)
+        v = _rms(v.reshape((T * Hkv, Dv)), np.zeros(0, dtype=f32), eps).reshape((T, Hkv * Dv))
     q3 = q.reshape((T, H, D))
     k3 = k.reshape((T, Hkv, D))
     nq, nk = norms[Q_NORM].shape[0], norms[K_NORM].shape[0]
