@@ -115,7 +115,7 @@ def test_imatrix_writes_combines_and_shows_statistics(model: str, tmp_path: Path
     _error(llama("imatrix", "-c", "64"), 1, "No prompt provided and no precomputed matrices")
 
 
-def test_benchmarks_print_llama_perplexity_lines(model: str) -> None:
+def test_benchmarks_print_llama_perplexity_lines(model: str, tmp_path: Path) -> None:
     fix = ROOT / "tests" / "fixtures" / "quality"
     r = llama("perplexity", "-m", model, "--winogrande", "-f", str(fix / "winogrande.csv"))
     assert r.returncode == 0, r.stderr
@@ -129,4 +129,6 @@ def test_benchmarks_print_llama_perplexity_lines(model: str) -> None:
     assert [len(t["scores"]) for t in j["tasks"]] == [2 + i % 4 for i in range(8)]
     _error(llama("perplexity", "-m", model, "--multiple-choice", "-bf", str(fix / "mc.bin")), 1, "requires a higher -np")
     _error(llama("perplexity", "-m", model, "--hellaswag", "--winogrande", "-f", str(TEXT)), 1, "choose one of")
-    _error(llama("perplexity", "-m", model, "--hellaswag", "-f", str(TEXT)), 1, "not a multiple of 6")
+    seven = tmp_path / "seven.txt"  # 7 lines: not whole HellaSwag tasks (6 lines each)
+    seven.write_text("".join(f"line {i}\n" for i in range(7)))
+    _error(llama("perplexity", "-m", model, "--hellaswag", "-f", str(seven)), 1, "not a multiple of 6")
