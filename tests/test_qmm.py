@@ -261,18 +261,18 @@ def _host_lacks(path: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def cross_cpu_runs(request, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """The host's run and each selected path's, started together: each is a cold compile of most
-    kernels (minutes, one core each), so they share the machine's cores instead of queueing."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
+    """The host's run and each selected path's, started together (tests/side_runs.py): each is
+    a cold compile of most kernels."""
+    from functools import partial
 
-    paths = [item.callspec.params["path"] for item in request.session.items
-             if getattr(item, "originalname", "") == "test_same_bits_on_every_code_path" and not _host_lacks(item.callspec.params["path"])]
-    with ThreadPoolExecutor(max_workers=max(1, min(len(paths) + 1, os.cpu_count() or 1))) as pool:
-        runs = {"host": pool.submit(_run_cross_cpu, tmp_path_factory.mktemp("host"), "host", None, None, 1)}
-        for path in paths:
-            cpu, features, _ = _PATHS[path]
-            runs[path] = pool.submit(_run_cross_cpu, tmp_path_factory.mktemp(path), path, cpu, features, 4)
+    from tests.side_runs import selected, together
+
+    paths = [p for p in (item.callspec.params["path"] for item in selected(request, "test_same_bits_on_every_code_path"))
+             if not _host_lacks(p)]
+    jobs = {"host": partial(_run_cross_cpu, tmp_path_factory.mktemp("host"), "host", None, None, 1)}
+    for path in paths:
+        jobs[path] = partial(_run_cross_cpu, tmp_path_factory.mktemp(path), path, _PATHS[path][0], _PATHS[path][1], 4)
+    with together(jobs) as runs:
         yield runs
 
 
