@@ -110,7 +110,9 @@ def ours(tokens: np.ndarray, numerics: str = "ggml"):  # type: ignore[no-untyped
     from llamacli.core.model.state.batch import Batch
     from llamacli.core.model.load import load_model
 
-    model, _, _ = _model_cache.setdefault(numerics, load_model(str(assemble()), numerics=numerics))
+    if numerics not in _model_cache:  # loaded once for every text (setdefault would load it each call)
+        _model_cache[numerics] = load_model(str(assemble()), numerics=numerics)
+    model, _, _ = _model_cache[numerics]
     cache = model.new_cache(1, len(tokens) + 1)
     out = []
     for s in range(0, len(tokens), 512):

@@ -253,28 +253,43 @@ def _run_cross_cpu(tmp_path, name: str, cpu: str | None, features: str | None, n
     return np.load(f), run.stdout.split()[-1]
 
 
+def _host_lacks(path: str) -> set[str]:
+    from llvmlite import binding as ll
+
+    return {f for f in _PATHS[path][2] if not ll.get_host_cpu_features().get(f, False)}
+
+
 @pytest.fixture(scope="module")
-def host_results(tmp_path_factory):  # type: ignore[no-untyped-def]
-    return _run_cross_cpu(tmp_path_factory.mktemp("host"), "host", None, None, 1)
+def cross_cpu_runs(request, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The host's run and each selected path's, started together (tests/side_runs.py): each is
+    a cold compile of most kernels."""
+    from functools import partial
+
+    from tests.side_runs import selected, together
+
+    paths = [p for p in (item.callspec.params["path"] for item in selected(request, "test_same_bits_on_every_code_path"))
+             if not _host_lacks(p)]
+    jobs = {"host": partial(_run_cross_cpu, tmp_path_factory.mktemp("host"), "host", None, None, 1)}
+    for path in paths:
+        jobs[path] = partial(_run_cross_cpu, tmp_path_factory.mktemp(path), path, _PATHS[path][0], _PATHS[path][1], 4)
+    with together(jobs) as runs:
+        yield runs
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", list(_PATHS))
-def test_same_bits_on_every_code_path(path: str, host_results, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_same_bits_on_every_code_path(path: str, cross_cpu_runs) -> None:  # type: ignore[no-untyped-def]
     """The kernels compiled for each instruction-set path (core/model/kernels/qmm/isa.py) on 4
     threads give the same bits as this CPU's on 1: integer block dots are exact and the float
     order is fixed, whatever the SIMD width, the instructions (vpdpbusd, vpmaddubsw, vpmaddwd or
     the products written out) and the thread count (the attention kernel's float32 sums too).
     A path needs the instructions it is compiled for: on a CPU without them it is skipped."""
-    from llvmlite import binding as ll
-
-    cpu, features, needs = _PATHS[path]
-    missing = {f for f in needs if not ll.get_host_cpu_features().get(f, False)}
+    missing = _host_lacks(path)
     if missing:
         pytest.skip(f"this CPU lacks {sorted(missing)}")
-    got, reported = _run_cross_cpu(tmp_path, path, cpu, features, 4)
+    got, reported = cross_cpu_runs[path].result()
     assert reported == path
-    assert np.array_equal(got, host_results[0])
+    assert np.array_equal(got, cross_cpu_runs["host"].result()[0])
 
 
 def test_model_weights_are_views_of_the_mapped_file(demo_model) -> None:  # type: ignore[no-untyped-def]

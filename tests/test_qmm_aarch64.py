@@ -26,9 +26,14 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 
 import pytest
+
+from tests.side_runs import selected, together
 
 _TRIPLE = "aarch64-unknown-linux-gnu"
 
@@ -115,9 +120,21 @@ def _check_aarch64_build(name: str, ir_text: str) -> Counter[str]:
     return ops
 
 
+@pytest.fixture(scope="module")
+def kernel_irs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[dict[str, object]]]]:
+    """Both children's answers, their compiles started together (tests/side_runs.py)."""
+    jobs = {"generic": partial(_kernels_ir, tmp_path_factory.mktemp("generic"), _GENERIC),
+            # the sdot kernels and one without byte products on that path (each compile costs minutes)
+            "dotprod": partial(_kernels_ir, tmp_path_factory.mktemp("dotprod"), _GENERIC + ",+dotprod", _DOTPROD_PRELUDE,
+                               _SDOT_KERNELS + ("decode_rows_q4_k",))}
+    wanted = {"generic": "test_kernels_build_for_aarch64", "dotprod": "test_dotprod_kernels_build_for_aarch64_with_sdot"}
+    with together({k: job for k, job in jobs.items() if selected(request, wanted[k])}) as runs:
+        yield runs
+
+
 @pytest.mark.slow
-def test_kernels_build_for_aarch64(tmp_path: Path) -> None:
-    got = _kernels_ir(tmp_path, _GENERIC)
+def test_kernels_build_for_aarch64(kernel_irs: dict[str, Future[dict[str, object]]]) -> None:
+    got = kernel_irs["generic"].result()
     assert got["path"] == "generic"
     assert isinstance(got["ir"], dict)
     for name, ir_text in got["ir"].items():
@@ -131,11 +148,10 @@ _SDOT_KERNELS = ("decode_packed_q5_0", "decode_packed_q8_0", "decode_packed_q4_k
 
 
 @pytest.mark.slow
-def test_dotprod_kernels_build_for_aarch64_with_sdot(tmp_path: Path) -> None:
+def test_dotprod_kernels_build_for_aarch64_with_sdot(kernel_irs: dict[str, Future[dict[str, object]]]) -> None:
     """On aarch64 with the dot product extension (NUMBA_CPU_NAME=neoverse-n1, apple-m1, or
     +dotprod) the byte products are sdot instructions: fails if the path stops being chosen."""
-    # the sdot kernels and one without byte products on that path (each compile costs minutes)
-    got = _kernels_ir(tmp_path, _GENERIC + ",+dotprod", _DOTPROD_PRELUDE, _SDOT_KERNELS + ("decode_rows_q4_k",))
+    got = kernel_irs["dotprod"].result()
     assert got["path"] == "neon-dotprod"
     assert isinstance(got["ir"], dict)
     for name, ir_text in got["ir"].items():
