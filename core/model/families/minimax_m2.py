@@ -15,7 +15,6 @@ the Llama block with
 
 from __future__ import annotations
 
-from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs, gating_name
