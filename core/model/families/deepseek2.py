@@ -42,7 +42,7 @@ import numpy as np
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
 from llamacli.core.model.families.llama import common_args, yarn_rope
-from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.precision import Precision
 from llamacli.core.model.state.batch import Batch
@@ -51,9 +51,8 @@ from llamacli.core.model.state.latent_cache import LatentKVCache
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import ExpertLinear, Linear, WeightLoader
 
-# LLAMA_EXPERT_GATING_FUNC_TYPE_*: 0 (none) is softmax for DeepSeek-V2's files (llama.cpp's
-# load_arch_hparams), sigmoid for GLM-4.7-Lite's (47 or 48 layers, 154880 tokens)
-_GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+# expert_gating_func 0 (none) is softmax for DeepSeek-V2's files (llama.cpp's load_arch_hparams),
+# sigmoid for GLM-4.7-Lite's (47 or 48 layers, 154880 tokens)
 
 
 @dataclass(frozen=True)
@@ -157,8 +156,6 @@ class DeepSeek2Model(DecoderModel):
         gating = md_int(md, p, f"{arch}.expert_gating_func", 0, lo=0)
         if gating == 0:
             gating = 2 if n_layer in (47, 48) and n_vocab_md == 154880 else 1
-        if gating not in _GATING:
-            raise ModelLoadError(p, f"{arch}.expert_gating_func is {gating}: not a gating function we run")
         n_dense = md_int(md, p, f"{arch}.leading_dense_block_count", 0, lo=0, hi=n_layer)
         norm = md.get(f"{arch}.expert_weights_norm", False)
         if not isinstance(norm, (bool, np.bool_)):
@@ -176,7 +173,7 @@ class DeepSeek2Model(DecoderModel):
                 n_expert, n_used, md_int(md, p, f"{arch}.expert_feed_forward_length"),
                 norm_weights=bool(norm),
                 weights_scale=md_float(md, p, f"{arch}.expert_weights_scale", 0.0, positive=False),
-                gating=_GATING[gating],
+                gating=gating_name(g, gating),
                 probs_bias=f"blk.{n_dense}.exp_probs_b.bias" in g.tensors,
                 n_shared=md_int(md, p, f"{arch}.expert_shared_count", lo=0),
                 n_group=n_group if n_group > 1 else 0, n_group_used=n_group_used if n_group > 1 else 0,

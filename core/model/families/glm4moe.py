@@ -24,12 +24,10 @@ import numpy as np
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_float, md_int
 from llamacli.core.model.families.llama import common_args
-from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
 
-# LLAMA_EXPERT_GATING_FUNC_TYPE_*: 0 (none) means sigmoid for this family
-_GATING = {0: "sigmoid", 1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
 
 
 class Glm4MoeModel(DecoderModel):
@@ -49,8 +47,6 @@ class Glm4MoeModel(DecoderModel):
         if n_used > n_expert:
             raise ModelLoadError(p, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})")
         gating = md_int(md, p, f"{arch}.expert_gating_func", 0, lo=0)
-        if gating not in _GATING:
-            raise ModelLoadError(p, f"{arch}.expert_gating_func is {gating}: not a gating function we run")
         norm = md.get(f"{arch}.expert_weights_norm", False)
         if not isinstance(norm, (bool, np.bool_)):
             raise ModelLoadError(p, f"metadata key '{arch}.expert_weights_norm' must be a boolean")
@@ -59,7 +55,7 @@ class Glm4MoeModel(DecoderModel):
             md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1)),
             norm_weights=bool(norm),
             weights_scale=md_float(md, p, f"{arch}.expert_weights_scale", 0.0, positive=False),
-            gating=_GATING[gating],
+            gating=gating_name(g, gating, none="sigmoid"),
             probs_bias=True,
             n_shared=md_int(md, p, f"{arch}.expert_shared_count", lo=0),
         )

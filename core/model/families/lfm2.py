@@ -34,7 +34,7 @@ import numpy as np
 from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import LayerWeights, ModelArgs, md_float, md_int
 from llamacli.core.model.families.hybrid import HybridModel, kv_recurrent_args
-from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.families.shortconv import ShortConvWeights, load_shortconv, shortconv_mixer
 from llamacli.core.model.state.batch import Batch
 from llamacli.core.model.state.recurrent import HybridCache
@@ -74,8 +74,6 @@ class Lfm2Model(HybridModel):
         return shortconv_mixer(self.precision, lw.mixer, h, batch, cache, il)
 
 
-# LLAMA_EXPERT_GATING_FUNC_TYPE_* (1 softmax, 2 sigmoid, 3 softmax over the top k): lfm2moe reads the key
-_GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
 
 
 class Lfm2MoeModel(Lfm2Model):
@@ -87,10 +85,8 @@ class Lfm2MoeModel(Lfm2Model):
         a = Lfm2Model.read_args(g)
         n_expert = md_int(md, p, f"{arch}.expert_count")
         gating = md_int(md, p, f"{arch}.expert_gating_func", lo=0)
-        if gating not in _GATING:
-            raise ModelLoadError(p, f"{arch}.expert_gating_func is {gating}: not a gating function we run")
         a.moe = MoEArgs(n_expert, md_int(md, p, f"{arch}.expert_used_count", hi=n_expert),
                         md_int(md, p, f"{arch}.expert_feed_forward_length"), norm_weights=True,
-                        gating=_GATING[gating], probs_bias=True)
+                        gating=gating_name(g, gating), probs_bias=True)
         a.n_dense_lead = md_int(md, p, f"{arch}.leading_dense_block_count", 0, lo=0, hi=a.n_layer)
         return a

@@ -15,15 +15,13 @@ the Llama block with
 
 from __future__ import annotations
 
-from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_int
 from llamacli.core.model.families.llama import common_args
-from llamacli.core.model.families.moe import MoEArgs
+from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import WeightLoader
 
-# LLAMA_EXPERT_GATING_FUNC_TYPE_*: 0 (none) makes llama.cpp's build_moe_ffn abort
-_GATING = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+# expert_gating_func 0 (none, or the key absent) makes llama.cpp's build_moe_ffn abort: refused
 
 
 class MinimaxM2Model(DecoderModel):
@@ -36,10 +34,7 @@ class MinimaxM2Model(DecoderModel):
         n_expert = md_int(md, p, f"{arch}.expert_count")
         n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
         gating = md_int(md, p, f"{arch}.expert_gating_func", 0, lo=0)
-        if gating not in _GATING:
-            raise ModelLoadError(p, f"{arch}.expert_gating_func is {gating}: the router needs a gating function "
-                                    f"(1 softmax, 2 sigmoid, 3 softmax over the chosen)")
-        a.moe = MoEArgs(n_expert, n_used, a.n_ff, norm_weights=True, gating=_GATING[gating], probs_bias=True)
+        a.moe = MoEArgs(n_expert, n_used, a.n_ff, norm_weights=True, gating=gating_name(g, gating), probs_bias=True)
         return a
 
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:

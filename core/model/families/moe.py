@@ -38,6 +38,8 @@ import numpy as np
 
 from llamacli.core.model.kernels import ops as K
 from llamacli.core.model.kernels.qmm.router import sigmoid_rows, softmax_rows, top_k_rows
+from llamacli.core.errors import ModelLoadError
+from llamacli.core.model.weights.gguf_file import GGUFFile
 from llamacli.core.model.weights.tensors import ExpertLinear, FusedLinear, Linear, WeightLoader
 
 if TYPE_CHECKING:
@@ -78,6 +80,22 @@ class MoEWeights:
     probs_bias: np.ndarray | None = None  # (n_expert,): MoEArgs.probs_bias
     shared: tuple[Linear | None, Linear, Linear] | None = None  # the shared experts' gate (None: ungated), up, down
     shared_gate: np.ndarray | None = None  # (n_embd,): MoEArgs.shared_gate
+
+
+# LLAMA_EXPERT_GATING_FUNC_TYPE_* (`{arch}.expert_gating_func`): 1 soft max, 2 sigmoid, 3 soft max
+# over the chosen k; 0 (none) is what each family makes of it (`gating_name`)
+GATING_FUNCS = {1: "softmax", 2: "sigmoid", 3: "softmax_weight"}
+
+
+def gating_name(g: GGUFFile, value: int, none: str | None = None) -> str:
+    """MoEArgs.gating for an `expert_gating_func` value (0: `none`, where the family gives it
+    one); one clear load error for a value we do not run."""
+    if value == 0 and none is not None:
+        return none
+    if value not in GATING_FUNCS:
+        raise ModelLoadError(g.path, f"{g.architecture}.expert_gating_func is {value}: not a gating function we run "
+                                     "(1 softmax, 2 sigmoid, 3 softmax over the chosen experts)")
+    return GATING_FUNCS[value]
 
 
 def load_moe(ld: WeightLoader, prefix: str, n_embd: int, m: MoEArgs) -> MoEWeights:
