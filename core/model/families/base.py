@@ -136,6 +136,16 @@ def md_int(md: dict[str, Any], path: str, key: str, default: int | None = None, 
     return int(v)
 
 
+def expert_counts(g: GGUFFile) -> tuple[int, int]:
+    """A mixture of experts' `{arch}.expert_count` and `expert_used_count` (1 .. expert_count)."""
+    md, p, arch = g.metadata, g.path, g.architecture
+    n_expert = md_int(md, p, f"{arch}.expert_count")
+    n_used = md_int(md, p, f"{arch}.expert_used_count")
+    if n_used > n_expert:
+        raise ModelLoadError(p, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})")
+    return n_expert, n_used
+
+
 def md_float(md: dict[str, Any], path: str, key: str, default: float | None = None, positive: bool = True) -> float:
     """A finite number (> 0 when `positive`, else >= 0); a ModelLoadError naming the key otherwise."""
     v = _uniform(md, path, key, md[key]) if key in md else md_get(md, path, key, default)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, expert_counts, md_float, md_int
 from llamacli.core.model.families.llama import common_args, yarn_rope
 from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.kernels import ops as K
@@ -162,8 +162,7 @@ class DeepSeek2Model(DecoderModel):
             raise ModelLoadError(p, f"metadata key '{arch}.expert_weights_norm' must be a boolean")
         moe = None
         if n_dense < n_layer:
-            n_expert = md_int(md, p, f"{arch}.expert_count")
-            n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
+            n_expert, n_used = expert_counts(g)
             n_group = md_int(md, p, f"{arch}.expert_group_count", 0, lo=0)
             n_group_used = md_int(md, p, f"{arch}.expert_group_used_count", 0, lo=0, hi=max(n_group, 0))
             if n_group > 1 and (n_expert % n_group or n_group_used < 1 or n_used > n_group_used * (n_expert // n_group)):

@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, expert_counts, md_float, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -42,10 +42,7 @@ class Glm4MoeModel(DecoderModel):
         if sections.size >= 2 and sections[0] > 0 and sections[1] > 0:
             raise ModelLoadError(p, f"{arch}.rope.dimension_sections: M-RoPE (the vision models) is not supported")
         n_nextn = md_int(md, p, f"{arch}.nextn_predict_layers", 0, lo=0, hi=a.n_layer - 1)
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        n_used = md_int(md, p, f"{arch}.expert_used_count")
-        if n_used > n_expert:
-            raise ModelLoadError(p, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})")
+        n_expert, n_used = expert_counts(g)
         gating = md_int(md, p, f"{arch}.expert_gating_func", 0, lo=0)
         norm = md.get(f"{arch}.expert_weights_norm", False)
         if not isinstance(norm, (bool, np.bool_)):

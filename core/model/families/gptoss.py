@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_float, md_int, swa_pattern
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, expert_counts, md_float, md_int, swa_pattern
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -34,10 +33,7 @@ class GptOssModel(DecoderModel):
     def read_args(g: GGUFFile) -> ModelArgs:
         md, p, arch = g.metadata, g.path, g.architecture
         a = common_args(g, neox=True)
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        n_used = md_int(md, p, f"{arch}.expert_used_count")
-        if n_used > n_expert:
-            raise ModelLoadError(p, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})")
+        n_expert, n_used = expert_counts(g)
         n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length")
         scale = md_float(md, p, f"{arch}.expert_weights_scale", 0.0, positive=False)
         a.moe = MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=False, weights_scale=scale, gating="softmax_weight")

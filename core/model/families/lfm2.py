@@ -32,7 +32,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import LayerWeights, ModelArgs, md_float, md_int
+from llamacli.core.model.families.base import LayerWeights, ModelArgs, expert_counts, md_float, md_int
 from llamacli.core.model.families.hybrid import HybridModel, kv_recurrent_args
 from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.families.shortconv import ShortConvWeights, load_shortconv, shortconv_mixer
@@ -83,10 +83,8 @@ class Lfm2MoeModel(Lfm2Model):
     def read_args(g: GGUFFile) -> ModelArgs:
         md, p, arch = g.metadata, g.path, g.architecture
         a = Lfm2Model.read_args(g)
-        n_expert = md_int(md, p, f"{arch}.expert_count")
         gating = md_int(md, p, f"{arch}.expert_gating_func", lo=0)
-        a.moe = MoEArgs(n_expert, md_int(md, p, f"{arch}.expert_used_count", hi=n_expert),
-                        md_int(md, p, f"{arch}.expert_feed_forward_length"), norm_weights=True,
+        a.moe = MoEArgs(*expert_counts(g), md_int(md, p, f"{arch}.expert_feed_forward_length"), norm_weights=True,
                         gating=gating_name(g, gating), probs_bias=True)
         a.n_dense_lead = md_int(md, p, f"{arch}.leading_dense_block_count", 0, lo=0, hi=a.n_layer)
         return a

@@ -15,7 +15,7 @@ the Llama block with
 
 from __future__ import annotations
 
-from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_int
+from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, expert_counts, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs, gating_name
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -31,8 +31,7 @@ class MinimaxM2Model(DecoderModel):
     def read_args(g: GGUFFile) -> ModelArgs:
         md, p, arch = g.metadata, g.path, g.architecture
         a = common_args(g, neox=True)
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
+        n_expert, n_used = expert_counts(g)
         gating = md_int(md, p, f"{arch}.expert_gating_func", 0, lo=0)
         a.moe = MoEArgs(n_expert, n_used, a.n_ff, norm_weights=True, gating=gating_name(g, gating), probs_bias=True)
         return a

@@ -11,7 +11,7 @@ The K norm spans n_embd as in llama.cpp's loader, so the heads of K are those of
 from __future__ import annotations
 
 from llamacli.core.errors import ModelLoadError
-from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, md_int
+from llamacli.core.model.families.base import DecoderModel, LayerWeights, ModelArgs, expert_counts
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs
 from llamacli.core.model.weights.gguf_file import GGUFFile
@@ -23,14 +23,13 @@ class OlmoeModel(DecoderModel):
 
     @staticmethod
     def read_args(g: GGUFFile) -> ModelArgs:
-        md, p, arch = g.metadata, g.path, g.architecture
+        p, arch = g.path, g.architecture
         a = common_args(g, neox=True)
         if a.n_head_kv != a.n_head or a.n_head * a.head_dim != a.n_embd:
             raise ModelLoadError(p, f"{arch}: Q and K norms span n_embd ({a.n_embd}), so {arch}.attention.head_count_kv "
                                     f"({a.n_head_kv}) must equal head_count ({a.n_head}) and heads times key_length "
                                     f"({a.n_head * a.head_dim}) must be n_embd")
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        a.moe = MoEArgs(n_expert, md_int(md, p, f"{arch}.expert_used_count", hi=n_expert), a.n_ff, norm_weights=False)
+        a.moe = MoEArgs(*expert_counts(g), a.n_ff, norm_weights=False)
         return a
 
     def _load_layer(self, ld: WeightLoader, il: int) -> LayerWeights:

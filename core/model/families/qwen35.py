@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from llamacli.core.errors import InvalidRequest, ModelLoadError
-from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, md_int
+from llamacli.core.model.families.base import AttnGroup, DecoderModel, LayerWeights, ModelArgs, expert_counts, md_int
 from llamacli.core.model.families.delta_net import DeltaNetArgs, DeltaNetWeights, delta_net_mixer, load_delta_net
 from llamacli.core.model.families.hybrid import HybridModel
 from llamacli.core.model.families.llama import common_args
@@ -70,8 +70,7 @@ def read_shared_moe(g: GGUFFile, a: ModelArgs) -> MoEArgs:
     experts of `expert_feed_forward_length` rows, a shared FFN of
     `expert_shared_feed_forward_length` rows (else `feed_forward_length`) behind its sigmoid gate."""
     md, p, arch = g.metadata, g.path, g.architecture
-    n_expert = md_int(md, p, f"{arch}.expert_count")
-    n_used = md_int(md, p, f"{arch}.expert_used_count", hi=n_expert)
+    n_expert, n_used = expert_counts(g)
     n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1))
     n_ff_shexp = md_int(md, p, f"{arch}.expert_shared_feed_forward_length", a.n_ff)
     return MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=True, n_shared=1, n_ff_shared=n_ff_shexp, shared_gate=True)

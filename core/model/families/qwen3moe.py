@@ -6,9 +6,8 @@ experts of `expert_feed_forward_length` rows, no shared expert (llama.cpp src/mo
 
 from __future__ import annotations
 
-from llamacli.core.errors import ModelLoadError
 from llamacli.core.model.weights.gguf_file import GGUFFile
-from llamacli.core.model.families.base import DecoderModel, ModelArgs, md_int
+from llamacli.core.model.families.base import DecoderModel, ModelArgs, expert_counts, md_int
 from llamacli.core.model.families.llama import common_args
 from llamacli.core.model.families.moe import MoEArgs
 
@@ -21,10 +20,7 @@ class Qwen3MoeModel(DecoderModel):
     def read_args(g: GGUFFile) -> ModelArgs:
         a = common_args(g, neox=True)
         md, p, arch = g.metadata, g.path, g.architecture
-        n_expert = md_int(md, p, f"{arch}.expert_count")
-        n_used = md_int(md, p, f"{arch}.expert_used_count")
-        if n_used > n_expert:
-            raise ModelLoadError(p, f"{arch}.expert_used_count ({n_used}) is above {arch}.expert_count ({n_expert})")
+        n_expert, n_used = expert_counts(g)
         # llama.cpp: n_ff_exp, else n_ff / n_expert_used
         n_ff_exp = md_int(md, p, f"{arch}.expert_feed_forward_length", max(a.n_ff // n_used, 1))
         a.moe = MoEArgs(n_expert, n_used, n_ff_exp, norm_weights=True)
