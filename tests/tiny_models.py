@@ -1377,6 +1377,20 @@ if __name__ == "__main__":  # pragma: no cover
 # ----------------------------------------------------------------------------- variants of a file
 
 
+def load_error_without(src: str | os.PathLike, key: str, tmp_path: Path) -> tuple[Path, str]:
+    """Load `src` rewritten without metadata `key`: the rewritten file and its load error's text
+    (an AssertionError if it loads)."""
+    from llamacli.core.errors import ModelLoadError
+    from llamacli.core.model.load import load_model
+
+    bad = rewrite_gguf(src, tmp_path / "bad.gguf", drop_keys=(key,))
+    try:
+        load_model(bad)
+    except ModelLoadError as e:
+        return bad, str(e)
+    raise AssertionError(f"{bad} loaded without {key}")
+
+
 def rewrite_gguf(src: str | os.PathLike, dst: str | os.PathLike, drop: str | None = None, arch: str | None = None,
                  retype: tuple[str, QT] | None = None, drop_keys: tuple[str, ...] = (),
                  set_strings: dict[str, str] | None = None,
