@@ -126,11 +126,14 @@ def _read_header(path: Path) -> dict[str, object] | None:
         return None
 
 
-def _write(path: Path, header: dict[str, object], entries: list[Entry], mats: list[QuantMatrix]) -> None:
+def _header(ident: dict[str, object], entries: list[Entry]) -> bytes:
+    return json.dumps({**ident, "entries": [asdict(e) for e in entries]}).encode()
+
+
+def _write(path: Path, blob: bytes, entries: list[Entry], mats: list[QuantMatrix]) -> None:
     """Pack every matrix into a new cache file at `path` (temporary name, then renamed). Each is
     packed into one reused buffer and written with write(): a full disk is an OSError here,
     where pages of a mapped sparse file would fault (SIGBUS) on their first store."""
-    blob = json.dumps(header).encode()
     assert 16 + len(blob) <= min(e.at for e in entries), "the header outgrew its room"
     buf = np.empty(max(e.rows * e.cols for e in entries), dtype=np.uint8)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -177,12 +180,14 @@ def attach(gguf: GGUFFile, named: list[tuple[str, QuantMatrix]]) -> Attached:
     entries = _entries(path, ident)
     built = entries is None
     if entries is None:
-        # the header holds the identity and the entries; room for it before the first matrix
-        draft = json.dumps({**ident, "entries": [asdict(e) for e in _layout(sources, mats, 0)]})
-        entries = _layout(sources, mats, 16 + len(draft.encode()) + 64 * len(mats) + 256)
+        # the header (identity and entries) goes before the first matrix: grow its room until it fits
+        room, entries = ALIGN, _layout(sources, mats, ALIGN)
+        while 16 + len(_header(ident, entries)) > room:
+            room += ALIGN
+            entries = _layout(sources, mats, room)
         try:
             d.mkdir(parents=True, exist_ok=True)
-            _write(path, {**ident, "entries": [asdict(e) for e in entries]}, entries, mats)
+            _write(path, _header(ident, entries), entries, mats)
         except OSError as err:
             return Attached(reason=f"packed-weight cache not written ({path}: {err.strerror or err})")
     try:
